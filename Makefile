@@ -1,0 +1,55 @@
+# `make run`: the daemon on embedded defaults (local broker, SQLite, demo traffic).
+# `make test`: lint, types and the whole suite against real services.
+# Both install what they need into .venv first; that step is skipped when pyproject.toml has not changed.
+
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+HASH := $(shell sha1sum pyproject.toml | cut -c1-12)
+RUN_STAMP := $(VENV)/.run-$(HASH)
+DEV_STAMP := $(VENV)/.dev-$(HASH)
+PROMTOOL := .tools/bin/promtool
+
+.PHONY: run test lint format typecheck bench eval clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+
+$(RUN_STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q -e '.[embedded]'
+	touch $@
+
+$(DEV_STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	touch $@ $(RUN_STAMP)
+
+# promtool (validates /metrics) from Debian's prometheus package, unpacked locally: no service is installed.
+$(PROMTOOL):
+	mkdir -p .tools/deb
+	cd .tools/deb && (apt-get download prometheus 2>/dev/null || (apt-get update -qq && apt-get download prometheus))
+	dpkg-deb -x .tools/deb/prometheus_*.deb .tools/deb/root
+	mkdir -p .tools/bin && cp .tools/deb/root/usr/bin/promtool $(PROMTOOL)
+
+run: $(RUN_STAMP)
+	$(BIN)/vigil demo
+
+lint: $(DEV_STAMP)
+	$(BIN)/ruff format --check vigil tests bench
+	$(BIN)/ruff check vigil tests bench
+
+typecheck: $(DEV_STAMP)
+	$(BIN)/mypy vigil
+
+format: $(DEV_STAMP)
+	$(BIN)/ruff format vigil tests bench
+	$(BIN)/ruff check --fix vigil tests bench
+
+test: $(DEV_STAMP) $(PROMTOOL) lint typecheck
+	PATH="$(CURDIR)/.tools/bin:$$PATH" $(BIN)/pytest
+
+bench: $(DEV_STAMP)
+	$(BIN)/python -m bench.ingest
+
+clean:
+	rm -rf $(VENV) .tools .vigil .pytest_cache .mypy_cache .ruff_cache

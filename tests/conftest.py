@@ -1,0 +1,149 @@
+"""Shared fixtures: a real Tansu broker, real PostgreSQL and SQLite databases, unique topics per test."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import psycopg
+import pytest
+from prometheus_client import CollectorRegistry
+
+from vigil.broker import EmbeddedBroker
+from vigil.clock import SystemClock
+from vigil.settings import Settings
+from vigil.store import CaseStore
+from vigil.transport.kafka import ensure_topics
+
+PG_ADMIN = os.environ.get("VIGIL_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
+
+
+@pytest.fixture(scope="session")
+def kafka() -> Iterator[EmbeddedBroker]:
+    """One Tansu broker for the whole session (tests use unique topics)."""
+    with EmbeddedBroker() as broker:
+        yield broker
+
+
+@pytest.fixture
+def own_kafka() -> Iterator[EmbeddedBroker]:
+    """A broker of the test's own, for tests that freeze or kill it."""
+    with EmbeddedBroker() as broker:
+        yield broker
+
+
+@dataclass(frozen=True)
+class Topics:
+    input: str
+    suggestions: str
+    dlq: str
+    group: str
+
+
+def new_topics() -> Topics:
+    tag = uuid.uuid4().hex[:10]
+    return Topics(f"in-{tag}", f"sug-{tag}", f"dlq-{tag}", f"group-{tag}")
+
+
+@pytest.fixture
+def topics() -> Topics:
+    return new_topics()
+
+
+def _create_database() -> str:
+    name = f"vigil_test_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    return name
+
+
+def _drop_database(name: str) -> None:
+    with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def pg_url() -> Iterator[str]:
+    """A fresh PostgreSQL database on the machine's server, dropped afterwards."""
+    name = _create_database()
+    try:
+        yield f"postgresql+asyncpg://postgres@127.0.0.1:5432/{name}"
+    finally:
+        _drop_database(name)
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path) -> str:
+    return f"sqlite+aiosqlite:///{tmp_path / 'vigil.db'}"
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """Every store test runs on both databases."""
+    if request.param == "sqlite":
+        yield f"sqlite+aiosqlite:///{tmp_path / 'vigil.db'}"
+        return
+    name = _create_database()
+    try:
+        yield f"postgresql+asyncpg://postgres@127.0.0.1:5432/{name}"
+    finally:
+        _drop_database(name)
+
+
+def make_settings(*, tmp_path: Path, db_url: str | None = None, bootstrap: str | None = None,
+                  topics: Topics | None = None, **overrides: object) -> Settings:
+    """Settings for a test: its own data dir, database, topics and a random HTTP port."""
+    kafka: dict[str, object] = {"bootstrap_servers": bootstrap, "session_timeout_s": 6.0, "partitions": 3}
+    if topics is not None:
+        kafka |= {"input_topic": topics.input, "suggestions_topic": topics.suggestions, "dlq_topic": topics.dlq,
+                  "group_id": topics.group}
+    values: dict[str, object] = {
+        "data_dir": tmp_path / "data",
+        "database": {"url": db_url},
+        "http": {"host": "127.0.0.1", "port": 0},
+        "kafka": kafka,
+        "health_interval_s": 0.2,
+        "graceful_timeout_s": 5.0,
+    }
+    values |= overrides
+    return Settings(_env_file=None, **values)  # type: ignore[call-arg, arg-type]
+
+
+@pytest.fixture
+async def store(db_url: str, tmp_path: Path) -> AsyncIterator[CaseStore]:
+    """A migrated case store on each database."""
+    settings = make_settings(tmp_path=tmp_path, db_url=db_url)
+    case_store = CaseStore.from_settings(settings, clock=SystemClock())
+    await case_store.migrate()
+    try:
+        yield case_store
+    finally:
+        await case_store.close()
+
+
+@pytest.fixture
+def registry() -> CollectorRegistry:
+    return CollectorRegistry()
+
+
+async def create_topics(bootstrap: str, topics: Topics, partitions: int = 3) -> None:
+    settings = make_settings(tmp_path=Path("/nonexistent"), bootstrap=bootstrap, topics=topics)
+    await ensure_topics(settings.kafka, (topics.input, topics.suggestions, topics.dlq), partitions=partitions)
+
+
+async def wait_for(predicate, timeout_s: float = 20.0, interval_s: float = 0.05):  # type: ignore[no-untyped-def]
+    """Poll ``predicate`` (sync or async) until it returns something truthy, or fail after ``timeout_s``."""
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while True:
+        value = predicate()
+        if asyncio.iscoroutine(value):
+            value = await value
+        if value:
+            return value
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"condition not met within {timeout_s}s")
+        await asyncio.sleep(interval_s)

@@ -1,0 +1,63 @@
+"""An independent Kafka client for tests (librdkafka through confluent-kafka), to produce and read topics."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+
+
+@dataclass(frozen=True)
+class Read:
+    key: bytes | None
+    value: bytes | None
+    headers: dict[str, bytes]
+    partition: int
+    offset: int
+
+
+def produce(bootstrap: str, topic: str, records: list[tuple[bytes | None, bytes | None]]) -> None:
+    """Produce (key, value) records in order and wait until all are acknowledged."""
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": False,
+                         "linger.ms": 5})
+    errors: list[str] = []
+
+    def delivered(err, _msg) -> None:  # type: ignore[no-untyped-def]
+        if err is not None:
+            errors.append(str(err))
+
+    for key, value in records:
+        while True:
+            try:
+                producer.produce(topic, value=value, key=key, on_delivery=delivered)
+                break
+            except BufferError:
+                producer.poll(0.1)
+        producer.poll(0)
+    remaining = producer.flush(30)
+    assert remaining == 0, f"{remaining} records not delivered"
+    assert not errors, errors
+
+
+def read_topic(bootstrap: str, topic: str, *, expect: int, timeout_s: float = 30.0,
+               partitions: int = 3) -> list[Read]:
+    """Read every partition of ``topic`` from the beginning until ``expect`` records came (or time runs out)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "test-reader", "enable.auto.commit": False,
+                         "auto.offset.reset": "earliest"})
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    got: list[Read] = []
+    deadline = time.monotonic() + timeout_s
+    try:
+        while len(got) < expect and time.monotonic() < deadline:
+            msg = consumer.poll(0.2)
+            if msg is None:
+                continue
+            if msg.error():
+                if msg.error().retriable() or "UNKNOWN_TOPIC" in str(msg.error()):
+                    continue
+                raise KafkaException(msg.error())
+            got.append(Read(msg.key(), msg.value(), dict(msg.headers() or []), msg.partition(), msg.offset()))
+    finally:
+        consumer.close()
+    return got

@@ -1,0 +1,49 @@
+"""Retrying what failed for a passing reason (database or broker unreachable) with exponential back-off."""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+from vigil.clock import Clock
+from vigil.errors import StoreUnavailable, TransportError
+from vigil.metrics import Metrics
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+TRANSIENT: tuple[type[Exception], ...] = (StoreUnavailable, TransportError)
+
+
+@dataclass(frozen=True, slots=True)
+class Backoff:
+    """Retries an operation until it succeeds or the caller is cancelled; nothing is skipped."""
+
+    clock: Clock
+    metrics: Metrics
+    initial_s: float = 0.2
+    max_s: float = 5.0
+
+    async def persist(self, what: str, operation: Callable[[], Awaitable[T]]) -> T:
+        """Run ``operation``, retrying transient failures with jittered exponential back-off.
+
+        Errors that are not transient propagate at once; cancellation stops the retries.
+        """
+        delay = self.initial_s
+        attempt = 0
+        while True:
+            try:
+                return await operation()
+            except TRANSIENT as exc:
+                attempt += 1
+                self.metrics.retries.labels("database" if isinstance(exc, StoreUnavailable) else "broker").inc()
+                if attempt == 1:
+                    log.warning("%s failed, retrying: %s", what, exc)
+                else:
+                    log.debug("%s failed again (attempt %d): %s", what, attempt, exc)
+            await self.clock.sleep(delay * random.uniform(0.8, 1.2))
+            delay = min(delay * 2, self.max_s)

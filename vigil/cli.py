@@ -1,0 +1,166 @@
+"""The `vigil` command: run the daemon, the embedded demo, replay events, manage the database."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import signal
+import sys
+from collections.abc import Awaitable, Callable, Coroutine
+from pathlib import Path
+from typing import Any
+
+from vigil import __version__
+from vigil.broker import EmbeddedBroker
+from vigil.clock import SystemClock
+from vigil.daemon import Daemon
+from vigil.demo import DemoTraffic, bundled_conversations, load_conversations
+from vigil.errors import SettingsError, VigilError
+from vigil.events import json_schemas
+from vigil.replay import replay
+from vigil.settings import Settings, load_settings
+from vigil.store import CaseStore
+from vigil.transport.kafka import KafkaPublisher
+
+log = logging.getLogger("vigil")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the `vigil` console script."""
+    args = _parser().parse_args(argv)
+    try:
+        settings = load_settings()
+        logging.basicConfig(
+            level=settings.log_level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+        )
+        command: Callable[[argparse.Namespace, Settings], Coroutine[Any, Any, int]] = args.command
+        return asyncio.run(command(args, settings))
+    except SettingsError as exc:
+        print(f"vigil: {exc}", file=sys.stderr)
+        return 2
+    except VigilError as exc:
+        print(f"vigil: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="vigil", description="A proactive copilot for customer-support analysts.")
+    parser.add_argument("--version", action="version", version=f"vigil {__version__}")
+    commands = parser.add_subparsers(required=True, metavar="COMMAND")
+    commands.add_parser("run", help="run the daemon against VIGIL_KAFKA__BOOTSTRAP_SERVERS").set_defaults(command=_run)
+    demo = commands.add_parser("demo", help="run everything embedded: broker, daemon, demo traffic")
+    demo.add_argument("--no-traffic", action="store_true", help="do not publish the demo conversations")
+    demo.set_defaults(command=_demo)
+    rp = commands.add_parser("replay", help="publish v1 events from a JSONL file to the input topic")
+    rp.add_argument("file", type=Path)
+    rp.add_argument("--rate", type=float, default=0.0, help="events per second (default: as fast as possible)")
+    rp.add_argument("--topic", help="topic to publish to (default: the input topic)")
+    rp.set_defaults(command=_replay)
+    db = commands.add_parser("db", help="database schema").add_subparsers(required=True, metavar="ACTION")
+    db.add_parser("upgrade", help="apply migrations up to the newest").set_defaults(command=_db_upgrade)
+    schema = commands.add_parser("schema", help="print the JSON Schemas of wire format v1")
+    schema.set_defaults(command=_schema)
+    return parser
+
+
+async def _until_signalled(work: Callable[[asyncio.Event], Awaitable[None]]) -> None:
+    """Run ``work`` with an event that SIGTERM or SIGINT sets; a second signal exits at once."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+
+    def on_signal() -> None:
+        if stop.is_set():
+            log.warning("second signal: exiting without draining")
+            raise SystemExit(1)
+        stop.set()
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, on_signal)
+    await work(stop)
+
+
+async def _run(args: argparse.Namespace, settings: Settings) -> int:
+    daemon = Daemon(settings)
+    await _until_signalled(daemon.run)
+    return 0
+
+
+async def _demo(args: argparse.Namespace, settings: Settings) -> int:
+    broker: EmbeddedBroker | None = None
+    if not settings.kafka.bootstrap_servers:
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        broker = EmbeddedBroker(log_path=settings.data_dir / "broker.log")
+        bootstrap = broker.start()
+        log.info("embedded Kafka-compatible broker (Tansu) on %s", bootstrap)
+        settings = settings.model_copy(
+            update={"kafka": settings.kafka.model_copy(update={"bootstrap_servers": bootstrap})}
+        )
+    try:
+        daemon = Daemon(settings)
+        await _until_signalled(lambda stop: _demo_with_traffic(daemon, settings, stop, not args.no_traffic))
+    finally:
+        if broker is not None:
+            broker.stop()
+    return 0
+
+
+async def _demo_with_traffic(daemon: Daemon, settings: Settings, stop: asyncio.Event, traffic: bool) -> None:
+    publisher = KafkaPublisher(settings.kafka)
+    player = None
+    if traffic:
+        path = settings.demo.conversations or bundled_conversations()
+        player = asyncio.create_task(
+            DemoTraffic(
+                load_conversations(path),
+                publisher=publisher,
+                topic=settings.kafka.input_topic,
+                clock=daemon.clock,
+                backoff=daemon.backoff,
+                pace_s=settings.demo.pace_s,
+                parallel=settings.demo.parallel,
+            ).run_forever()
+        )
+    try:
+        await daemon.run(stop)
+    finally:
+        if player is not None:
+            player.cancel()
+            await asyncio.gather(player, return_exceptions=True)
+        await publisher.close()
+
+
+async def _replay(args: argparse.Namespace, settings: Settings) -> int:
+    kafka = settings.kafka
+    if not kafka.bootstrap_servers:
+        raise SettingsError("VIGIL_KAFKA__BOOTSTRAP_SERVERS", "not set; vigil replay needs a Kafka to publish to")
+    if not args.file.is_file():
+        raise SettingsError("FILE", f"{args.file} is not a file")
+    publisher = KafkaPublisher(kafka)
+    try:
+        await publisher.start()
+        sent = await replay(
+            args.file, publisher=publisher, topic=args.topic or kafka.input_topic, clock=SystemClock(), rate=args.rate
+        )
+    finally:
+        await publisher.close()
+    print(f"published {sent} events to {args.topic or kafka.input_topic}")
+    return 0
+
+
+async def _db_upgrade(args: argparse.Namespace, settings: Settings) -> int:
+    store = CaseStore.from_settings(settings, clock=SystemClock())
+    try:
+        await store.migrate()
+    finally:
+        await store.close()
+    print("database schema is up to date")
+    return 0
+
+
+async def _schema(args: argparse.Namespace, settings: Settings) -> int:
+    print(json.dumps(json_schemas(), indent=2))
+    return 0

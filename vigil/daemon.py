@@ -1,0 +1,169 @@
+"""The daemon: builds the parts from one ``Settings``, runs them, and shuts them down in order.
+
+Start-up: HTTP first (so ``/healthz`` answers and ``/readyz`` says what is missing), then the database (migrated),
+topics, the producer and the consumer, each retried with back-off until reachable. Shutdown, when the trigger
+fires: stop intake, drain in-flight work within ``graceful_timeout_s``, commit offsets, close clients, stop HTTP.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Sequence
+
+import uvicorn
+from prometheus_client import CollectorRegistry
+
+from vigil.api import EmbeddedServer, create_app
+from vigil.backoff import Backoff
+from vigil.clock import Clock, SystemClock
+from vigil.errors import SettingsError, StartupError
+from vigil.gate import ConfidenceGate, Gate
+from vigil.health import Health
+from vigil.ingest import Ingest
+from vigil.metrics import Metrics
+from vigil.pipeline import Pipeline
+from vigil.settings import Settings
+from vigil.skills import Skill
+from vigil.store import CaseStore
+from vigil.transport.kafka import KafkaPublisher, KafkaSink, KafkaSource, ensure_topics
+
+log = logging.getLogger(__name__)
+
+_INTAKE_STOP_S = 2.0
+
+
+class Daemon:
+    """vigil's long-running process."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        clock: Clock | None = None,
+        registry: CollectorRegistry | None = None,
+        skills: Sequence[Skill] = (),
+        gate: Gate | None = None,
+    ) -> None:
+        if not settings.kafka.bootstrap_servers:
+            raise SettingsError("VIGIL_KAFKA__BOOTSTRAP_SERVERS", "not set; vigil run needs a Kafka to read from")
+        self.settings = settings
+        self.clock = clock or SystemClock()
+        self.metrics = Metrics(registry or CollectorRegistry())
+        self.backoff = Backoff(self.clock, self.metrics, settings.ingest.retry_initial_s, settings.ingest.retry_max_s)
+        self.store = CaseStore.from_settings(settings, clock=self.clock)
+        self.publisher = KafkaPublisher(settings.kafka)
+        self.source = KafkaSource(settings.kafka, self.publisher, handover_timeout_s=settings.graceful_timeout_s)
+        self.sinks = [KafkaSink(self.publisher, settings.kafka.suggestions_topic)]
+        self.pipeline = Pipeline(
+            store=self.store,
+            skills=skills,
+            gate=gate or ConfidenceGate(0.0),
+            sinks=self.sinks,
+            clock=self.clock,
+            metrics=self.metrics,
+            backoff=self.backoff,
+            default_tenant=settings.default_tenant,
+        )
+        self.ingest = Ingest(
+            source=self.source,
+            pipeline=self.pipeline,
+            settings=settings.ingest,
+            clock=self.clock,
+            metrics=self.metrics,
+            backoff=self.backoff,
+        )
+        self.health = Health(
+            {"database": self.store.ping, "broker": self.source.check},
+            clock=self.clock,
+            metrics=self.metrics,
+            interval_s=settings.health_interval_s,
+        )
+        self.app = create_app(store=self.store, health=self.health, metrics=self.metrics)
+        self.http_port: int | None = None
+
+    async def run(self, shutdown: asyncio.Event) -> None:
+        """Run until ``shutdown`` is set, then shut down gracefully.
+
+        Raises:
+            StartupError: the HTTP port could not be bound, or a part failed for good.
+        """
+        server, serving = await self._serve_http()
+        checking = asyncio.create_task(self.health.run_forever(), name="vigil-health")
+        working = asyncio.create_task(self._work(), name="vigil-work")
+        stopping = asyncio.create_task(shutdown.wait(), name="vigil-shutdown")
+        try:
+            await asyncio.wait({working, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            if stopping.done():
+                log.info("shutting down")
+            await self._stop_work(working)
+        finally:
+            stopping.cancel()
+            await self._close()
+            checking.cancel()
+            server.should_exit = True
+            await asyncio.gather(serving, checking, return_exceptions=True)
+        if working.done() and not working.cancelled() and working.exception() is not None:
+            raise StartupError(f"vigil stopped: {working.exception()}") from working.exception()
+
+    async def _serve_http(self) -> tuple[uvicorn.Server, asyncio.Task[None]]:
+        config = uvicorn.Config(
+            self.app,
+            host=self.settings.http.host,
+            port=self.settings.http.port,
+            log_config=None,
+            access_log=False,
+            lifespan="off",
+        )
+        server = EmbeddedServer(config)
+        serving = asyncio.create_task(server.serve(), name="vigil-http")
+        while not server.started:
+            if serving.done():
+                raise StartupError(f"cannot serve HTTP on {self.settings.http.host}:{self.settings.http.port}")
+            await asyncio.sleep(0.01)
+        self.http_port = int(server.servers[0].sockets[0].getsockname()[1])
+        log.info("HTTP on http://%s:%d (healthz, readyz, metrics, api)", self.settings.http.host, self.http_port)
+        return server, serving
+
+    async def _work(self) -> None:
+        kafka = self.settings.kafka
+        if self.settings.database.migrate_on_start:
+            await self.backoff.persist("migrating the database", self.store.migrate)
+        if kafka.create_topics:
+            topics = (kafka.input_topic, kafka.suggestions_topic, kafka.dlq_topic)
+            await self.backoff.persist(
+                "creating topics", lambda: ensure_topics(kafka, topics, partitions=kafka.partitions)
+            )
+        await self.backoff.persist("connecting the Kafka producer", self.publisher.start)
+        await self.backoff.persist("connecting the Kafka consumer", self.source.start)
+        log.info("consuming %s as group %s", kafka.input_topic, kafka.group_id)
+        await self.ingest.run()
+
+    async def _stop_work(self, working: asyncio.Task[None]) -> None:
+        self.source.stop_intake()
+        await asyncio.wait({working}, timeout=_INTAKE_STOP_S)
+        if not working.done():
+            working.cancel()
+            await asyncio.gather(working, return_exceptions=True)
+        drained = await self.ingest.drain(self.settings.graceful_timeout_s)
+        log.info("drained in-flight work" if drained else "drain timed out")
+
+    async def _close(self) -> None:
+        for step in (self.source.close, self.publisher.close, self.store.close):
+            try:
+                await step()
+            except Exception:
+                log.exception("error while closing")
+
+
+@contextlib.asynccontextmanager
+async def running(daemon: Daemon) -> AsyncIterator[asyncio.Task[None]]:
+    """Run a daemon in the background for the duration of a block (tests, the demo)."""
+    shutdown = asyncio.Event()
+    task = asyncio.create_task(daemon.run(shutdown))
+    try:
+        yield task
+    finally:
+        shutdown.set()
+        await task

@@ -1,0 +1,64 @@
+"""vigil's errors.
+
+    VigilError
+    ├── SettingsError        a setting is missing or invalid (stops start-up)
+    ├── Rejected             an input record is not a valid v1 event (goes to the dead-letter topic)
+    ├── StoreError           the database refused or failed a write
+    │   ├── StoreUnavailable     the database cannot be reached (retried with back-off)
+    │   └── EventConflict        the event contradicts what is stored (dead-lettered)
+    ├── TransportError       the broker failed a request (retried with back-off)
+    └── StartupError         a part did not start in time
+
+Third-party errors are translated into these at the module that talks to the library, with ``raise ... from``.
+"""
+
+from __future__ import annotations
+
+
+class VigilError(Exception):
+    """Base of every error vigil raises on purpose."""
+
+
+class SettingsError(VigilError):
+    """A setting is missing or invalid; ``setting`` names the environment variable."""
+
+    def __init__(self, setting: str, problem: str) -> None:
+        super().__init__(f"invalid setting {setting}: {problem}")
+        self.setting = setting
+        self.problem = problem
+
+
+class Rejected(VigilError):
+    """An input record that is not a valid v1 event.
+
+    ``reason`` is a short stable code (used as a metric label and a dead-letter header);
+    ``detail`` says what exactly is wrong, for a person.
+    """
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(f"{reason}: {detail}")
+        self.reason = reason
+        self.detail = detail
+
+
+class StoreError(VigilError):
+    """The database refused or failed a write."""
+
+
+class StoreUnavailable(StoreError):
+    """The database cannot be reached right now; the operation may be retried."""
+
+
+class EventConflict(StoreError, Rejected):
+    """The event contradicts stored state (for example another tenant's conversation id)."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        Rejected.__init__(self, reason, detail)
+
+
+class TransportError(VigilError):
+    """The broker failed a request; the operation may be retried."""
+
+
+class StartupError(VigilError):
+    """A part of the daemon did not start."""

@@ -1,0 +1,269 @@
+"""Wire format v1: the one place where records become events.
+
+Input records carry one JSON object each (UTF-8; Kafka key = ``conversation_id``) of one of three types:
+``message``, ``case`` and ``feedback``. vigil's output is a ``suggestion``. ``parse`` turns raw bytes into an
+event or raises ``Rejected`` with a stable reason code; nothing else in vigil parses the wire format.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterator
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    TypeAdapter,
+    ValidationError,
+    model_validator,
+)
+
+from vigil.errors import Rejected
+
+SCHEMA_VERSION = 1
+EVENT_TYPES = ("message", "case", "feedback")
+
+Id = Annotated[str, StringConstraints(min_length=1, max_length=256)]
+Name = Annotated[str, StringConstraints(max_length=256)]
+Role = Literal["customer", "analyst", "bot", "system"]
+CaseChange = Literal["opened", "assigned", "escalated", "status", "closed", "reopened"]
+Verdict = Literal["accepted", "edited", "dismissed", "approved", "rejected"]
+SuggestionKind = Literal["answer", "next_step", "follow_up", "handover", "action", "escalation"]
+
+
+class _Wire(BaseModel):
+    model_config = ConfigDict(strict=True, frozen=True, extra="ignore")
+
+    schema_version: Literal[1] = Field(description="Always 1 for this format.")
+
+
+class Message(_Wire):
+    """A chat message from the customer, the analyst, a bot or the system."""
+
+    type: Literal["message"]
+    message_id: Id
+    conversation_id: Id
+    tenant: Id | None = None
+    sent_at: AwareDatetime
+    role: Role
+    author: Name | None = None
+    text: str
+    metadata: dict[str, Any] | None = None
+
+    @property
+    def id(self) -> str:
+        """The event's idempotency key."""
+        return self.message_id
+
+    @property
+    def occurred_at(self) -> datetime:
+        """When it happened, by the sender's clock."""
+        return self.sent_at
+
+
+class Resolution(BaseModel):
+    """How a closed case was resolved."""
+
+    model_config = ConfigDict(strict=True, frozen=True, extra="ignore")
+
+    resolved_by: Literal["human", "bot", "customer"]
+    summary: str | None = None
+    csat: Annotated[int, Field(ge=1, le=5)] | None = None
+
+
+class CaseEvent(_Wire):
+    """A change in the case's life: opened, assigned, escalated, status, closed, reopened."""
+
+    type: Literal["case"]
+    event_id: Id
+    conversation_id: Id
+    tenant: Id | None = None
+    at: AwareDatetime
+    event: CaseChange
+    assignee: Name | None = None
+    priority: Name | None = None
+    status: Name | None = None
+    resolution: Resolution | None = None
+
+    @model_validator(mode="after")
+    def _says_what_changed(self) -> CaseEvent:
+        if self.event == "status" and not self.status:
+            raise ValueError("a status event needs status")
+        if self.event == "assigned" and not self.assignee:
+            raise ValueError("an assigned event needs assignee")
+        return self
+
+    @property
+    def id(self) -> str:
+        return self.event_id
+
+    @property
+    def occurred_at(self) -> datetime:
+        return self.at
+
+
+class Feedback(_Wire):
+    """An analyst's verdict on a suggestion."""
+
+    type: Literal["feedback"]
+    feedback_id: Id
+    suggestion_id: Id
+    conversation_id: Id
+    tenant: Id | None = None
+    verdict: Verdict
+    by: Name | None = None
+    at: AwareDatetime
+    text: str | None = None
+
+    @property
+    def id(self) -> str:
+        return self.feedback_id
+
+    @property
+    def occurred_at(self) -> datetime:
+        return self.at
+
+
+Event = Annotated[Message | CaseEvent | Feedback, Field(discriminator="type")]
+_EVENT = TypeAdapter[Message | CaseEvent | Feedback](Event)
+
+
+class SourceRef(BaseModel):
+    """What a suggestion is based on: an article, an FAQ, a mined case, a policy rule."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: str
+    id: str
+    title: str | None = None
+    score: float | None = None
+
+
+class Suggestion(BaseModel):
+    """vigil's output: what it suggests to the analyst, with its sources."""
+
+    model_config = ConfigDict(frozen=True)
+
+    type: Literal["suggestion"] = "suggestion"
+    schema_version: Literal[1] = 1
+    suggestion_id: Id
+    conversation_id: Id
+    tenant: Id
+    in_reply_to: Id | None = None
+    created_at: AwareDatetime
+    kind: SuggestionKind
+    text: str
+    confidence: Annotated[float, Field(ge=0.0, le=1.0)]
+    sources: list[SourceRef] = []
+    action: dict[str, Any] | None = None
+    latency_ms: Annotated[float, Field(ge=0.0)]
+
+    def to_json(self) -> bytes:
+        """The suggestion as a v1 wire record."""
+        return self.model_dump_json(exclude_none=True).encode()
+
+
+def parse(raw: bytes | None, *, max_event_bytes: int, max_text_bytes: int) -> Message | CaseEvent | Feedback:
+    """Decode one input record.
+
+    Raises:
+        Rejected: with ``reason`` one of ``empty``, ``too_large``, ``invalid_utf8``, ``invalid_json``,
+            ``not_an_object``, ``unknown_type``, ``unsupported_schema_version``, ``invalid_field``,
+            ``text_too_long``.
+    """
+    if not raw:
+        raise Rejected("empty", "the record has no value")
+    if len(raw) > max_event_bytes:
+        raise Rejected("too_large", f"{len(raw)} bytes, more than the limit of {max_event_bytes}")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise Rejected("invalid_utf8", f"byte {exc.start}: {exc.reason}") from exc
+    obj = _load_json(text)
+    if not isinstance(obj, dict):
+        raise Rejected("not_an_object", f"the value is a JSON {type(obj).__name__}, not an object")
+    _check_envelope(obj)
+    _check_strings(obj, "")
+    try:
+        event = _EVENT.validate_json(text, strict=True)
+    except ValidationError as exc:
+        raise Rejected("invalid_field", _describe(exc)) from exc
+    for field, value in _texts(event):
+        size = len(value.encode())
+        if size > max_text_bytes:
+            raise Rejected("text_too_long", f"{field} is {size} bytes, more than the limit of {max_text_bytes}")
+    return event
+
+
+def _load_json(text: str) -> object:
+    def no_constants(name: str) -> object:
+        raise ValueError(f"{name} is not valid JSON")
+
+    try:
+        return json.loads(text, parse_constant=no_constants)
+    except (ValueError, RecursionError) as exc:
+        raise Rejected("invalid_json", str(exc)[:200] or type(exc).__name__) from exc
+
+
+def _check_envelope(obj: dict[str, Any]) -> None:
+    kind = obj.get("type")
+    if kind not in EVENT_TYPES:
+        shown = json.dumps(kind)[:60] if "type" in obj else "missing"
+        raise Rejected("unknown_type", f"type {shown}; expected one of {', '.join(EVENT_TYPES)}")
+    version = obj.get("schema_version")
+    if type(version) is not int or version != SCHEMA_VERSION:
+        shown = json.dumps(version)[:60] if "schema_version" in obj else "missing"
+        raise Rejected("unsupported_schema_version", f"schema_version {shown}; this vigil reads {SCHEMA_VERSION}")
+
+
+def _check_strings(value: object, path: str) -> None:
+    """Refuse strings no database column can hold: NUL characters and lone surrogates."""
+    if isinstance(value, str):
+        if "\x00" in value:
+            raise Rejected("invalid_field", f"{path or 'value'}: contains a NUL character")
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise Rejected("invalid_field", f"{path or 'value'}: contains a lone surrogate") from exc
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _check_strings(key, path)
+            _check_strings(item, f"{path}.{key}" if path else key)
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            _check_strings(item, f"{path}[{index}]")
+    elif isinstance(value, float) and not math.isfinite(value):
+        raise Rejected("invalid_field", f"{path}: not a finite number")
+
+
+def _texts(event: Message | CaseEvent | Feedback) -> Iterator[tuple[str, str]]:
+    if isinstance(event, CaseEvent):
+        summary = event.resolution.summary if event.resolution else None
+        if summary is not None:
+            yield "resolution.summary", summary
+    elif event.text is not None:
+        yield "text", event.text
+
+
+def _describe(exc: ValidationError) -> str:
+    parts = []
+    for error in exc.errors(include_url=False)[:3]:
+        loc = ".".join(str(p) for p in error["loc"][1:]) or "value"
+        parts.append(f"{loc}: {error['msg']}")
+    return "; ".join(parts)
+
+
+def json_schemas() -> dict[str, dict[str, Any]]:
+    """The JSON Schema of each v1 type, as published in ``docs/wire-format.md``."""
+    return {
+        "message": Message.model_json_schema(),
+        "case": CaseEvent.model_json_schema(),
+        "feedback": Feedback.model_json_schema(),
+        "suggestion": Suggestion.model_json_schema(mode="serialization"),
+    }

@@ -1,0 +1,59 @@
+"""Readiness: periodic checks of the broker and the database, read by ``/readyz`` and the metrics."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+
+from vigil.clock import Clock
+from vigil.errors import VigilError
+from vigil.metrics import Metrics
+
+log = logging.getLogger(__name__)
+
+Check = Callable[[], Awaitable[None]]
+
+
+class Health:
+    """Runs each named check every ``interval_s``; ready while every check last passed."""
+
+    def __init__(self, checks: dict[str, Check], *, clock: Clock, metrics: Metrics, interval_s: float) -> None:
+        self._checks = checks
+        self._clock = clock
+        self._metrics = metrics
+        self._interval_s = interval_s
+        self.problems: dict[str, str] = {name: "not checked yet" for name in checks}
+
+    @property
+    def ready(self) -> bool:
+        """Whether every dependency answered its last check."""
+        return not self.problems
+
+    async def check_once(self) -> None:
+        """Run every check now, concurrently."""
+        results = await asyncio.gather(*(self._run(name, check) for name, check in self._checks.items()))
+        for name, problem in zip(self._checks, results, strict=True):
+            was = self.problems.get(name)
+            if problem is None:
+                self.problems.pop(name, None)
+                if was is not None and was != "not checked yet":
+                    log.info("%s is reachable again", name)
+            else:
+                if was != problem and was is None:
+                    log.warning("%s is not reachable: %s", name, problem)
+                self.problems[name] = problem
+            self._metrics.ready.labels(name).set(0 if problem else 1)
+
+    async def _run(self, name: str, check: Check) -> str | None:
+        try:
+            await check()
+        except VigilError as exc:
+            return str(exc)
+        return None
+
+    async def run_forever(self) -> None:
+        """Check on the interval until cancelled."""
+        while True:
+            await self.check_once()
+            await self._clock.sleep(self._interval_s)

@@ -1,0 +1,128 @@
+"""Ingest: from a source's records to the pipeline, concurrently across conversations and in order within one.
+
+Each record is decoded (``events.parse``); a rejected one goes to its transport's dead-letter destination with the
+reason. A valid event joins its conversation's lane: lanes run concurrently (at most ``max_in_flight`` records in
+all), each lane one event at a time in arrival order. A record is acknowledged only once fully handled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from vigil.backoff import Backoff
+from vigil.clock import Clock
+from vigil.errors import EventConflict, Rejected, StoreError
+from vigil.events import CaseEvent, Feedback, Message, parse
+from vigil.metrics import Metrics
+from vigil.pipeline import Pipeline
+from vigil.settings import IngestSettings
+from vigil.transport import Delivery, Source
+
+log = logging.getLogger(__name__)
+
+
+class Ingest:
+    """Feeds one source into the pipeline until the source stops, then drains."""
+
+    def __init__(
+        self,
+        *,
+        source: Source,
+        pipeline: Pipeline,
+        settings: IngestSettings,
+        clock: Clock,
+        metrics: Metrics,
+        backoff: Backoff,
+    ) -> None:
+        self._source = source
+        self._pipeline = pipeline
+        self._settings = settings
+        self._clock = clock
+        self._metrics = metrics
+        self._backoff = backoff
+        self._slots = asyncio.Semaphore(settings.max_in_flight)
+        self._lanes: dict[str, asyncio.Task[None]] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def run(self) -> None:
+        """Take records from the source until its intake stops."""
+        async for delivery in self._source.deliveries():
+            await self._slots.acquire()
+            self._start(delivery, self._clock.monotonic())
+
+    def _start(self, delivery: Delivery, received: float) -> None:
+        self._metrics.in_flight.inc()
+        try:
+            event = parse(
+                delivery.record.value,
+                max_event_bytes=self._settings.max_event_bytes,
+                max_text_bytes=self._settings.max_text_bytes,
+            )
+        except Rejected as rejection:
+            self._track(asyncio.create_task(self._reject(delivery, rejection, received)))
+            return
+        self._metrics.events_consumed.labels(event.type).inc()
+        key = event.conversation_id
+        ahead = self._lanes.get(key)
+        task = asyncio.create_task(self._process(ahead, delivery, event, received))
+        self._lanes[key] = task
+        task.add_done_callback(lambda t: self._lanes.pop(key, None) if self._lanes.get(key) is t else None)
+        self._track(task)
+
+    def _track(self, task: asyncio.Task[None]) -> None:
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _process(
+        self,
+        ahead: asyncio.Task[None] | None,
+        delivery: Delivery,
+        event: Message | CaseEvent | Feedback,
+        received: float,
+    ) -> None:
+        try:
+            if ahead is not None:
+                await asyncio.wait([ahead])
+            await self._pipeline.handle(event, received)
+        except (EventConflict, StoreError) as exc:
+            rejection = exc if isinstance(exc, Rejected) else Rejected("store_rejected", str(exc))
+            log.warning(
+                "dead-lettering %s %s: %s", event.type, event.id, exc, extra={"conversation_id": event.conversation_id}
+            )
+            await self._dead_letter(delivery, rejection)
+        except Exception:
+            # A bug, not bad input: the record is kept on the dead-letter topic and the partition moves on.
+            log.exception("failed on %s %s", event.type, event.id, extra={"conversation_id": event.conversation_id})
+            await self._dead_letter(delivery, Rejected("processing_failed", "vigil failed on this event; see logs"))
+        self._finish(delivery, received)
+
+    async def _reject(self, delivery: Delivery, rejection: Rejected, received: float) -> None:
+        log.info("rejected a record from %s: %s", delivery.record.origin or "?", rejection)
+        await self._dead_letter(delivery, rejection)
+        self._finish(delivery, received)
+
+    async def _dead_letter(self, delivery: Delivery, rejection: Rejected) -> None:
+        await self._backoff.persist("dead-lettering a record", lambda: delivery.dead_letter(rejection))
+        self._metrics.events_dead_lettered.labels(rejection.reason).inc()
+
+    def _finish(self, delivery: Delivery, received: float) -> None:
+        delivery.ack()
+        self._metrics.in_flight.dec()
+        self._metrics.event_processing.observe(self._clock.monotonic() - received)
+        self._slots.release()
+
+    async def drain(self, timeout_s: float) -> bool:
+        """Wait up to ``timeout_s`` for records in flight; cancel what is left. True if all finished."""
+        pending = set(self._tasks)
+        if pending:
+            _, pending = await asyncio.wait(pending, timeout=timeout_s)
+        for task in pending:
+            task.cancel()
+        if pending:
+            log.warning(
+                "shutdown: %d records did not finish in %.1fs; they will be re-delivered", len(pending), timeout_s
+            )
+            await asyncio.gather(*pending, return_exceptions=True)
+            self._metrics.in_flight.dec(len(pending))
+        return not pending

@@ -1,0 +1,63 @@
+"""vigil's Prometheus metrics, on a registry the daemon passes in (never the global one)."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+_FAST_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+
+class Metrics:
+    """Every metric vigil exports."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.registry = registry
+        self.events_consumed = Counter(
+            "vigil_events_consumed", "Valid events read from a source, by type.", ["type"], registry=registry
+        )
+        self.events_duplicate = Counter(
+            "vigil_events_duplicate",
+            "Events already stored (re-delivered or re-sent), by type.",
+            ["type"],
+            registry=registry,
+        )
+        self.events_dead_lettered = Counter(
+            "vigil_events_dead_lettered",
+            "Records sent to the dead-letter destination, by reason.",
+            ["reason"],
+            registry=registry,
+        )
+        self.suggestions_published = Counter(
+            "vigil_suggestions_published", "Suggestions published, by kind.", ["kind"], registry=registry
+        )
+        self.suggestions_suppressed = Counter(
+            "vigil_suggestions_suppressed", "Proposals the gate kept quiet, by reason.", ["reason"], registry=registry
+        )
+        self.skill_failures = Counter(
+            "vigil_skill_failures", "Skills that raised while proposing, by skill.", ["skill"], registry=registry
+        )
+        self.retries = Counter(
+            "vigil_retries",
+            "Operations retried after a transient failure, by dependency.",
+            ["dependency"],
+            registry=registry,
+        )
+        self.suggestion_latency = Histogram(
+            "vigil_suggestion_latency_seconds",
+            "From event received to suggestion published.",
+            buckets=_FAST_BUCKETS,
+            registry=registry,
+        )
+        self.event_processing = Histogram(
+            "vigil_event_processing_seconds",
+            "From record received to fully handled (stored, published, acked).",
+            buckets=_FAST_BUCKETS,
+            registry=registry,
+        )
+        self.in_flight = Gauge("vigil_events_in_flight", "Records being processed now.", registry=registry)
+        self.ready = Gauge(
+            "vigil_dependency_up",
+            "Whether a dependency answered its last health check.",
+            ["dependency"],
+            registry=registry,
+        )

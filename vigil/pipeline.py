@@ -1,0 +1,130 @@
+"""The pipeline: store the event, apply it to its case, let skills propose, gate, store and publish.
+
+One call handles one event; the caller (``ingest``) guarantees that a conversation's events arrive one at a time,
+in order. Each step is idempotent by the event's id, so a re-delivered event changes nothing, except that a
+suggestion stored but not yet published before a crash is published now.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Sequence
+from functools import partial
+
+from vigil.backoff import Backoff
+from vigil.cases import CaseState
+from vigil.clock import Clock
+from vigil.events import CaseEvent, Feedback, Message, Suggestion
+from vigil.gate import Gate
+from vigil.metrics import Metrics
+from vigil.skills import Proposal, Skill
+from vigil.store import CaseStore
+from vigil.transport import Sink
+
+log = logging.getLogger(__name__)
+
+_SUGGESTION_IDS = uuid.UUID("6f1d4a52-8c1e-4f0a-9d7b-3a5c2e9b7f10")
+
+
+class Pipeline:
+    """Everything that happens to one decoded event."""
+
+    def __init__(
+        self,
+        *,
+        store: CaseStore,
+        skills: Sequence[Skill],
+        gate: Gate,
+        sinks: Sequence[Sink],
+        clock: Clock,
+        metrics: Metrics,
+        backoff: Backoff,
+        default_tenant: str,
+    ) -> None:
+        self._store = store
+        self._default_tenant = default_tenant
+        self._skills = tuple(skills)
+        self._gate = gate
+        self._sinks = tuple(sinks)
+        self._clock = clock
+        self._metrics = metrics
+        self._backoff = backoff
+
+    async def handle(self, event: Message | CaseEvent | Feedback, received: float) -> None:
+        """Handle one event; ``received`` is the clock's monotonic time when its record arrived.
+
+        Raises:
+            EventConflict: the event contradicts the stored case (the caller dead-letters it).
+            StoreError: the database refused the event (the caller dead-letters it).
+        """
+        recorded = await self._backoff.persist("storing an event", lambda: self._store.record(event))
+        if not recorded.new:
+            self._metrics.events_duplicate.labels(event.type).inc()
+            leftover = await self._backoff.persist(
+                "reading unpublished suggestions", lambda: self._store.unpublished_replies(event.id)
+            )
+            await self._publish(leftover, received)
+            return
+        suggestions = [s for skill in self._skills for s in await self._consult(skill, event, recorded.case, received)]
+        for suggestion in suggestions:
+            await self._backoff.persist("storing a suggestion", partial(self._store.save_suggestion, suggestion))
+        await self._publish(suggestions, received)
+
+    async def _consult(
+        self, skill: Skill, event: Message | CaseEvent | Feedback, case: CaseState | None, received: float
+    ) -> list[Suggestion]:
+        try:
+            proposals = await skill.propose(event, case)
+        except Exception:
+            log.exception(
+                "skill %s failed on %s %s",
+                skill.name,
+                event.type,
+                event.id,
+                extra={"conversation_id": event.conversation_id},
+            )
+            self._metrics.skill_failures.labels(skill.name).inc()
+            return []
+        said = []
+        for index, proposal in enumerate(proposals):
+            decision = await self._gate.review(proposal, event, case)
+            if not decision.speak:
+                self._metrics.suggestions_suppressed.labels(decision.reason).inc()
+                continue
+            said.append(self._suggestion(proposal, event, case, f"{skill.name}/{index}", received))
+        return said
+
+    def _suggestion(
+        self,
+        proposal: Proposal,
+        event: Message | CaseEvent | Feedback,
+        case: CaseState | None,
+        slot: str,
+        received: float,
+    ) -> Suggestion:
+        return Suggestion(
+            suggestion_id=str(uuid.uuid5(_SUGGESTION_IDS, f"{event.id}/{slot}")),
+            conversation_id=event.conversation_id,
+            tenant=case.tenant if case else (event.tenant or self._default_tenant),
+            in_reply_to=event.id,
+            created_at=self._clock.now(),
+            kind=proposal.kind,
+            text=proposal.text,
+            confidence=proposal.confidence,
+            sources=list(proposal.sources),
+            action=proposal.action,
+            latency_ms=round((self._clock.monotonic() - received) * 1000, 3),
+        )
+
+    async def _publish(self, suggestions: list[Suggestion], received: float) -> None:
+        if not suggestions:
+            return
+        for suggestion in suggestions:
+            for sink in self._sinks:
+                await self._backoff.persist(f"publishing to {sink.name}", partial(sink.publish, suggestion))
+            self._metrics.suggestions_published.labels(suggestion.kind).inc()
+            self._metrics.suggestion_latency.observe(self._clock.monotonic() - received)
+        await self._backoff.persist(
+            "marking suggestions published", lambda: self._store.mark_published([s.suggestion_id for s in suggestions])
+        )

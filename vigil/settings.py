@@ -1,0 +1,127 @@
+"""vigil's settings: one ``Settings`` built once by the CLI and passed down.
+
+Every setting comes from the environment with the prefix ``VIGIL_`` (nested parts joined by ``__``, for example
+``VIGIL_KAFKA__BOOTSTRAP_SERVERS``) or from a ``.env`` file, and has a sane default.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, Field, ValidationError, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from vigil.errors import SettingsError
+
+ENV_PREFIX = "VIGIL_"
+ENV_NESTED_DELIMITER = "__"
+
+
+class KafkaSettings(BaseModel):
+    """Where the conversation stream comes from and where suggestions and dead letters go."""
+
+    bootstrap_servers: str | None = Field(
+        default=None, description="Comma-separated host:port list; required by `vigil run`."
+    )
+    group_id: str = Field(default="vigil", min_length=1)
+    input_topic: str = Field(default="vigil.conversations", min_length=1)
+    suggestions_topic: str = Field(default="vigil.suggestions", min_length=1)
+    dlq_topic: str = Field(default="vigil.dlq", min_length=1)
+    client_id: str = Field(default="vigil", min_length=1)
+    create_topics: bool = Field(default=True, description="Create missing topics at start-up.")
+    partitions: int = Field(default=6, ge=1, description="Partitions of topics vigil creates.")
+    replication_factor: int = Field(default=1, ge=1, description="Replication of topics vigil creates.")
+    commit_interval_s: float = Field(default=0.5, gt=0)
+    fetch_max_records: int = Field(default=500, ge=1)
+    request_timeout_s: float = Field(default=10.0, gt=0)
+    session_timeout_s: float = Field(default=10.0, ge=6.0, description="Kafka group session; a new member joins in about half of it.")
+
+
+class DatabaseSettings(BaseModel):
+    """The case store."""
+
+    url: str | None = Field(
+        default=None,
+        description="SQLAlchemy async URL; default SQLite in the data dir. "
+        "PostgreSQL: postgresql+asyncpg://user@host/db",
+    )
+    migrate_on_start: bool = True
+    batch_max_events: int = Field(default=256, ge=1)
+    pool_size: int = Field(default=5, ge=1)
+    timeout_s: float = Field(default=5.0, gt=0)
+
+
+class HttpSettings(BaseModel):
+    """The daemon's one HTTP port: health, metrics, API (and later the panel)."""
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=8080, ge=0, le=65535)
+
+
+class IngestSettings(BaseModel):
+    """How records are read and checked."""
+
+    max_in_flight: int = Field(default=512, ge=1, description="Events being processed at once, all lanes.")
+    max_text_bytes: int = Field(default=64 * 1024, ge=1, description="Longest message text, UTF-8 bytes.")
+    max_event_bytes: int = Field(default=1024 * 1024, ge=1, description="Largest record accepted.")
+    retry_initial_s: float = Field(default=0.2, gt=0)
+    retry_max_s: float = Field(default=5.0, gt=0)
+
+
+class DemoSettings(BaseModel):
+    """The demo traffic `vigil demo` publishes."""
+
+    conversations: Path | None = Field(default=None, description="JSONL of v1 events; default bundled.")
+    pace_s: float = Field(default=2.0, gt=0, description="Mean seconds between demo events.")
+    parallel: int = Field(default=3, ge=1, description="Conversations running at once.")
+
+
+class Settings(BaseSettings):
+    """All of vigil's settings."""
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX,
+        env_nested_delimiter=ENV_NESTED_DELIMITER,
+        env_file=".env",
+        extra="ignore",
+    )
+
+    data_dir: Path = Path(".vigil")
+    default_tenant: str = Field(default="default", min_length=1)
+    graceful_timeout_s: float = Field(default=10.0, gt=0)
+    health_interval_s: float = Field(default=1.0, gt=0)
+    log_level: str = "INFO"
+    kafka: KafkaSettings = KafkaSettings()
+    database: DatabaseSettings = DatabaseSettings()
+    http: HttpSettings = HttpSettings()
+    ingest: IngestSettings = IngestSettings()
+    demo: DemoSettings = DemoSettings()
+
+    @field_validator("log_level")
+    @classmethod
+    def _known_level(cls, value: str) -> str:
+        level = value.upper()
+        if level not in {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}:
+            raise ValueError("must be one of DEBUG, INFO, WARNING, ERROR, CRITICAL")
+        return level
+
+    @property
+    def database_url(self) -> str:
+        """The database URL in force: the setting, or SQLite under the data dir."""
+        if self.database.url:
+            return self.database.url
+        return f"sqlite+aiosqlite:///{(self.data_dir / 'vigil.db').resolve()}"
+
+
+def env_name(loc: tuple[int | str, ...]) -> str:
+    """The environment variable behind a validation error's location, e.g. ``VIGIL_HTTP__PORT``."""
+    return ENV_PREFIX + ENV_NESTED_DELIMITER.join(str(part).upper() for part in loc if isinstance(part, str))
+
+
+def load_settings(**overrides: object) -> Settings:
+    """Build ``Settings`` from the environment, translating the first problem into one ``SettingsError``."""
+    try:
+        return Settings(**overrides)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise SettingsError(env_name(first["loc"]), first["msg"]) from exc

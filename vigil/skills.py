@@ -1,0 +1,37 @@
+"""Skills: the capabilities that look at an event and its case and may propose suggestions.
+
+A skill does not publish and does not know the transport: it returns proposals, the gate decides which are said.
+Adding a capability means adding a skill to the list the daemon builds, never editing the pipeline.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from vigil.cases import CaseState
+from vigil.events import CaseEvent, Feedback, Message, SourceRef, SuggestionKind
+
+
+@dataclass(frozen=True, slots=True)
+class Proposal:
+    """Something a skill would like to say to the analyst."""
+
+    kind: SuggestionKind
+    text: str
+    confidence: float
+    sources: tuple[SourceRef, ...] = ()
+    action: dict[str, Any] | None = None
+    why: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Skill(Protocol):
+    """A capability of the copilot."""
+
+    name: str
+
+    async def propose(self, event: Message | CaseEvent | Feedback, case: CaseState | None) -> Sequence[Proposal]:
+        """What to suggest after ``event`` (already stored and applied to ``case``); empty to stay quiet."""
+        ...

@@ -1,0 +1,323 @@
+"""The case store: conversations, messages, case events, suggestions and feedback in SQL.
+
+SQLite (WAL) by default, PostgreSQL in production, through SQLAlchemy's async engine. Events are written in
+group-committed batches: each caller of ``record`` waits until its event is durably committed, while events from
+many conversations share one transaction. Schema changes go through Alembic (``vigil/migrations``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+from alembic import command
+from alembic.config import Config
+from pydantic import BaseModel
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+
+from vigil import cases
+from vigil.cases import CASE_EVENT, CONVERSATION, MESSAGE, Recorded
+from vigil.clock import Clock
+from vigil.errors import EventConflict, SettingsError, StoreError, StoreUnavailable
+from vigil.events import CaseEvent, Feedback, Message, SourceRef, Suggestion
+from vigil.settings import Settings
+from vigil.tables import SuggestionRow
+
+log = logging.getLogger(__name__)
+
+SUGGESTION = SuggestionRow.__table__  # type: ignore[attr-defined]
+SUPPORTED_DIALECTS = ("sqlite", "postgresql")
+
+
+class MessageView(BaseModel):
+    """A stored message, as the API shows it."""
+
+    message_id: str
+    sent_at: datetime
+    role: str
+    author: str | None
+    text: str
+    metadata: dict[str, Any] | None
+
+
+class ConversationView(BaseModel):
+    """A conversation with its messages in order and vigil's suggestions."""
+
+    conversation_id: str
+    tenant: str
+    status: str
+    assignee: str | None
+    priority: str | None
+    opened_at: datetime
+    updated_at: datetime
+    closed_at: datetime | None
+    messages: list[MessageView]
+    suggestions: list[Suggestion]
+
+
+@dataclass(slots=True)
+class _Pending:
+    event: Message | CaseEvent | Feedback
+    received_at: datetime
+    done: asyncio.Future[Recorded] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
+
+
+def create_engine(url: str, *, pool_size: int, data_dir: Path) -> AsyncEngine:
+    """An async engine for a SQLite or PostgreSQL URL; SQLite runs in WAL mode."""
+    dialect = sa.make_url(url).get_dialect().name
+    if dialect not in SUPPORTED_DIALECTS:
+        raise SettingsError("VIGIL_DATABASE__URL", f"unsupported database {dialect!r}; use SQLite or PostgreSQL")
+    if dialect == "postgresql":
+        return create_async_engine(url, pool_size=pool_size, pool_pre_ping=True, pool_recycle=1800)
+    database = sa.make_url(url).database
+    if database and database != ":memory:":
+        Path(database).parent.mkdir(parents=True, exist_ok=True)
+    else:
+        data_dir.mkdir(parents=True, exist_ok=True)
+    engine = create_async_engine(url, connect_args={"timeout": 30})
+
+    @sa.event.listens_for(engine.sync_engine, "connect")
+    def _pragmas(dbapi_connection: Any, _record: Any) -> None:
+        cursor = dbapi_connection.cursor()
+        # WAL with synchronous=NORMAL: a committed event survives a crash of vigil (not of the OS).
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.execute("PRAGMA busy_timeout=10000")
+        cursor.close()
+
+    return engine
+
+
+def is_unavailable(exc: BaseException) -> bool:
+    """Whether a database error means "not reachable now" (retry) rather than "refused" (do not)."""
+    if isinstance(exc, TimeoutError | OSError | sa.exc.TimeoutError):
+        return True
+    if isinstance(exc, sa.exc.DBAPIError) and exc.connection_invalidated:
+        return True
+    return isinstance(exc, sa.exc.OperationalError | sa.exc.InterfaceError)
+
+
+class CaseStore:
+    """vigil's state in SQL; the one module that talks to the database."""
+
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        *,
+        clock: Clock,
+        default_tenant: str,
+        batch_max_events: int = 256,
+        timeout_s: float = 5.0,
+    ) -> None:
+        self.engine = engine
+        self._clock = clock
+        self._default_tenant = default_tenant
+        self._batch_max = batch_max_events
+        self._timeout_s = timeout_s
+        self._queue: list[_Pending] = []
+        self._wake = asyncio.Event()
+        self._flusher: asyncio.Task[None] | None = None
+
+    @classmethod
+    def from_settings(cls, settings: Settings, *, clock: Clock) -> CaseStore:
+        """Build the store the settings describe (the database is not contacted yet)."""
+        engine = create_engine(settings.database_url, pool_size=settings.database.pool_size, data_dir=settings.data_dir)
+        return cls(
+            engine,
+            clock=clock,
+            default_tenant=settings.default_tenant,
+            batch_max_events=settings.database.batch_max_events,
+            timeout_s=settings.database.timeout_s,
+        )
+
+    async def migrate(self) -> None:
+        """Bring the schema to the newest migration (safe to run from several replicas at once)."""
+        try:
+            async with self.engine.begin() as conn:
+                await conn.run_sync(_upgrade)
+        except Exception as exc:
+            if is_unavailable(exc):
+                raise StoreUnavailable(f"cannot migrate the database: {exc}") from exc
+            raise StoreError(f"migration failed: {exc}") from exc
+
+    async def ping(self) -> None:
+        """Check that the database answers, within the store's timeout."""
+        try:
+            async with asyncio.timeout(self._timeout_s), self.engine.connect() as conn:
+                await conn.execute(sa.text("SELECT 1"))
+        except Exception as exc:
+            raise StoreUnavailable(f"database unreachable: {exc}") from exc
+
+    async def record(self, event: Message | CaseEvent | Feedback) -> Recorded:
+        """Store an event and apply it to its case; returns once it is committed.
+
+        Raises:
+            StoreUnavailable: the database could not be reached (retry).
+            EventConflict: the event contradicts the stored case (do not retry).
+            StoreError: the database refused the event (do not retry).
+        """
+        pending = _Pending(event, self._clock.now())
+        self._queue.append(pending)
+        if self._flusher is None or self._flusher.done():
+            self._flusher = asyncio.create_task(self._flush_forever(), name="vigil-store-flusher")
+        self._wake.set()
+        return await pending.done
+
+    async def _flush_forever(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            while self._queue:
+                batch, self._queue = self._queue[: self._batch_max], self._queue[self._batch_max :]
+                await self._write(batch)
+
+    async def _write(self, batch: list[_Pending]) -> None:
+        try:
+            async with asyncio.timeout(self._timeout_s), self.engine.begin() as conn:
+                results = [await self._apply(conn, p) for p in batch]
+        except Exception as exc:
+            if is_unavailable(exc):
+                _fail(batch, StoreUnavailable(f"database unavailable: {exc}"), exc)
+            elif len(batch) > 1:
+                for pending in batch:  # find the one that failed; the others go through on their own
+                    await self._write([pending])
+            else:
+                _fail(batch, exc if isinstance(exc, EventConflict) else StoreError(f"refused: {exc}"), exc)
+            return
+        for pending, result in zip(batch, results, strict=True):
+            if not pending.done.done():
+                pending.done.set_result(result)
+
+    async def _apply(self, conn: AsyncConnection, pending: _Pending) -> Recorded:
+        return await cases.record(conn, pending.event, pending.received_at, self._default_tenant)
+
+    async def save_suggestion(self, suggestion: Suggestion) -> None:
+        """Store a suggestion before it is published (idempotent by ``suggestion_id``)."""
+        row = suggestion.model_dump(exclude={"type", "schema_version"}, mode="json")
+        row |= {"created_at": suggestion.created_at, "published_at": None}
+        async with self._transaction() as conn:
+            await conn.execute(cases.upsert(conn, SUGGESTION).values(row).on_conflict_do_nothing())
+
+    async def mark_published(self, suggestion_ids: list[str]) -> None:
+        """Record that these suggestions are out on every sink."""
+        if not suggestion_ids:
+            return
+        stmt = (
+            sa.update(SUGGESTION)
+            .where(SUGGESTION.c.suggestion_id.in_(suggestion_ids))
+            .values(published_at=self._clock.now())
+        )
+        async with self._transaction() as conn:
+            await conn.execute(stmt)
+
+    async def unpublished_replies(self, event_id: str) -> list[Suggestion]:
+        """Suggestions made in reply to an event that were stored but never published (a crash in between)."""
+        stmt = (
+            sa.select(SUGGESTION)
+            .where(SUGGESTION.c.in_reply_to == event_id, SUGGESTION.c.published_at.is_(None))
+            .order_by(SUGGESTION.c.created_at)
+        )
+        async with self._transaction() as conn:
+            rows = (await conn.execute(stmt)).all()
+        return [_suggestion(row) for row in rows]
+
+    async def conversation(self, conversation_id: str) -> ConversationView | None:
+        """A conversation with its messages in stream order and its suggestions, or None."""
+        async with self._transaction() as conn:
+            head = (await conn.execute(sa.select(CONVERSATION).where(CONVERSATION.c.id == conversation_id))).first()
+            if head is None:
+                return None
+            messages = (
+                await conn.execute(
+                    sa.select(MESSAGE).where(MESSAGE.c.conversation_id == conversation_id).order_by(MESSAGE.c.seq)
+                )
+            ).all()
+            suggestions = (
+                await conn.execute(
+                    sa.select(SUGGESTION)
+                    .where(SUGGESTION.c.conversation_id == conversation_id)
+                    .order_by(SUGGESTION.c.created_at)
+                )
+            ).all()
+        h = head._mapping
+        return ConversationView(
+            conversation_id=h["id"],
+            tenant=h["tenant"],
+            status=h["status"],
+            assignee=h["assignee"],
+            priority=h["priority"],
+            opened_at=h["opened_at"],
+            updated_at=h["updated_at"],
+            closed_at=h["closed_at"],
+            messages=[MessageView.model_validate(dict(m._mapping)) for m in messages],
+            suggestions=[_suggestion(s) for s in suggestions],
+        )
+
+    async def count_events(self) -> dict[str, int]:
+        """How many messages, case events and conversations are stored."""
+        async with self._transaction() as conn:
+            counts = {}
+            for name, table in (
+                ("conversations", CONVERSATION),
+                ("messages", MESSAGE),
+                ("case_events", CASE_EVENT),
+            ):
+                counts[name] = int(await conn.scalar(sa.select(sa.func.count()).select_from(table)) or 0)
+        return counts
+
+    @contextlib.asynccontextmanager
+    async def _transaction(self) -> AsyncIterator[AsyncConnection]:
+        """One transaction with the store's timeout; database errors come out as vigil's."""
+        try:
+            async with asyncio.timeout(self._timeout_s), self.engine.begin() as conn:
+                yield conn
+        except StoreError:
+            raise
+        except Exception as exc:
+            raise _translate(exc) from exc
+
+    async def close(self) -> None:
+        """Stop the writer (failing what is still queued) and close the database connections."""
+        if self._flusher is not None:
+            self._flusher.cancel()
+            await asyncio.gather(self._flusher, return_exceptions=True)
+        _fail(self._queue, StoreUnavailable("the store is closed"), None)
+        self._queue = []
+        await self.engine.dispose()
+
+
+def _translate(exc: BaseException) -> StoreError:
+    if isinstance(exc, StoreError):
+        return exc
+    if is_unavailable(exc):
+        return StoreUnavailable(f"database unavailable: {exc}")
+    return StoreError(f"database error: {exc}")
+
+
+def _fail(batch: list[_Pending], error: Exception, cause: BaseException | None) -> None:
+    error.__cause__ = cause
+    for pending in batch:
+        if not pending.done.done():
+            pending.done.set_exception(error)
+
+
+def _suggestion(row: sa.Row[Any]) -> Suggestion:
+    m = dict(row._mapping)
+    m["sources"] = [SourceRef.model_validate(s) for s in m["sources"]]
+    m.pop("published_at", None)
+    return Suggestion.model_validate(m)
+
+
+def _upgrade(connection: sa.Connection) -> None:
+    config = Config()
+    config.set_main_option("script_location", str(resources.files("vigil") / "migrations"))
+    config.attributes["connection"] = connection
+    command.upgrade(config, "head")

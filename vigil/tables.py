@@ -1,0 +1,138 @@
+"""The case store's SQL tables (sqlmodel), the one place they are declared.
+
+A conversation's tenant lives on its ``conversation`` row only; messages, case events and feedback hang off it.
+
+Migrations in ``vigil/migrations`` build exactly these; a test keeps the two in step.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlmodel import Field, SQLModel
+
+metadata = SQLModel.metadata
+
+ID_LENGTH = 256
+
+
+class UTCDateTime(sa.types.TypeDecorator[datetime]):
+    """A timezone-aware timestamp on every database: stored in UTC, read back aware (SQLite keeps no zone)."""
+
+    impl = sa.DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: sa.Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetime given to the case store")
+        value = value.astimezone(UTC)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: datetime | None, dialect: sa.Dialect) -> datetime | None:
+        if value is not None and value.tzinfo is None:
+            return value.replace(tzinfo=UTC)
+        return value
+
+
+# A 64-bit sequence on PostgreSQL; SQLite autoincrements only an INTEGER PRIMARY KEY (its rowid).
+Sequence = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
+
+
+def _when(*, index: bool = False, nullable: bool = True) -> Any:
+    return Field(default=None, sa_column=sa.Column(UTCDateTime(), index=index, nullable=nullable))
+
+
+def _seq() -> Any:
+    return Field(default=None, sa_column=sa.Column(Sequence, primary_key=True, autoincrement=True))
+
+
+class Conversation(SQLModel, table=True):
+    """One support case: the conversation and its state."""
+
+    id: str = Field(primary_key=True, max_length=ID_LENGTH)
+    tenant: str = Field(index=True, max_length=ID_LENGTH)
+    status: str = Field(default="open", max_length=ID_LENGTH)
+    assignee: str | None = Field(default=None, max_length=ID_LENGTH)
+    priority: str | None = Field(default=None, max_length=ID_LENGTH)
+    opened_at: datetime = _when(nullable=False)
+    updated_at: datetime = _when(index=True, nullable=False)
+    closed_at: datetime | None = _when()
+    first_customer_at: datetime | None = _when()
+    first_response_at: datetime | None = _when()
+    last_customer_at: datetime | None = _when()
+    last_analyst_at: datetime | None = _when()
+    message_count: int = 0
+    resolved_by: str | None = Field(default=None, max_length=32)
+    resolution_summary: str | None = Field(default=None, sa_type=sa.Text)
+    csat: int | None = None
+
+
+class MessageRow(SQLModel, table=True):
+    """A chat message; ``seq`` numbers them in arrival order (the stream's order)."""
+
+    __tablename__ = "message"
+
+    seq: int | None = _seq()
+    message_id: str = Field(unique=True, max_length=ID_LENGTH)
+    conversation_id: str = Field(index=True, max_length=ID_LENGTH)
+    sent_at: datetime = _when(nullable=False)
+    received_at: datetime = _when(nullable=False)
+    role: str = Field(max_length=16)
+    author: str | None = Field(default=None, max_length=ID_LENGTH)
+    text: str = Field(sa_type=sa.Text)
+    meta: dict[str, Any] | None = Field(default=None, sa_column=sa.Column("metadata", sa.JSON))
+
+
+class CaseEventRow(SQLModel, table=True):
+    """A case event as received."""
+
+    __tablename__ = "case_event"
+
+    seq: int | None = _seq()
+    event_id: str = Field(unique=True, max_length=ID_LENGTH)
+    conversation_id: str = Field(index=True, max_length=ID_LENGTH)
+    at: datetime = _when(nullable=False)
+    received_at: datetime = _when(nullable=False)
+    event: str = Field(max_length=16)
+    assignee: str | None = Field(default=None, max_length=ID_LENGTH)
+    priority: str | None = Field(default=None, max_length=ID_LENGTH)
+    status: str | None = Field(default=None, max_length=ID_LENGTH)
+    resolution: dict[str, Any] | None = Field(default=None, sa_column=sa.Column(sa.JSON))
+
+
+class SuggestionRow(SQLModel, table=True):
+    """A suggestion vigil made; ``published_at`` is set once it is out on every sink."""
+
+    __tablename__ = "suggestion"
+
+    suggestion_id: str = Field(primary_key=True, max_length=ID_LENGTH)
+    conversation_id: str = Field(index=True, max_length=ID_LENGTH)
+    tenant: str = Field(max_length=ID_LENGTH)
+    in_reply_to: str | None = Field(default=None, index=True, max_length=ID_LENGTH)
+    created_at: datetime = _when(nullable=False)
+    kind: str = Field(max_length=32)
+    text: str = Field(sa_type=sa.Text)
+    confidence: float
+    sources: list[dict[str, Any]] = Field(default_factory=list, sa_column=sa.Column(sa.JSON, nullable=False))
+    action: dict[str, Any] | None = Field(default=None, sa_column=sa.Column(sa.JSON))
+    latency_ms: float
+    published_at: datetime | None = _when()
+
+
+class FeedbackRow(SQLModel, table=True):
+    """An analyst's verdict on a suggestion."""
+
+    __tablename__ = "feedback"
+
+    feedback_id: str = Field(primary_key=True, max_length=ID_LENGTH)
+    suggestion_id: str = Field(index=True, max_length=ID_LENGTH)
+    conversation_id: str = Field(index=True, max_length=ID_LENGTH)
+    verdict: str = Field(max_length=16)
+    by: str | None = Field(default=None, max_length=ID_LENGTH)
+    at: datetime = _when(nullable=False)
+    received_at: datetime = _when(nullable=False)
+    text: str | None = Field(default=None, sa_type=sa.Text)

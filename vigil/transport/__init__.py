@@ -1,0 +1,85 @@
+"""Transports: where events come from (sources) and where suggestions go (sinks).
+
+A source yields ``Delivery`` objects: one raw record each, with a way to acknowledge it once it is fully handled
+(stored, published, or dead-lettered) and a way to dead-letter it on the transport it came from. A sink publishes
+suggestions. Kafka and MQTT implement these; the pipeline never sees which one it is talking to.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from vigil.errors import Rejected
+from vigil.events import Suggestion
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One raw input record, exactly as the transport delivered it."""
+
+    value: bytes | None
+    key: bytes | None = None
+    headers: tuple[tuple[str, bytes], ...] = ()
+    origin: dict[str, str] = field(default_factory=dict)
+    """Where it came from (for Kafka: topic, partition, offset), copied into dead-letter headers."""
+
+
+class Delivery(Protocol):
+    """A record in flight, with its acknowledgement handle."""
+
+    @property
+    def record(self) -> Record: ...
+
+    def ack(self) -> None:
+        """The record is fully handled; the transport may forget it (commit its offset, ack the packet)."""
+        ...
+
+    async def dead_letter(self, rejection: Rejected) -> None:
+        """Put the record, unchanged, on the transport's dead-letter destination with the reason.
+
+        Raises:
+            TransportError: the dead-letter destination could not be written (retry).
+        """
+        ...
+
+
+class Source(Protocol):
+    """A stream of input records."""
+
+    name: str
+
+    async def start(self) -> None:
+        """Connect. Raises ``TransportError`` when the broker cannot be reached (the caller retries)."""
+        ...
+
+    def deliveries(self) -> AsyncIterator[Delivery]:
+        """Records as they arrive, until ``stop_intake`` is called."""
+        ...
+
+    def stop_intake(self) -> None:
+        """Stop fetching; ``deliveries`` ends soon after."""
+        ...
+
+    async def check(self) -> None:
+        """Raise ``TransportError`` unless the broker answers now."""
+        ...
+
+    async def close(self) -> None:
+        """Acknowledge what is done (commit offsets) and disconnect."""
+        ...
+
+
+class Sink(Protocol):
+    """A destination for suggestions."""
+
+    name: str
+
+    async def start(self) -> None: ...
+
+    async def publish(self, suggestion: Suggestion) -> None:
+        """Publish one suggestion. Raises ``TransportError`` when it could not be delivered (retry)."""
+        ...
+
+    async def close(self) -> None: ...

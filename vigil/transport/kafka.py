@@ -1,0 +1,316 @@
+"""Kafka transport (aiokafka): a consumer-group source with ordered offset commits, a suggestions sink, a DLQ.
+
+At-least-once: an offset is committed only when every record before it in its partition is fully handled, so a
+crash or a rebalance re-delivers at most what was in flight, and idempotent processing absorbs the repeats.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Iterable
+from dataclasses import dataclass, field
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.errors import KafkaError
+from aiokafka.structs import OffsetAndMetadata
+
+from vigil.errors import Rejected, TransportError
+from vigil.events import Suggestion
+from vigil.settings import KafkaSettings
+from vigil.transport import Record
+
+log = logging.getLogger(__name__)
+
+TOPIC_ALREADY_EXISTS = 36
+
+
+class KafkaPublisher:
+    """One producer shared by the suggestions sink and the dead-letter queue."""
+
+    def __init__(self, settings: KafkaSettings) -> None:
+        self._settings = settings
+        self._producer: AIOKafkaProducer | None = None
+
+    async def start(self) -> None:
+        """Connect the producer. Raises ``TransportError`` if the broker is unreachable."""
+        producer = AIOKafkaProducer(
+            bootstrap_servers=self._settings.bootstrap_servers,
+            client_id=self._settings.client_id,
+            acks="all",
+            enable_idempotence=False,  # Tansu cannot do InitProducerId; processing is idempotent instead
+            linger_ms=2,
+            request_timeout_ms=int(self._settings.request_timeout_s * 1000),
+        )
+        try:
+            await producer.start()
+        except (KafkaError, OSError) as exc:
+            await producer.stop()
+            raise TransportError(f"cannot connect the Kafka producer: {exc}") from exc
+        self._producer = producer
+
+    async def send(
+        self, topic: str, value: bytes | None, key: bytes | None, headers: Iterable[tuple[str, bytes]] = ()
+    ) -> None:
+        """Send one record and wait for the broker's acknowledgement."""
+        if self._producer is None:
+            raise TransportError("the Kafka producer is not connected")
+        try:
+            await self._producer.send_and_wait(topic, value=value, key=key, headers=list(headers))
+        except KafkaError as exc:
+            raise TransportError(f"cannot publish to {topic}: {exc}") from exc
+
+    async def close(self) -> None:
+        if self._producer is not None:
+            await self._producer.stop()
+            self._producer = None
+
+
+class KafkaSink:
+    """Publishes suggestions to the suggestions topic, keyed by conversation id."""
+
+    name = "kafka"
+
+    def __init__(self, publisher: KafkaPublisher, topic: str) -> None:
+        self._publisher = publisher
+        self._topic = topic
+
+    async def start(self) -> None:
+        """The shared publisher is started by the daemon."""
+
+    async def publish(self, suggestion: Suggestion) -> None:
+        await self._publisher.send(self._topic, suggestion.to_json(), suggestion.conversation_id.encode())
+
+    async def close(self) -> None:
+        """The shared publisher is closed by the daemon."""
+
+
+@dataclass(slots=True)
+class _Ledger:
+    """What is in flight on one partition, and so how far its offset may be committed."""
+
+    pending: dict[int, None] = field(default_factory=dict)  # insertion order = offset order
+    next_offset: int | None = None
+    committed: int | None = None
+    idle: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def add(self, offset: int) -> None:
+        self.pending[offset] = None
+        self.next_offset = offset + 1
+        self.idle.clear()
+
+    def done(self, offset: int) -> None:
+        self.pending.pop(offset, None)
+        if not self.pending:
+            self.idle.set()
+
+    def committable(self) -> int | None:
+        """The offset to commit: the oldest record still in flight, or one past the newest seen."""
+        if self.pending:
+            return next(iter(self.pending))
+        return self.next_offset
+
+
+@dataclass(slots=True)
+class KafkaDelivery:
+    """A Kafka record in flight."""
+
+    record: Record
+    _ledger: _Ledger
+    _offset: int
+    _dlq: KafkaDeadLetters
+
+    def ack(self) -> None:
+        self._ledger.done(self._offset)
+
+    async def dead_letter(self, rejection: Rejected) -> None:
+        await self._dlq.send(self.record, rejection)
+
+
+class KafkaDeadLetters:
+    """Writes rejected records, unchanged, to the DLQ topic with the reason and origin in headers."""
+
+    def __init__(self, publisher: KafkaPublisher, topic: str) -> None:
+        self._publisher = publisher
+        self._topic = topic
+
+    async def send(self, record: Record, rejection: Rejected) -> None:
+        headers = [
+            *record.headers,
+            ("vigil.dlq.reason", rejection.reason.encode()),
+            ("vigil.dlq.detail", rejection.detail.encode("utf-8", "replace")[:1024]),
+        ]
+        headers += [(f"vigil.source.{k}", v.encode()) for k, v in record.origin.items()]
+        await self._publisher.send(self._topic, record.value, record.key, headers)
+
+
+class KafkaSource:
+    """Reads the input topic in a consumer group; commits offsets in order as records are acknowledged."""
+
+    name = "kafka"
+
+    def __init__(self, settings: KafkaSettings, publisher: KafkaPublisher, *, handover_timeout_s: float) -> None:
+        self._settings = settings
+        self._dlq = KafkaDeadLetters(publisher, settings.dlq_topic)
+        self._handover_timeout_s = handover_timeout_s
+        self._consumer: AIOKafkaConsumer | None = None
+        self._ledgers: dict[TopicPartition, _Ledger] = {}
+        self._stopping = asyncio.Event()
+        self._committer: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=self._settings.bootstrap_servers,
+            group_id=self._settings.group_id,
+            client_id=self._settings.client_id,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            session_timeout_ms=int(self._settings.session_timeout_s * 1000),
+            heartbeat_interval_ms=int(self._settings.session_timeout_s * 1000 / 10),
+            request_timeout_ms=int(self._settings.request_timeout_s * 1000) + 5000,
+            max_poll_records=self._settings.fetch_max_records,
+        )
+        try:
+            await consumer.start()
+            consumer.subscribe([self._settings.input_topic], listener=_Rebalance(self))
+        except (KafkaError, OSError) as exc:
+            await consumer.stop()
+            raise TransportError(f"cannot connect the Kafka consumer: {exc}") from exc
+        self._consumer = consumer
+        self._committer = asyncio.create_task(self._commit_forever(), name="vigil-kafka-commit")
+
+    async def deliveries(self) -> AsyncIterator[KafkaDelivery]:
+        consumer = self._consumer
+        if consumer is None:
+            raise TransportError("the Kafka consumer is not started")
+        failing = False
+        while not self._stopping.is_set():
+            try:
+                batch = await consumer.getmany(timeout_ms=200, max_records=self._settings.fetch_max_records)
+            except KafkaError as exc:
+                if not failing:
+                    log.warning("fetching from Kafka failed; retrying", exc_info=exc)
+                failing = True
+                await asyncio.sleep(0.5)
+                continue
+            failing = False
+            for tp, messages in batch.items():
+                ledger = self._ledgers.setdefault(tp, _Ledger())
+                for message in messages:
+                    if self._stopping.is_set():
+                        return
+                    ledger.add(message.offset)
+                    origin = {"topic": tp.topic, "partition": str(tp.partition), "offset": str(message.offset)}
+                    record = Record(message.value, message.key, tuple(message.headers or ()), origin)
+                    yield KafkaDelivery(record, ledger, message.offset, self._dlq)
+
+    def stop_intake(self) -> None:
+        self._stopping.set()
+
+    async def check(self) -> None:
+        if self._consumer is None:
+            raise TransportError("the Kafka consumer is not started")
+        try:
+            async with asyncio.timeout(2.0):
+                await self._consumer.topics()
+        except (KafkaError, TimeoutError, OSError) as exc:
+            raise TransportError(f"Kafka unreachable: {exc!r}") from exc
+
+    async def commit(self, partitions: Iterable[TopicPartition] | None = None) -> None:
+        """Commit, for each partition, everything before its oldest record still in flight."""
+        if self._consumer is None:
+            return
+        offsets = {}
+        for tp in list(partitions if partitions is not None else self._ledgers):
+            ledger = self._ledgers.get(tp)
+            offset = ledger.committable() if ledger else None
+            if ledger is not None and offset is not None and offset != ledger.committed:
+                offsets[tp] = (ledger, offset)
+        if not offsets:
+            return
+        try:
+            await self._consumer.commit({tp: OffsetAndMetadata(o, "") for tp, (_, o) in offsets.items()})
+        except KafkaError as exc:
+            raise TransportError(f"offset commit failed: {exc!r}") from exc
+        for ledger, offset in offsets.values():
+            ledger.committed = offset
+
+    async def _commit_forever(self) -> None:
+        failing = False
+        while True:
+            await asyncio.sleep(self._settings.commit_interval_s)
+            try:
+                await self.commit()
+            except TransportError as exc:
+                if not failing:
+                    log.warning("%s; will retry", exc)
+                failing = True
+            else:
+                failing = False
+
+    async def hand_over(self, revoked: Iterable[TopicPartition]) -> None:
+        """Before partitions move to another member: let their in-flight records finish, commit, forget them."""
+        revoked = [tp for tp in revoked if tp in self._ledgers]
+        waits = [self._ledgers[tp].idle.wait() for tp in revoked if self._ledgers[tp].pending]
+        if waits:
+            try:
+                async with asyncio.timeout(self._handover_timeout_s):
+                    await asyncio.gather(*waits)
+            except TimeoutError:
+                log.warning("handing over %d partitions with records still in flight", len(waits))
+        try:
+            await self.commit(revoked)
+        except TransportError as exc:
+            log.warning("%s during a rebalance; the new owner will re-read from the last commit", exc)
+        for tp in revoked:
+            self._ledgers.pop(tp, None)
+
+    async def close(self) -> None:
+        if self._committer is not None:
+            self._committer.cancel()
+            await asyncio.gather(self._committer, return_exceptions=True)
+        if self._consumer is not None:
+            try:
+                await self.commit()
+            except TransportError as exc:
+                log.warning("%s at shutdown; uncommitted records will be re-read", exc)
+            await self._consumer.stop()
+            self._consumer = None
+
+
+class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
+    def __init__(self, source: KafkaSource) -> None:
+        self._source = source
+
+    async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
+        await self._source.hand_over(revoked)
+
+    async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
+        log.info("assigned partitions: %s", sorted(f"{tp.topic}/{tp.partition}" for tp in assigned))
+
+
+async def ensure_topics(settings: KafkaSettings, names: Iterable[str], *, partitions: int) -> None:
+    """Create the topics that do not exist yet (an existing one is left as it is)."""
+    admin = AIOKafkaAdminClient(
+        bootstrap_servers=settings.bootstrap_servers,
+        client_id=settings.client_id,
+        request_timeout_ms=int(settings.request_timeout_s * 1000),
+    )
+    try:
+        await admin.start()
+        existing = set(await admin.list_topics())
+        wanted = [
+            NewTopic(n, num_partitions=partitions, replication_factor=settings.replication_factor)
+            for n in names
+            if n not in existing
+        ]
+        if wanted:
+            response = await admin.create_topics(wanted)
+            for topic, code, *_ in getattr(response, "topic_errors", []) or getattr(response, "topics", []):
+                if code not in (0, TOPIC_ALREADY_EXISTS):
+                    raise TransportError(f"cannot create topic {topic}: error code {code}")
+    except (KafkaError, OSError) as exc:
+        raise TransportError(f"cannot create topics: {exc!r}") from exc
+    finally:
+        await admin.close()
