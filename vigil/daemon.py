@@ -100,10 +100,11 @@ class Daemon:
             await self._stop_work(working)
         finally:
             stopping.cancel()
-            await self._close()
             checking.cancel()
+            await asyncio.gather(checking, return_exceptions=True)
+            await self._close()
             server.should_exit = True
-            await asyncio.gather(serving, checking, return_exceptions=True)
+            await asyncio.gather(serving, return_exceptions=True)
         if working.done() and not working.cancelled() and working.exception() is not None:
             raise StartupError(f"vigil stopped: {working.exception()}") from working.exception()
 
