@@ -94,13 +94,23 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
         _drop_database(name)
 
 
-def make_settings(*, tmp_path: Path, db_url: str | None = None, bootstrap: str | None = None,
-                  topics: Topics | None = None, **overrides: object) -> Settings:
+def make_settings(
+    *,
+    tmp_path: Path,
+    db_url: str | None = None,
+    bootstrap: str | None = None,
+    topics: Topics | None = None,
+    **overrides: object,
+) -> Settings:
     """Settings for a test: its own data dir, database, topics and a random HTTP port."""
     kafka: dict[str, object] = {"bootstrap_servers": bootstrap, "session_timeout_s": 6.0, "partitions": 3}
     if topics is not None:
-        kafka |= {"input_topic": topics.input, "suggestions_topic": topics.suggestions, "dlq_topic": topics.dlq,
-                  "group_id": topics.group}
+        kafka |= {
+            "input_topic": topics.input,
+            "suggestions_topic": topics.suggestions,
+            "dlq_topic": topics.dlq,
+            "group_id": topics.group,
+        }
     values: dict[str, object] = {
         "data_dir": tmp_path / "data",
         "database": {"url": db_url},

@@ -19,8 +19,7 @@ class Read:
 
 def produce(bootstrap: str, topic: str, records: list[tuple[bytes | None, bytes | None]]) -> None:
     """Produce (key, value) records in order and wait until all are acknowledged."""
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": False,
-                         "linger.ms": 5})
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": False, "linger.ms": 5})
     errors: list[str] = []
 
     def delivered(err, _msg) -> None:  # type: ignore[no-untyped-def]
@@ -40,11 +39,16 @@ def produce(bootstrap: str, topic: str, records: list[tuple[bytes | None, bytes 
     assert not errors, errors
 
 
-def read_topic(bootstrap: str, topic: str, *, expect: int, timeout_s: float = 30.0,
-               partitions: int = 3) -> list[Read]:
+def read_topic(bootstrap: str, topic: str, *, expect: int, timeout_s: float = 30.0, partitions: int = 3) -> list[Read]:
     """Read every partition of ``topic`` from the beginning until ``expect`` records came (or time runs out)."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "test-reader", "enable.auto.commit": False,
-                         "auto.offset.reset": "earliest"})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "test-reader",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+        }
+    )
     consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     got: list[Read] = []
     deadline = time.monotonic() + timeout_s

@@ -39,7 +39,7 @@ def create_app(*, store: CaseStore, health: Health, metrics: Metrics) -> FastAPI
         return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
     @app.get(
-        "/api/conversations/{conversation_id}",
+        "/api/conversations/{conversation_id:path}",
         tags=["conversations"],
         responses={404: {"description": "unknown conversation"}, 503: {"description": "database unavailable"}},
     )

@@ -62,7 +62,8 @@ def _parser() -> argparse.ArgumentParser:
     rp.set_defaults(command=_replay)
     db = commands.add_parser("db", help="database schema").add_subparsers(required=True, metavar="ACTION")
     db.add_parser("upgrade", help="apply migrations up to the newest").set_defaults(command=_db_upgrade)
-    schema = commands.add_parser("schema", help="print the JSON Schemas of wire format v1")
+    schema = commands.add_parser("schema", help="print the JSON Schema of a wire format v1 type")
+    schema.add_argument("type", choices=sorted(json_schemas()), help="the event type")
     schema.set_defaults(command=_schema)
     return parser
 
@@ -162,5 +163,5 @@ async def _db_upgrade(args: argparse.Namespace, settings: Settings) -> int:
 
 
 async def _schema(args: argparse.Namespace, settings: Settings) -> int:
-    print(json.dumps(json_schemas(), indent=2))
+    print(json.dumps(json_schemas()[args.type], indent=2))
     return 0

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import socket
 from collections.abc import AsyncIterator, Sequence
 
 import uvicorn
@@ -109,22 +110,18 @@ class Daemon:
             raise StartupError(f"vigil stopped: {working.exception()}") from working.exception()
 
     async def _serve_http(self) -> tuple[uvicorn.Server, asyncio.Task[None]]:
-        config = uvicorn.Config(
-            self.app,
-            host=self.settings.http.host,
-            port=self.settings.http.port,
-            log_config=None,
-            access_log=False,
-            lifespan="off",
-        )
+        http = self.settings.http
+        config = uvicorn.Config(self.app, log_config=None, access_log=False, lifespan="off")
+        listener = _listen(http.host, http.port)
         server = EmbeddedServer(config)
-        serving = asyncio.create_task(server.serve(), name="vigil-http")
+        serving = asyncio.create_task(server.serve(sockets=[listener]), name="vigil-http")
         while not server.started:
             if serving.done():
-                raise StartupError(f"cannot serve HTTP on {self.settings.http.host}:{self.settings.http.port}")
+                listener.close()
+                raise StartupError(f"cannot serve HTTP on {http.host}:{http.port}: {serving.exception()!r}")
             await asyncio.sleep(0.01)
-        self.http_port = int(server.servers[0].sockets[0].getsockname()[1])
-        log.info("HTTP on http://%s:%d (healthz, readyz, metrics, api)", self.settings.http.host, self.http_port)
+        self.http_port = int(listener.getsockname()[1])
+        log.info("HTTP on http://%s:%d (healthz, readyz, metrics, api)", http.host, self.http_port)
         return server, serving
 
     async def _work(self) -> None:
@@ -168,3 +165,21 @@ async def running(daemon: Daemon) -> AsyncIterator[asyncio.Task[None]]:
     finally:
         shutdown.set()
         await task
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """Bind the HTTP port ourselves: uvicorn would call sys.exit on a failure."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    except OSError as exc:
+        raise StartupError(f"cannot resolve the HTTP host {host!r}: {exc}") from exc
+    listener = socket.socket(family, kind, proto)
+    try:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(address)
+        listener.listen(128)
+    except OSError as exc:
+        listener.close()
+        raise StartupError(f"cannot listen on {host}:{port}: {exc}") from exc
+    listener.setblocking(False)
+    return listener

@@ -34,7 +34,9 @@ class KafkaSettings(BaseModel):
     commit_interval_s: float = Field(default=0.5, gt=0)
     fetch_max_records: int = Field(default=500, ge=1)
     request_timeout_s: float = Field(default=10.0, gt=0)
-    session_timeout_s: float = Field(default=10.0, ge=6.0, description="Kafka group session; a new member joins in about half of it.")
+    session_timeout_s: float = Field(
+        default=10.0, ge=6.0, description="Kafka group session; a new member joins in about half of it."
+    )
 
 
 class DatabaseSettings(BaseModel):

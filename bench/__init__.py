@@ -1,0 +1,1 @@
+"""vigil's benchmarks: ``python -m bench.ingest`` measures ingest throughput, latency and memory."""

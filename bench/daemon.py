@@ -1,0 +1,121 @@
+"""vigil under test: ``vigil run`` in a process of its own, configured by environment variables as in production.
+
+A process of its own keeps its memory its own (peak RSS is read from ``/proc``) and lets the scheduler give it a
+core, as a deployment would. The benchmark watches it only through ``/metrics``, ``/proc`` and its database.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from types import TracebackType
+
+import httpx
+
+from bench import metrics
+from bench.linux import cpu_seconds, peak_rss_bytes
+from vigil.broker import free_port
+
+
+def vigil_command() -> list[str]:
+    """The ``vigil`` console script next to this interpreter (or on the PATH)."""
+    beside = Path(sys.executable).parent / "vigil"
+    found = str(beside) if beside.is_file() else shutil.which("vigil")
+    if found is None:
+        raise FileNotFoundError("no vigil executable; pip install -e . first")
+    return [found, "run"]
+
+
+class VigilProcess:
+    """One ``vigil run`` reading ``topic`` from ``bootstrap`` into ``db_url``, with a fresh consumer group."""
+
+    def __init__(self, *, bootstrap: str, topic: str, db_url: str, workdir: Path, partitions: int) -> None:
+        self.port = free_port()
+        self._workdir = workdir
+        self._env = {k: v for k, v in os.environ.items() if not k.startswith("VIGIL_")} | {
+            "VIGIL_KAFKA__BOOTSTRAP_SERVERS": bootstrap,
+            "VIGIL_KAFKA__INPUT_TOPIC": topic,
+            "VIGIL_KAFKA__SUGGESTIONS_TOPIC": f"{topic}.suggestions",
+            "VIGIL_KAFKA__DLQ_TOPIC": f"{topic}.dlq",
+            "VIGIL_KAFKA__GROUP_ID": f"vigil-{topic}",
+            "VIGIL_KAFKA__PARTITIONS": str(partitions),
+            "VIGIL_KAFKA__SESSION_TIMEOUT_S": "6",
+            "VIGIL_DATABASE__URL": db_url,
+            "VIGIL_DATA_DIR": str(workdir / "data"),
+            "VIGIL_HTTP__PORT": str(self.port),
+        }
+        self._process: subprocess.Popen[bytes] | None = None
+        self._http = httpx.AsyncClient(base_url=f"http://127.0.0.1:{self.port}", timeout=5.0)
+
+    @property
+    def pid(self) -> int:
+        if self._process is None:
+            raise RuntimeError("vigil is not running")
+        return self._process.pid
+
+    async def start(self, timeout_s: float = 30.0) -> None:
+        """Start vigil and wait until its HTTP port answers (it joins the consumer group after that)."""
+        self._workdir.mkdir(parents=True, exist_ok=True)
+        with (self._workdir / "vigil.log").open("ab") as log:
+            self._process = subprocess.Popen(
+                vigil_command(), cwd=self._workdir, env=self._env, stdin=subprocess.DEVNULL, stdout=log, stderr=log
+            )
+        async with asyncio.timeout(timeout_s):
+            while True:
+                self._check_alive()
+                try:
+                    await self._http.get("/healthz")
+                    return
+                except httpx.TransportError:
+                    await asyncio.sleep(0.05)
+
+    async def snapshot(self) -> metrics.Snapshot:
+        """vigil's counters now."""
+        self._check_alive()
+        response = await self._http.get("/metrics")
+        response.raise_for_status()
+        return metrics.parse(response.text)
+
+    def cpu_seconds(self) -> float:
+        return cpu_seconds(self.pid)
+
+    def peak_rss_bytes(self) -> int:
+        return peak_rss_bytes(self.pid)
+
+    async def stop(self, timeout_s: float = 30.0) -> int:
+        """SIGTERM, as an orchestrator would; returns the exit code (killed if it does not exit in time)."""
+        await self._http.aclose()
+        if self._process is None:
+            return 0
+        process, self._process = self._process, None
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+        try:
+            return await asyncio.to_thread(process.wait, timeout_s)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            await asyncio.to_thread(process.wait)
+            raise
+
+    def _check_alive(self) -> None:
+        if self._process is not None and self._process.poll() is not None:
+            log = (self._workdir / "vigil.log").read_text(errors="replace")[-2000:]
+            raise RuntimeError(f"vigil exited with code {self._process.returncode}:\n{log}")
+
+    async def __aenter__(self) -> VigilProcess:
+        try:
+            await self.start()
+        except BaseException:
+            await self.stop()
+            raise
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.stop()

@@ -1,0 +1,92 @@
+"""The daemon in-process against a real broker: events in, stored, suggestions out on Kafka, clean shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+from collections.abc import Sequence
+
+import httpx
+import pytest
+
+from tests.conftest import Topics, create_topics, make_settings, wait_for
+from tests.kafka_client import produce, read_topic
+from vigil.broker import EmbeddedBroker
+from vigil.cases import CaseState
+from vigil.daemon import Daemon, running
+from vigil.errors import SettingsError, StartupError
+from vigil.events import CaseEvent, Feedback, Message
+from vigil.skills import Proposal
+
+
+class Acknowledge:
+    """Proposes a reply to every customer question (a stand-in capability for wiring tests)."""
+
+    name = "acknowledge"
+
+    async def propose(self, event: Message | CaseEvent | Feedback, case: CaseState | None) -> Sequence[Proposal]:
+        if isinstance(event, Message) and event.role == "customer" and event.text.endswith("?"):
+            return (Proposal(kind="answer", text=f"Answering: {event.text}", confidence=0.9),)
+        return ()
+
+
+def message(n: int, conversation: str, text: str) -> tuple[bytes, bytes]:
+    value = {
+        "type": "message",
+        "schema_version": 1,
+        "message_id": f"{conversation}-{n}",
+        "conversation_id": conversation,
+        "tenant": "brightwave",
+        "sent_at": f"2026-11-02T09:00:{n:02d}Z",
+        "role": "customer",
+        "text": text,
+    }
+    return conversation.encode(), json.dumps(value).encode()
+
+
+async def test_events_are_stored_and_suggestions_published(kafka: EmbeddedBroker, topics: Topics, tmp_path):
+    await create_topics(kafka.bootstrap, topics)
+    settings = make_settings(tmp_path=tmp_path, db_url=None, bootstrap=kafka.bootstrap, topics=topics)
+    daemon = Daemon(settings, skills=[Acknowledge()])
+    produce(
+        kafka.bootstrap,
+        topics.input,
+        [message(1, "c-1", "hi"), message(2, "c-1", "how do I set up an eSIM?"), message(1, "c-2", "thanks")],
+    )
+    async with running(daemon):
+        await wait_for(lambda: daemon.health.ready, 20)  # ready: migrated, consumer started
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{daemon.http_port}") as client:
+            assert (await client.get("/readyz")).status_code == 200
+
+            async def both_stored() -> bool:
+                answer = await client.get("/api/conversations/c-1")
+                return answer.status_code == 200 and len(answer.json()["messages"]) == 2
+
+            await wait_for(both_stored, 20)
+            body = (await client.get("/api/conversations/c-1")).json()
+            assert [m["text"] for m in body["messages"]] == ["hi", "how do I set up an eSIM?"]
+    (out,) = read_topic(kafka.bootstrap, topics.suggestions, expect=1)
+    suggestion = json.loads(out.value or b"")
+    assert out.key == b"c-1"
+    assert (suggestion["type"], suggestion["kind"], suggestion["in_reply_to"]) == ("suggestion", "answer", "c-1-2")
+    assert suggestion["tenant"] == "brightwave" and suggestion["latency_ms"] >= 0
+    assert (tmp_path / "data" / "vigil.db").exists()  # SQLite in the data dir by default
+
+
+async def test_the_daemon_refuses_to_start_without_a_broker(tmp_path):
+    with pytest.raises(SettingsError) as caught:
+        Daemon(make_settings(tmp_path=tmp_path))
+    assert caught.value.setting == "VIGIL_KAFKA__BOOTSTRAP_SERVERS"
+
+
+async def test_a_taken_http_port_stops_start_up(kafka: EmbeddedBroker, topics: Topics, tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        settings = make_settings(
+            tmp_path=tmp_path, bootstrap=kafka.bootstrap, topics=topics, http={"host": "127.0.0.1", "port": port}
+        )
+        with pytest.raises(StartupError):
+            await asyncio.wait_for(Daemon(settings).run(asyncio.Event()), 10)

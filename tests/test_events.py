@@ -1,0 +1,237 @@
+"""Wire format v1: valid events parse, everything else is a typed rejection with the right reason."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from vigil.errors import Rejected
+from vigil.events import CaseEvent, Feedback, Message, Suggestion, json_schemas, parse
+
+LIMITS = {"max_event_bytes": 1024 * 1024, "max_text_bytes": 64 * 1024}
+
+
+def message(**changes: Any) -> dict[str, Any]:
+    event = {
+        "type": "message",
+        "schema_version": 1,
+        "message_id": "m-1",
+        "conversation_id": "c-1",
+        "tenant": "acme",
+        "sent_at": "2026-11-02T09:14:05Z",
+        "role": "customer",
+        "author": "Dana",
+        "text": "My router keeps dropping the connection",
+        "metadata": {"channel": "web"},
+    }
+    event.update(changes)
+    return {k: v for k, v in event.items() if v is not ...}
+
+
+def encode(obj: object) -> bytes:
+    return json.dumps(obj, ensure_ascii=False).encode()
+
+
+def reason(raw: bytes, **limits: int) -> str:
+    with pytest.raises(Rejected) as caught:
+        parse(raw, **(LIMITS | limits))
+    return caught.value.reason
+
+
+def test_a_valid_message_parses_with_its_fields():
+    event = parse(encode(message()), **LIMITS)
+    assert isinstance(event, Message)
+    assert (event.id, event.conversation_id, event.tenant, event.role) == ("m-1", "c-1", "acme", "customer")
+    assert event.sent_at.utcoffset() is not None
+    assert event.metadata == {"channel": "web"}
+
+
+def test_optional_fields_may_be_absent_and_unknown_fields_are_ignored():
+    event = parse(encode(message(tenant=..., author=..., metadata=..., future_field=[1, 2])), **LIMITS)
+    assert isinstance(event, Message)
+    assert event.tenant is None and event.author is None
+
+
+def test_case_and_feedback_events_parse():
+    case = parse(
+        encode(
+            {
+                "type": "case",
+                "schema_version": 1,
+                "event_id": "e-1",
+                "conversation_id": "c-1",
+                "at": "2026-11-02T09:14:05+01:00",
+                "event": "closed",
+                "resolution": {"resolved_by": "human", "summary": "Refunded", "csat": 5},
+            }
+        ),
+        **LIMITS,
+    )
+    assert isinstance(case, CaseEvent) and case.resolution is not None and case.resolution.csat == 5
+    feedback = parse(
+        encode(
+            {
+                "type": "feedback",
+                "schema_version": 1,
+                "feedback_id": "f-1",
+                "suggestion_id": "s-1",
+                "conversation_id": "c-1",
+                "verdict": "edited",
+                "at": "2026-11-02T09:14:05Z",
+                "text": "edited answer",
+            }
+        ),
+        **LIMITS,
+    )
+    assert isinstance(feedback, Feedback) and feedback.verdict == "edited"
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        (b"", "empty"),
+        (b"\xff\xfe{}", "invalid_utf8"),
+        (b"{not json", "invalid_json"),
+        (b'{"a": NaN}', "invalid_json"),
+        (b"[" * 100_000, "invalid_json"),
+        (b"[1, 2]", "not_an_object"),
+        (b'"text"', "not_an_object"),
+        (encode(message(type="complaint")), "unknown_type"),
+        (encode(message(type=...)), "unknown_type"),
+        (encode(message(schema_version=2)), "unsupported_schema_version"),
+        (encode(message(schema_version=True)), "unsupported_schema_version"),
+        (encode(message(schema_version="1")), "unsupported_schema_version"),
+        (encode(message(message_id=...)), "invalid_field"),
+        (encode(message(text=5)), "invalid_field"),
+        (encode(message(role="manager")), "invalid_field"),
+        (encode(message(sent_at="2026-11-02T09:14:05")), "invalid_field"),
+        (encode(message(sent_at=1_700_000_000)), "invalid_field"),
+        (encode(message(conversation_id="")), "invalid_field"),
+        (encode(message(text="nul \x00 byte")), "invalid_field"),
+        (b'{"type":"message","schema_version":1,"text":"\\ud800"}', "invalid_field"),
+        (
+            encode(
+                {
+                    "type": "case",
+                    "schema_version": 1,
+                    "event_id": "e",
+                    "conversation_id": "c",
+                    "at": "2026-11-02T09:14:05Z",
+                    "event": "status",
+                }
+            ),
+            "invalid_field",
+        ),
+        (encode(message(text="x" * 70_000)), "text_too_long"),
+    ],
+)
+def test_bad_records_are_rejected_with_a_stable_reason(raw: bytes, expected: str):
+    assert reason(raw) == expected
+
+
+def test_limits_are_settings():
+    raw = encode(message(text="é" * 600))  # 1,200 bytes of UTF-8
+    assert reason(raw, max_text_bytes=1000) == "text_too_long"
+    assert reason(raw, max_event_bytes=500) == "too_large"
+    assert isinstance(parse(raw, **LIMITS), Message)
+
+
+def test_rejection_detail_names_the_field():
+    with pytest.raises(Rejected) as caught:
+        parse(encode(message(text=5)), **LIMITS)
+    assert "text" in caught.value.detail
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.binary(max_size=512))
+def test_arbitrary_bytes_never_raise_anything_but_a_rejection(raw: bytes):
+    try:
+        parse(raw, **LIMITS)
+    except Rejected as exc:
+        assert exc.reason
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=20,
+)
+FIELDS = st.sampled_from(
+    [
+        "type",
+        "schema_version",
+        "message_id",
+        "conversation_id",
+        "tenant",
+        "sent_at",
+        "role",
+        "text",
+        "metadata",
+        "event",
+        "at",
+        "event_id",
+        "feedback_id",
+        "verdict",
+        "resolution",
+    ]
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.dictionaries(FIELDS, JSON, max_size=10), st.sampled_from(["message", "case", "feedback", "x"]))
+def test_arbitrary_json_objects_never_raise_anything_but_a_rejection(obj: dict[str, Any], kind: str):
+    obj = {"type": kind, "schema_version": 1, **obj}
+    try:
+        event = parse(json.dumps(obj).encode(), **LIMITS)
+    except Rejected as exc:
+        assert exc.reason
+    else:
+        assert event.type == obj["type"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=300), st.text(min_size=1, max_size=40))
+def test_any_text_round_trips(text: str, conversation_id: str):
+    raw = encode(message(text=text, conversation_id=conversation_id))
+    try:
+        event = parse(raw, **LIMITS)
+    except Rejected as exc:
+        assert exc.reason == "invalid_field"  # NUL characters and lone surrogates only
+        assert "\x00" in text + conversation_id or any(0xD800 <= ord(c) <= 0xDFFF for c in text + conversation_id)
+    else:
+        assert isinstance(event, Message) and event.text == text
+
+
+def test_suggestions_serialise_to_v1():
+    suggestion = Suggestion(
+        suggestion_id="s-1",
+        conversation_id="c-1",
+        tenant="acme",
+        in_reply_to="m-1",
+        created_at="2026-11-02T09:14:06Z",
+        kind="answer",
+        text="Restart the hub",  # type: ignore[arg-type]
+        confidence=0.8,
+        sources=[{"kind": "faq", "id": "faq-1"}],
+        latency_ms=12.5,
+    )  # type: ignore[list-item]
+    wire = json.loads(suggestion.to_json())
+    assert wire["type"] == "suggestion" and wire["schema_version"] == 1
+    assert wire["sources"] == [{"kind": "faq", "id": "faq-1"}]
+    assert "action" not in wire
+
+
+def test_published_schemas_match_the_models():
+    schemas = json_schemas()
+    assert set(schemas) == {"message", "case", "feedback", "suggestion"}
+    assert "text" in schemas["message"]["required"]
+    with open("docs/wire-format.md", encoding="utf-8") as doc:
+        text = doc.read()
+    for name, schema in schemas.items():
+        assert json.dumps(schema, indent=2) in text, (
+            f"docs/wire-format.md is out of date for {name}: run `vigil schema`"
+        )

@@ -1,0 +1,190 @@
+"""The Kafka transport against a real broker (Tansu): ordered commits, dead letters, hand-over, health."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+
+import pytest
+from aiokafka import TopicPartition
+
+from tests.conftest import Topics, create_topics, make_settings
+from tests.kafka_client import produce, read_topic
+from vigil.broker import EmbeddedBroker
+from vigil.errors import Rejected, TransportError
+from vigil.transport.kafka import KafkaDelivery, KafkaPublisher, KafkaSource, ensure_topics
+
+
+def source_for(broker: EmbeddedBroker, topics: Topics, tmp_path) -> tuple[KafkaSource, KafkaPublisher]:
+    settings = make_settings(tmp_path=tmp_path, bootstrap=broker.bootstrap, topics=topics)
+    publisher = KafkaPublisher(settings.kafka)
+    return KafkaSource(settings.kafka, publisher, handover_timeout_s=5.0), publisher
+
+
+async def take(source: KafkaSource, count: int, timeout_s: float = 20.0) -> list[KafkaDelivery]:
+    got: list[KafkaDelivery] = []
+
+    async def collect() -> None:
+        async for delivery in source.deliveries():
+            got.append(delivery)
+            if len(got) == count:
+                return
+
+    await asyncio.wait_for(collect(), timeout_s)
+    return got
+
+
+async def committed(source: KafkaSource, tp: TopicPartition) -> int | None:
+    assert source._consumer is not None
+    return await source._consumer.committed(tp)
+
+
+async def test_offsets_are_committed_only_past_what_is_done(kafka: EmbeddedBroker, topics: Topics, tmp_path):
+    await create_topics(kafka.bootstrap, topics, partitions=1)
+    produce(kafka.bootstrap, topics.input, [(b"k", f"r{n}".encode()) for n in range(10)])
+    source, publisher = source_for(kafka, topics, tmp_path)
+    await publisher.start()
+    await source.start()
+    tp = TopicPartition(topics.input, 0)
+    try:
+        deliveries = await take(source, 10)
+        assert [d.record.value for d in deliveries] == [f"r{n}".encode() for n in range(10)]
+        for n in (0, 1, 2, 5, 6, 9):
+            deliveries[n].ack()
+        await source.commit()
+        assert await committed(source, tp) == 3  # records 3 and 4 are still in flight
+        deliveries[3].ack()
+        deliveries[4].ack()
+        await source.commit()
+        assert await committed(source, tp) == 7
+        for n in (7, 8):
+            deliveries[n].ack()
+        await source.commit()
+        assert await committed(source, tp) == 10
+    finally:
+        await source.close()
+        await publisher.close()
+
+
+async def test_a_restarted_source_resumes_from_the_commit(kafka: EmbeddedBroker, topics: Topics, tmp_path):
+    await create_topics(kafka.bootstrap, topics, partitions=1)
+    produce(kafka.bootstrap, topics.input, [(b"k", f"r{n}".encode()) for n in range(6)])
+    source, publisher = source_for(kafka, topics, tmp_path)
+    await source.start()
+    first = await take(source, 6)
+    for delivery in first[:4]:
+        delivery.ack()
+    await source.close()  # commits 4: records 4 and 5 were never acknowledged
+    again, _ = source_for(kafka, topics, tmp_path)
+    await again.start()
+    try:
+        redelivered = await take(again, 2)
+        assert [d.record.value for d in redelivered] == [b"r4", b"r5"]
+    finally:
+        await again.close()
+        await publisher.close()
+
+
+async def test_dead_letters_keep_the_record_and_say_why(kafka: EmbeddedBroker, topics: Topics, tmp_path):
+    await create_topics(kafka.bootstrap, topics, partitions=1)
+    produce(kafka.bootstrap, topics.input, [(b"conv-9", b"\xff not utf-8")])
+    source, publisher = source_for(kafka, topics, tmp_path)
+    await publisher.start()
+    await source.start()
+    try:
+        (delivery,) = await take(source, 1)
+        await delivery.dead_letter(Rejected("invalid_utf8", "byte 0: invalid start byte"))
+    finally:
+        await source.close()
+        await publisher.close()
+    (dead,) = read_topic(kafka.bootstrap, topics.dlq, expect=1, partitions=1)
+    assert (dead.key, dead.value) == (b"conv-9", b"\xff not utf-8")
+    assert dead.headers["vigil.dlq.reason"] == b"invalid_utf8"
+    assert dead.headers["vigil.dlq.detail"] == b"byte 0: invalid start byte"
+    assert dead.headers["vigil.source.topic"] == topics.input.encode()
+    assert (dead.headers["vigil.source.partition"], dead.headers["vigil.source.offset"]) == (b"0", b"0")
+
+
+async def test_two_members_split_the_partitions_and_lose_nothing(kafka: EmbeddedBroker, topics: Topics, tmp_path):
+    await create_topics(kafka.bootstrap, topics, partitions=3)
+    produce(kafka.bootstrap, topics.input, [(f"c{n % 9}".encode(), f"a{n}".encode()) for n in range(60)])
+    first, publisher = source_for(kafka, topics, tmp_path)
+    await first.start()
+    seen: list[bytes] = []
+
+    async def drain_into(source: KafkaSource) -> None:
+        async for delivery in source.deliveries():
+            seen.append(delivery.record.value or b"")
+            delivery.ack()
+
+    one = asyncio.create_task(drain_into(first))
+    await asyncio.sleep(0)
+    deadline = asyncio.get_running_loop().time() + 20
+    while len(seen) < 60 and asyncio.get_running_loop().time() < deadline:
+        await asyncio.sleep(0.1)
+    second, _ = source_for(kafka, topics, tmp_path)
+    await second.start()
+    two = asyncio.create_task(drain_into(second))
+    deadline = asyncio.get_running_loop().time() + 30
+    while asyncio.get_running_loop().time() < deadline:
+        mine = first._consumer.assignment() if first._consumer else set()
+        theirs = second._consumer.assignment() if second._consumer else set()
+        if mine and theirs:
+            break
+        await asyncio.sleep(0.1)
+    produce(kafka.bootstrap, topics.input, [(f"c{n % 9}".encode(), f"b{n}".encode()) for n in range(60)])
+    deadline = asyncio.get_running_loop().time() + 30
+    while len(set(seen)) < 120 and asyncio.get_running_loop().time() < deadline:
+        await asyncio.sleep(0.1)
+    try:
+        assert len(set(seen)) == 120
+        assert mine and theirs and not (mine & theirs), "the group did not split the partitions"
+        assert mine | theirs == {TopicPartition(topics.input, p) for p in range(3)}
+    finally:
+        for source in (first, second):
+            source.stop_intake()
+        await asyncio.gather(one, two)
+        await first.close()
+        await second.close()
+        await publisher.close()
+
+
+async def test_check_fails_while_the_broker_is_frozen(own_kafka: EmbeddedBroker, topics: Topics, tmp_path):
+    await create_topics(own_kafka.bootstrap, topics, partitions=1)
+    source, publisher = source_for(own_kafka, topics, tmp_path)
+    await source.start()
+    try:
+        await source.check()
+        os.kill(own_kafka.pid, signal.SIGSTOP)
+        try:
+            with pytest.raises(TransportError):
+                await source.check()
+        finally:
+            os.kill(own_kafka.pid, signal.SIGCONT)
+        await source.check()
+    finally:
+        await source.close()
+        await publisher.close()
+
+
+async def test_unreachable_broker_is_a_transport_error(tmp_path, topics: Topics):
+    from vigil.broker import free_port
+
+    settings = make_settings(tmp_path=tmp_path, bootstrap=f"127.0.0.1:{free_port()}", topics=topics)
+    publisher = KafkaPublisher(settings.kafka)
+    with pytest.raises(TransportError):
+        await publisher.start()
+    source = KafkaSource(settings.kafka, publisher, handover_timeout_s=1)
+    with pytest.raises(TransportError):
+        await source.start()
+    with pytest.raises(TransportError):
+        await source.check()
+
+
+async def test_ensure_topics_is_idempotent(kafka: EmbeddedBroker, topics: Topics, tmp_path):
+    settings = make_settings(tmp_path=tmp_path, bootstrap=kafka.bootstrap, topics=topics)
+    await ensure_topics(settings.kafka, [topics.input], partitions=2)
+    await ensure_topics(settings.kafka, [topics.input], partitions=2)
+    produce(kafka.bootstrap, topics.input, [(b"k", b"v")])
+    assert len(read_topic(kafka.bootstrap, topics.input, expect=1, partitions=2)) == 1

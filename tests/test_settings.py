@@ -1,0 +1,85 @@
+"""Settings come from VIGIL_* variables; a bad one is named in one clear error."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from vigil.errors import SettingsError
+from vigil.settings import Settings, load_settings
+
+
+def test_defaults_are_the_documented_ones(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    monkeypatch.chdir(tmp_path)
+    settings = load_settings()
+    assert settings.kafka.bootstrap_servers is None
+    assert (settings.kafka.group_id, settings.kafka.input_topic) == ("vigil", "vigil.conversations")
+    assert (settings.kafka.suggestions_topic, settings.kafka.dlq_topic) == ("vigil.suggestions", "vigil.dlq")
+    assert settings.data_dir == Path(".vigil")
+    assert settings.database_url == f"sqlite+aiosqlite:///{(tmp_path / '.vigil' / 'vigil.db').resolve()}"
+    assert (settings.http.host, settings.http.port) == ("127.0.0.1", 8080)
+    assert settings.graceful_timeout_s == 10
+    assert settings.ingest.max_text_bytes == 64 * 1024
+
+
+def test_nested_settings_come_from_the_environment(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("VIGIL_KAFKA__BOOTSTRAP_SERVERS", "kafka-1:9092,kafka-2:9092")
+    monkeypatch.setenv("VIGIL_DATABASE__URL", "postgresql+asyncpg://vigil@db/vigil")
+    monkeypatch.setenv("VIGIL_HTTP__PORT", "9000")
+    monkeypatch.setenv("VIGIL_GRACEFUL_TIMEOUT_S", "25")
+    settings = load_settings()
+    assert settings.kafka.bootstrap_servers == "kafka-1:9092,kafka-2:9092"
+    assert settings.database_url == "postgresql+asyncpg://vigil@db/vigil"
+    assert settings.http.port == 9000 and settings.graceful_timeout_s == 25
+
+
+def test_a_dotenv_file_is_read(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / ".env").write_text("VIGIL_KAFKA__GROUP_ID=from-dotenv\n")
+    assert load_settings().kafka.group_id == "from-dotenv"
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("VIGIL_HTTP__PORT", "eighty"),
+        ("VIGIL_HTTP__PORT", "70000"),
+        ("VIGIL_GRACEFUL_TIMEOUT_S", "-1"),
+        ("VIGIL_INGEST__MAX_IN_FLIGHT", "0"),
+        ("VIGIL_LOG_LEVEL", "LOUD"),
+        ("VIGIL_KAFKA__SESSION_TIMEOUT_S", "1"),
+    ],
+)
+def test_a_bad_setting_names_its_variable(monkeypatch: pytest.MonkeyPatch, variable: str, value: str):
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(SettingsError) as caught:
+        load_settings()
+    assert caught.value.setting == variable
+
+
+def test_the_cli_prints_one_line_and_exits_2(tmp_path: Path):
+    vigil = Path(sys.executable).parent / "vigil"
+    result = subprocess.run(
+        [str(vigil), "run"],
+        env={"VIGIL_HTTP__PORT": "eighty", "PATH": "/usr/bin:/bin"},
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("vigil: invalid setting VIGIL_HTTP__PORT")
+
+
+def test_unsupported_databases_are_refused(tmp_path: Path):
+    from vigil.clock import SystemClock
+    from vigil.store import CaseStore
+
+    settings = Settings(_env_file=None, database={"url": "mysql+aiomysql://x@y/z"}, data_dir=tmp_path)  # type: ignore[call-arg, arg-type]
+    with pytest.raises(SettingsError) as caught:
+        CaseStore.from_settings(settings, clock=SystemClock())
+    assert caught.value.setting == "VIGIL_DATABASE__URL"
