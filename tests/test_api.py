@@ -74,6 +74,9 @@ async def test_a_conversation_comes_back_with_messages_in_order(store: CaseStore
         assert [m["message_id"] for m in body["messages"]] == ["m0", "m1", "m2"]
         assert body["messages"][0]["text"] == "<b>0</b>"
         assert body["suggestions"] == []
+        listed = (await client.get("/api/conversations")).json()
+        assert [(c["conversation_id"], c["message_count"]) for c in listed] == [("c/1", 3)]
+        assert (await client.get("/api/conversations?limit=0")).status_code == 422
         assert (await client.get("/api/conversations/unknown")).status_code == 404
 
 
@@ -86,6 +89,7 @@ async def test_the_api_says_503_when_the_database_is_down(tmp_path, metrics: Met
     try:
         async with client_for(dead, health, metrics) as client:
             assert (await client.get("/api/conversations/c-1")).status_code == 503
+            assert (await client.get("/api/conversations")).status_code == 503
     finally:
         await dead.close()
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from typing import Annotated
 
 import uvicorn
-from fastapi import FastAPI, HTTPException, Response
+from fastapi import FastAPI, HTTPException, Query, Response
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
@@ -14,7 +15,7 @@ from vigil import __version__
 from vigil.errors import StoreError
 from vigil.health import Health
 from vigil.metrics import Metrics
-from vigil.store import CaseStore, ConversationView
+from vigil.store import CaseStore, ConversationSummary, ConversationView
 
 
 def create_app(*, store: CaseStore, health: Health, metrics: Metrics) -> FastAPI:
@@ -37,6 +38,14 @@ def create_app(*, store: CaseStore, health: Health, metrics: Metrics) -> FastAPI
     async def prometheus_metrics() -> Response:
         """Prometheus metrics in the text exposition format."""
         return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+    @app.get("/api/conversations", tags=["conversations"], responses={503: {"description": "database unavailable"}})
+    async def conversations(limit: Annotated[int, Query(ge=1, le=500)] = 50) -> list[ConversationSummary]:
+        """The most recently active conversations, newest first."""
+        try:
+            return await store.recent_conversations(limit)
+        except StoreError as exc:
+            raise HTTPException(status_code=503, detail="the case store is unavailable") from exc
 
     @app.get(
         "/api/conversations/{conversation_id:path}",

@@ -48,6 +48,19 @@ class MessageView(BaseModel):
     metadata: dict[str, Any] | None
 
 
+class ConversationSummary(BaseModel):
+    """A conversation in a list: its state, without the messages."""
+
+    conversation_id: str
+    tenant: str
+    status: str
+    assignee: str | None
+    priority: str | None
+    opened_at: datetime
+    updated_at: datetime
+    message_count: int
+
+
 class ConversationView(BaseModel):
     """A conversation with its messages in order and vigil's suggestions."""
 
@@ -260,6 +273,14 @@ class CaseStore:
             messages=[MessageView.model_validate(dict(m._mapping)) for m in messages],
             suggestions=[_suggestion(s) for s in suggestions],
         )
+
+    async def recent_conversations(self, limit: int = 50) -> list[ConversationSummary]:
+        """The most recently active conversations, newest first."""
+        c = CONVERSATION.c
+        stmt = sa.select(CONVERSATION).order_by(c.updated_at.desc(), c.id).limit(limit)
+        async with self._transaction() as conn:
+            rows = (await conn.execute(stmt)).all()
+        return [ConversationSummary.model_validate({**r._mapping, "conversation_id": r.id}) for r in rows]
 
     async def count_events(self) -> dict[str, int]:
         """How many messages, case events and conversations are stored."""
