@@ -83,13 +83,19 @@ class _Pending:
     done: asyncio.Future[Recorded] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
 
 
-def create_engine(url: str, *, pool_size: int, data_dir: Path) -> AsyncEngine:
+def create_engine(url: str, *, pool_size: int, data_dir: Path, timeout_s: float = 5.0) -> AsyncEngine:
     """An async engine for a SQLite or PostgreSQL URL; SQLite runs in WAL mode."""
     dialect = sa.make_url(url).get_dialect().name
     if dialect not in SUPPORTED_DIALECTS:
         raise SettingsError("VIGIL_DATABASE__URL", f"unsupported database {dialect!r}; use SQLite or PostgreSQL")
     if dialect == "postgresql":
-        return create_async_engine(url, pool_size=pool_size, pool_pre_ping=True, pool_recycle=1800)
+        return create_async_engine(
+            url,
+            pool_size=pool_size,
+            pool_pre_ping=True,
+            pool_recycle=1800,
+            connect_args={"timeout": timeout_s, "command_timeout": timeout_s * 6},
+        )
     database = sa.make_url(url).database
     if database and database != ":memory:":
         Path(database).parent.mkdir(parents=True, exist_ok=True)
