@@ -8,8 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from vigil.clock import SystemClock
 from vigil.errors import SettingsError
 from vigil.settings import Settings, load_settings
+from vigil.store import CaseStore
 
 
 def test_defaults_are_the_documented_ones(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
@@ -75,11 +77,27 @@ def test_the_cli_prints_one_line_and_exits_2(tmp_path: Path):
     assert len(lines) == 1 and lines[0].startswith("vigil: invalid setting VIGIL_HTTP__PORT")
 
 
-def test_unsupported_databases_are_refused(tmp_path: Path):
-    from vigil.clock import SystemClock
-    from vigil.store import CaseStore
+@pytest.mark.parametrize("url", ["mysql+aiomysql://x@y/z", "postgres://x@y/z", "postgresql://x@y/z", "not a url"])
+def test_unsupported_database_urls_are_refused(monkeypatch: pytest.MonkeyPatch, url: str):
+    monkeypatch.setenv("VIGIL_DATABASE__URL", url)
+    with pytest.raises(SettingsError) as caught:
+        load_settings()
+    assert caught.value.setting == "VIGIL_DATABASE__URL"
 
-    settings = Settings(_env_file=None, database={"url": "mysql+aiomysql://x@y/z"}, data_dir=tmp_path)  # type: ignore[call-arg, arg-type]
+
+def test_a_nested_section_given_whole_must_be_json(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("VIGIL_KAFKA", "bootstrap_servers=kafka:9092")
+    with pytest.raises(SettingsError) as caught:
+        load_settings()
+    assert caught.value.setting == "VIGIL_KAFKA"
+    monkeypatch.setenv("VIGIL_KAFKA", '{"bootstrap_servers": "kafka:9092"}')
+    assert load_settings().kafka.bootstrap_servers == "kafka:9092"
+
+
+def test_an_uncreatable_data_dir_is_a_settings_error(tmp_path: Path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    settings = Settings(_env_file=None, data_dir=blocker / "data")  # type: ignore[call-arg]
     with pytest.raises(SettingsError) as caught:
         CaseStore.from_settings(settings, clock=SystemClock())
-    assert caught.value.setting == "VIGIL_DATABASE__URL"
+    assert caught.value.setting == "VIGIL_DATA_DIR"

@@ -75,8 +75,9 @@ class Daemon:
             metrics=self.metrics,
             backoff=self.backoff,
         )
+        self.phase = "starting"
         self.health = Health(
-            {"database": self.store.ping, "broker": self.source.check},
+            {"database": self.store.ping, "broker": self.source.check, "pipeline": self._check_running},
             clock=self.clock,
             metrics=self.metrics,
             interval_s=settings.health_interval_s,
@@ -124,10 +125,16 @@ class Daemon:
         log.info("HTTP on http://%s:%d (healthz, readyz, metrics, api)", http.host, self.http_port)
         return server, serving
 
+    async def _check_running(self) -> None:
+        if self.phase != "running":
+            raise StartupError(self.phase)
+
     async def _work(self) -> None:
         kafka = self.settings.kafka
         if self.settings.database.migrate_on_start:
+            self.phase = "migrating the database"
             await self.backoff.persist("migrating the database", self.store.migrate)
+        self.phase = "connecting to Kafka"
         if kafka.create_topics:
             topics = (kafka.input_topic, kafka.suggestions_topic, kafka.dlq_topic)
             await self.backoff.persist(
@@ -136,7 +143,11 @@ class Daemon:
         await self.backoff.persist("connecting the Kafka producer", self.publisher.start)
         await self.backoff.persist("connecting the Kafka consumer", self.source.start)
         log.info("consuming %s as group %s", kafka.input_topic, kafka.group_id)
-        await self.ingest.run()
+        self.phase = "running"
+        try:
+            await self.ingest.run()
+        finally:
+            self.phase = "stopping"
 
     async def _stop_work(self, working: asyncio.Task[None]) -> None:
         self.source.stop_intake()

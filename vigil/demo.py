@@ -6,6 +6,7 @@ import asyncio
 import json
 import logging
 import random
+import sys
 import uuid
 from functools import partial
 from importlib import resources
@@ -22,10 +23,15 @@ log = logging.getLogger(__name__)
 _ID_FIELDS = ("message_id", "event_id", "feedback_id", "conversation_id")
 
 
+def bundled_knowledge() -> Path:
+    """The knowledge shipped with vigil: ``knowledge/`` in a checkout, else ``<prefix>/share/vigil/knowledge``."""
+    checkout = Path(str(resources.files("vigil"))).parent / "knowledge"
+    return checkout if checkout.is_dir() else Path(sys.prefix) / "share" / "vigil" / "knowledge"
+
+
 def bundled_conversations() -> Path:
     """The demo conversations that ship with vigil (``knowledge/demo/conversations.jsonl``)."""
-    root = Path(str(resources.files("vigil"))).parent
-    return root / "knowledge" / "demo" / "conversations.jsonl"
+    return bundled_knowledge() / "demo" / "conversations.jsonl"
 
 
 def load_conversations(path: Path) -> list[list[dict[str, Any]]]:

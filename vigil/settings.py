@@ -6,13 +6,17 @@ Every setting comes from the environment with the prefix ``VIGIL_`` (nested part
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
+import sqlalchemy as sa
 from pydantic import BaseModel, Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import SettingsError as SourceError
 
 from vigil.errors import SettingsError
 
+ASYNC_DRIVERS = {("sqlite", "aiosqlite"), ("postgresql", "asyncpg"), ("postgresql", "psycopg")}
 ENV_PREFIX = "VIGIL_"
 ENV_NESTED_DELIMITER = "__"
 
@@ -41,6 +45,23 @@ class KafkaSettings(BaseModel):
 
 class DatabaseSettings(BaseModel):
     """The case store."""
+
+    @field_validator("url")
+    @classmethod
+    def _usable_url(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        try:
+            url = sa.make_url(value)
+        except sa.exc.ArgumentError as exc:
+            raise ValueError(f"not a database URL ({exc})") from exc
+        backend, _, driver = url.drivername.partition("+")
+        if (backend, driver) not in ASYNC_DRIVERS:
+            raise ValueError(
+                f"{url.drivername!r} is not supported; use sqlite+aiosqlite:///PATH or "
+                "postgresql+asyncpg://USER:PASSWORD@HOST/DB"
+            )
+        return value
 
     url: str | None = Field(
         default=None,
@@ -127,3 +148,7 @@ def load_settings(**overrides: object) -> Settings:
     except ValidationError as exc:
         first = exc.errors()[0]
         raise SettingsError(env_name(first["loc"]), first["msg"]) from exc
+    except SourceError as exc:  # a nested section given whole (VIGIL_KAFKA=...) that is not JSON
+        field = re.search(r'field "([^"]+)"', str(exc))
+        name = ENV_PREFIX + (field.group(1).upper() if field else "*")
+        raise SettingsError(name, "not a JSON object; set its parts instead, e.g. VIGIL_KAFKA__GROUP_ID") from exc

@@ -97,10 +97,12 @@ def create_engine(url: str, *, pool_size: int, data_dir: Path, timeout_s: float 
             connect_args={"timeout": timeout_s, "command_timeout": timeout_s * 6},
         )
     database = sa.make_url(url).database
-    if database and database != ":memory:":
-        Path(database).parent.mkdir(parents=True, exist_ok=True)
-    else:
-        data_dir.mkdir(parents=True, exist_ok=True)
+    folder = Path(database).parent if database and database != ":memory:" else data_dir
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        setting = "VIGIL_DATA_DIR" if folder == data_dir else "VIGIL_DATABASE__URL"
+        raise SettingsError(setting, f"cannot create {folder}: {exc.strerror}") from exc
     engine = create_async_engine(url, connect_args={"timeout": 30})
 
     @sa.event.listens_for(engine.sync_engine, "connect")

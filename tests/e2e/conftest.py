@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 
 import pytest
@@ -23,7 +23,9 @@ def vigil(tmp_path: Path) -> Iterator[VigilCli]:
 
 
 @pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> pytest.TestReport:
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     """On a failure, show the tail of every vigil log of the test next to the assertion."""
     report: pytest.TestReport = yield
     cli = getattr(item, "funcargs", {}).get("vigil")

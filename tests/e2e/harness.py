@@ -6,6 +6,7 @@ its metrics, the rows in its database and the records on its topics.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -113,13 +114,18 @@ class VigilProcess:
         except subprocess.TimeoutExpired:
             raise AssertionError(f"vigil did not exit within {timeout_s}s; log tail:\n{self.tail()}") from None
 
-    def stop(self, sig: signal.Signals = signal.SIGTERM, timeout_s: float = 15.0) -> float:
-        """Signal the process, wait for it to exit with 0, and return how long that took."""
+    def stop(self, sig: signal.Signals = signal.SIGTERM, timeout_s: float = 15.0, *, clean: bool = True) -> float:
+        """Signal the process, wait for it to exit with 0, and return how long that took.
+
+        With ``clean``, the log must hold no traceback: nothing failed on the way (a failed close, a lost task).
+        """
         started = time.monotonic()
         self.send(sig)
         code = self.wait(timeout_s)
+        took = time.monotonic() - started
         assert code == 0, f"vigil exited with {code} after {sig.name}; log tail:\n{self.tail()}"
-        return time.monotonic() - started
+        assert not clean or "Traceback" not in self.log(), "a traceback in vigil's log"
+        return took
 
 
 @dataclass(frozen=True)
@@ -248,23 +254,26 @@ def process_name(pid: int) -> str:
 
 
 async def eventually(
-    what: str, predicate: Callable[[], object], timeout_s: float = 20.0, process: VigilProcess | None = None
+    what: str,
+    predicate: Callable[[], object],
+    timeout_s: float = 20.0,
+    process: VigilProcess | None = None,
+    show: Callable[[], object] | None = None,
 ) -> Any:
-    """Poll ``predicate`` until it is truthy; fail naming ``what``, or at once if ``process`` died meanwhile."""
-    last: list[object] = [None]
+    """Poll ``predicate`` until it is truthy; fail naming ``what`` (and ``show()``), or at once if ``process`` died."""
 
     def probe() -> object:
         if process is not None:
             process.check_alive()
-        last[0] = predicate()
-        return last[0]
+        return predicate()
 
     try:
         return await wait_for(probe, timeout_s)
     except VigilExited:
         raise
     except AssertionError:
-        raise AssertionError(f"{what}: not within {timeout_s}s (last seen: {last[0]!r})") from None
+        seen = f" (now: {show()!r})" if show is not None else ""
+        raise AssertionError(f"{what}: not within {timeout_s}s{seen}") from None
 
 
 async def ready(process: VigilProcess, timeout_s: float = 20.0) -> None:
@@ -288,20 +297,27 @@ class Database:
         if self.is_sqlite:
             if not self.path.exists():
                 return []
-            conn = sqlite3.connect(self.path, timeout=10)
+            with contextlib.closing(sqlite3.connect(self.path, timeout=10)) as lite:
+                try:
+                    return lite.execute(sql, params).fetchall()
+                except sqlite3.OperationalError as exc:
+                    if "no such table" in str(exc):
+                        return []
+                    raise
+        with psycopg.connect(self.dsn) as pg:
             try:
-                return conn.execute(sql, params).fetchall()
-            except sqlite3.OperationalError as exc:
-                if "no such table" in str(exc):
-                    return []
-                raise
-            finally:
-                conn.close()
-        with psycopg.connect(self.dsn) as conn:
-            try:
-                return conn.execute(sql.replace("?", "%s"), params).fetchall()  # type: ignore[arg-type]
+                return pg.execute(sql.replace("?", "%s").encode(), params).fetchall()
             except psycopg.errors.UndefinedTable:
                 return []
+
+    def execute(self, sql: str, *params: object) -> None:
+        """Run one statement and commit it."""
+        if self.is_sqlite:
+            with contextlib.closing(sqlite3.connect(self.path, timeout=10)) as lite, lite:
+                lite.execute(sql, params)
+            return
+        with psycopg.connect(self.dsn) as pg:
+            pg.execute(sql.replace("?", "%s").encode(), params)
 
     def scalar(self, sql: str, *params: object) -> Any:
         rows = self.query(sql, *params)
@@ -309,6 +325,18 @@ class Database:
 
     def count(self, table: str) -> int:
         return int(self.scalar(f"SELECT count(*) FROM {table}") or 0)
+
+    async def reach(
+        self, table: str, rows: int, process: VigilProcess, *, timeout_s: float = 30.0, at_least: bool = False
+    ) -> None:
+        """Wait until ``table`` holds ``rows`` rows (or more, with ``at_least``) while ``process`` runs."""
+
+        def reached() -> bool:
+            count = self.count(table)
+            return count >= rows if at_least else count == rows
+
+        what = f"{'at least ' if at_least else ''}{rows} rows in {table}"
+        await eventually(what, reached, timeout_s, process, show=lambda: self.count(table))
 
     def tables(self) -> set[str]:
         if self.is_sqlite:
@@ -393,15 +421,19 @@ def feedback(
     }
 
 
-def record(event: dict[str, Any]) -> tuple[bytes, bytes]:
+Records = list[tuple[bytes | None, bytes | None]]
+"""(key, value) pairs, as ``tests.kafka_client.produce`` takes them."""
+
+
+def record(event: dict[str, Any]) -> tuple[bytes | None, bytes | None]:
     """The Kafka record for an event: keyed by its conversation id, JSON value."""
     return event["conversation_id"].encode(), json.dumps(event, ensure_ascii=False).encode()
 
 
-def chat(conversations: int, messages: int, prefix: str) -> tuple[list[tuple[bytes, bytes]], dict[str, list[str]]]:
+def chat(conversations: int, messages: int, prefix: str) -> tuple[Records, dict[str, list[str]]]:
     """``messages`` messages spread round-robin over ``conversations`` conversations, as records in stream order,
     and each conversation's message ids in that order."""
-    records = []
+    records: Records = []
     expected: dict[str, list[str]] = {f"{prefix}-c{n:02d}": [] for n in range(conversations)}
     names = list(expected)
     for n in range(messages):

@@ -8,14 +8,26 @@ from datetime import datetime
 import pytest
 
 from tests.conftest import Topics, create_topics
-from tests.e2e.harness import Database, VigilCli, at, case, chat, eventually, feedback, message, ready, record
+from tests.e2e.harness import (
+    Database,
+    VigilCli,
+    VigilProcess,
+    at,
+    case,
+    chat,
+    eventually,
+    feedback,
+    message,
+    ready,
+    record,
+)
 from tests.kafka_client import produce
 from vigil.broker import EmbeddedBroker
 
 pytestmark = pytest.mark.e2e
 
 # How each test conversation ends, and the state the case must be in afterwards.
-ENDINGS = {
+ENDINGS: dict[str, tuple[str, list[tuple[str, dict[str, object]]]]] = {
     "closed": ("closed", [("closed", {"resolution": {"resolved_by": "human", "summary": "fixed", "csat": 5}})]),
     "escalated": ("escalated", [("escalated", {"priority": "P1"})]),
     "waiting": ("waiting_on_customer", [("status", {"status": "waiting_on_customer"})]),
@@ -46,7 +58,7 @@ def conversation_script(conversation_id: str, ending: str, messages: int) -> lis
 
 def round_robin(scripts: list[list[dict[str, object]]]) -> list[dict[str, object]]:
     """Interleave conversations as they would be on a busy stream."""
-    out = []
+    out: list[dict[str, object]] = []
     for step in range(max(len(s) for s in scripts)):
         out.extend(s[step] for s in scripts if step < len(s))
     return out
@@ -73,12 +85,8 @@ async def test_stores_conversations_in_stream_order_with_their_case_state(
     produce(kafka.bootstrap, topics.input, [record(e) for e in stream[half:]])  # ... and live traffic
 
     db = Database(db_url)
-    await eventually(
-        "every event stored",
-        lambda: (db.count("message"), db.count("case_event")) == (len(messages), len(case_events)),
-        timeout_s=30,
-        process=daemon,
-    )
+    await db.reach("message", len(messages), daemon)
+    await db.reach("case_event", len(case_events), daemon)
     for conversation_id, script in scripts.items():
         view = daemon.conversation(conversation_id)
         assert view is not None, conversation_id
@@ -150,9 +158,15 @@ async def test_resent_events_are_stored_once_even_across_a_restart(
 
     first = vigil.daemon(kafka.bootstrap, topics, sqlite_url)
     produce(kafka.bootstrap, topics.input, [record(e) for e in events])
-    await eventually("first copies stored", lambda: stored() == (10, 6, 2), timeout_s=30, process=first)
+    await eventually("first copies stored", lambda: stored() == (10, 6, 2), 30, first, show=stored)
     produce(kafka.bootstrap, topics.input, [record(e) for e in events])
-    await eventually("second copies seen", lambda: duplicates(first.metrics()) == by_type, process=first)
+    await eventually(
+        "second copies seen",
+        lambda: duplicates(first.metrics()) == by_type,
+        20,
+        first,
+        show=lambda: duplicates(first.metrics()),
+    )
     unchanged()
     first.stop()
 
@@ -160,35 +174,56 @@ async def test_resent_events_are_stored_once_even_across_a_restart(
     await ready(second)
     produce(kafka.bootstrap, topics.input, [record(e) for e in events])
     # Exactly one more copy of each: the restart re-read nothing the first process had committed.
-    await eventually("third copies seen", lambda: duplicates(second.metrics()) == by_type, timeout_s=30, process=second)
+    await eventually(
+        "third copies seen",
+        lambda: duplicates(second.metrics()) == by_type,
+        30,
+        second,
+        show=lambda: duplicates(second.metrics()),
+    )
     unchanged()
     assert second.metric("vigil_events_consumed_total", type="message") == 10
     second.stop()
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
-async def test_signal_drains_commits_and_exits_zero(
-    vigil: VigilCli, kafka: EmbeddedBroker, topics: Topics, sqlite_url: str, sig: signal.Signals
+async def interrupt_mid_stream(
+    daemon: VigilProcess, db: Database, sig: signal.Signals, expected: dict[str, list[str]], stored_at_least: int
+) -> int:
+    """Signal ``daemon`` once ``stored_at_least`` messages are stored; check it drained and exited 0 in time."""
+    await db.reach("message", stored_at_least, daemon, at_least=True)
+    took = daemon.stop(sig)
+    assert took < 8, f"took {took:.1f}s to stop after {sig.name}"
+    stored = db.count("message")
+    assert stored < sum(len(ids) for ids in expected.values()), f"{sig.name} came after the whole stream was stored"
+    for conversation_id, ids in expected.items():
+        got = db.message_ids(conversation_id)
+        assert got == ids[: len(got)], f"{conversation_id}: not a prefix of the stream"
+    return stored
+
+
+async def test_sigterm_and_sigint_drain_commit_and_exit_zero(
+    vigil: VigilCli, kafka: EmbeddedBroker, topics: Topics, sqlite_url: str
 ) -> None:
-    records, expected = chat(conversations=30, messages=1500, prefix="sig")
+    first_batch, first_expected = chat(conversations=30, messages=1500, prefix="term")
+    second_batch, second_expected = chat(conversations=30, messages=1500, prefix="int")
     await create_topics(kafka.bootstrap, topics)
-    produce(kafka.bootstrap, topics.input, records)
     db = Database(sqlite_url)
 
+    produce(kafka.bootstrap, topics.input, first_batch)
     first = vigil.daemon(kafka.bootstrap, topics, sqlite_url)
-    await eventually("a fifth stored", lambda: db.count("message") >= 300, timeout_s=30, process=first)
-    took = first.stop(sig)
-    assert took < 8, f"took {took:.1f}s to stop"
-    before = db.count("message")
-    assert before < len(records), "the signal came after everything was stored: the test proved nothing"
-    for conversation_id, ids in expected.items():
-        stored = db.message_ids(conversation_id)
-        assert stored == ids[: len(stored)], f"{conversation_id}: not a prefix of the stream"
+    stored = await interrupt_mid_stream(first, db, signal.SIGTERM, first_expected, 300)
 
     second = vigil.daemon(kafka.bootstrap, topics, sqlite_url)
-    await eventually("the rest stored", lambda: db.count("message") == len(records), timeout_s=40, process=second)
+    await db.reach("message", 1500, second, timeout_s=40)
     # The first process committed what it had stored before exiting: nothing was read twice, nothing skipped.
-    assert second.metric("vigil_events_consumed_total", type="message") == len(records) - before
+    assert second.metric("vigil_events_consumed_total", type="message") == 1500 - stored
     assert second.metric("vigil_events_duplicate_total", type="message") == 0
-    second.stop()
-    db.assert_stored_once(expected)
+    produce(kafka.bootstrap, topics.input, second_batch)
+    stored = await interrupt_mid_stream(second, db, signal.SIGINT, first_expected | second_expected, 1800)
+
+    third = vigil.daemon(kafka.bootstrap, topics, sqlite_url)
+    await db.reach("message", 3000, third, timeout_s=40)
+    assert third.metric("vigil_events_consumed_total", type="message") == 3000 - stored
+    assert third.metric("vigil_events_duplicate_total", type="message") == 0
+    third.stop()
+    db.assert_stored_once(first_expected | second_expected)

@@ -210,7 +210,8 @@ class KafkaSource:
 
     async def check(self) -> None:
         if self._consumer is None:
-            raise TransportError("the Kafka consumer is not started")
+            await probe_bootstrap(self._settings.bootstrap_servers or "", timeout_s=2.0)
+            return
         try:
             async with asyncio.timeout(2.0):
                 await self._consumer.topics()
@@ -288,6 +289,23 @@ class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
 
     async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
         log.info("assigned partitions: %s", sorted(f"{tp.topic}/{tp.partition}" for tp in assigned))
+
+
+async def probe_bootstrap(servers: str, *, timeout_s: float) -> None:
+    """Raise ``TransportError`` unless one of the bootstrap servers accepts a TCP connection."""
+    problems = []
+    for server in filter(None, (s.strip() for s in servers.split(","))):
+        host, _, port = server.rpartition(":")
+        try:
+            async with asyncio.timeout(timeout_s):
+                _, writer = await asyncio.open_connection(host.strip("[]"), int(port))
+        except (OSError, TimeoutError, ValueError) as exc:
+            problems.append(f"{server}: {exc!r}")
+            continue
+        writer.close()
+        await writer.wait_closed()
+        return
+    raise TransportError(f"Kafka unreachable: {'; '.join(problems) or 'no bootstrap servers'}")
 
 
 async def ensure_topics(settings: KafkaSettings, names: Iterable[str], *, partitions: int) -> None:

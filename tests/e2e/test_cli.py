@@ -1,0 +1,164 @@
+"""The `vigil` command line: settings errors, `replay`, `db upgrade`, `schema`."""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import Topics, create_topics
+from tests.e2e.harness import Database, VigilCli, case, message
+from tests.kafka_client import read_topic
+from vigil.broker import EmbeddedBroker
+
+pytestmark = pytest.mark.e2e
+
+TABLES = {"conversation", "message", "case_event", "feedback", "suggestion"}
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("VIGIL_HTTP__PORT", "eighty"),
+        ("VIGIL_HTTP__PORT", "70000"),
+        ("VIGIL_KAFKA__PARTITIONS", "0"),
+        ("VIGIL_KAFKA__SESSION_TIMEOUT_S", "1"),
+        ("VIGIL_LOG_LEVEL", "LOUD"),
+        ("VIGIL_INGEST__MAX_TEXT_BYTES", "-1"),
+        ("VIGIL_DATABASE__URL", "mysql+aiomysql://vigil@127.0.0.1/vigil"),
+        pytest.param(
+            "VIGIL_DATABASE__URL",
+            "postgres://postgres@127.0.0.1/vigil",
+            id="VIGIL_DATABASE__URL-postgres-scheme",
+        ),
+        pytest.param(
+            "VIGIL_KAFKA",
+            "bootstrap_servers=127.0.0.1:9092",
+            id="VIGIL_KAFKA-not-json",
+        ),
+    ],
+)
+def test_bad_setting_stops_start_up_with_one_line_naming_it(
+    vigil: VigilCli, kafka: EmbeddedBroker, variable: str, value: str
+) -> None:
+    result = vigil.call("run", timeout_s=30, VIGIL_KAFKA__BOOTSTRAP_SERVERS=kafka.bootstrap, **{variable: value})
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith(f"vigil: invalid setting {variable}: "), lines[0]
+
+
+@pytest.mark.parametrize("command", ["run", "replay"])
+def test_commands_that_need_kafka_refuse_to_start_without_bootstrap(
+    vigil: VigilCli, tmp_path: Path, command: str
+) -> None:
+    events = tmp_path / "events.jsonl"
+    events.write_text(json.dumps(message("c", "m")) + "\n")
+    args = ["replay", str(events)] if command == "replay" else ["run"]
+    result = vigil.call(*args, timeout_s=30)
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("vigil: invalid setting VIGIL_KAFKA__BOOTSTRAP_SERVERS: "), lines[0]
+
+
+def test_http_port_in_use_stops_start_up_with_one_line(vigil: VigilCli, kafka: EmbeddedBroker) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = vigil.call(
+            "run", timeout_s=30, VIGIL_KAFKA__BOOTSTRAP_SERVERS=kafka.bootstrap, VIGIL_HTTP__PORT=str(port)
+        )
+    assert result.returncode == 1, result.stderr
+    assert "Traceback" not in result.stderr, result.stderr
+    last = result.stderr.splitlines()[-1]
+    assert last.startswith("vigil: ") and f"127.0.0.1:{port}" in last, last
+
+
+async def test_replay_publishes_every_line_keyed_by_conversation(
+    vigil: VigilCli, kafka: EmbeddedBroker, topics: Topics, sqlite_url: str, tmp_path: Path
+) -> None:
+    events = [case("rp-c1", "rp-e1", "opened"), case("rp-c2", "rp-e2", "opened")]
+    events += [message(f"rp-c{n % 2 + 1}", f"rp-m{n}", f"line {n} ✓") for n in range(8)]
+    lines = [json.dumps(e, ensure_ascii=False).encode() for e in events]
+    malformed = b'{"type": "message", "conversation_id": "rp-c1", oops'
+    lines.insert(5, malformed)
+    path = tmp_path / "events.jsonl"
+    path.write_bytes(b"\n".join(lines[:3]) + b"\n\n   \n" + b"\r\n".join(lines[3:]) + b"\n")  # blank lines, CRLF
+    await create_topics(kafka.bootstrap, topics)
+
+    rate = 5.0
+    started = time.monotonic()
+    result = vigil.call(
+        "replay",
+        str(path),
+        "--rate",
+        str(rate),
+        "--topic",
+        topics.input,
+        VIGIL_KAFKA__BOOTSTRAP_SERVERS=kafka.bootstrap,
+        VIGIL_KAFKA__INPUT_TOPIC="not-this-one",
+    )
+    took = time.monotonic() - started
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == f"published {len(lines)} events to {topics.input}"
+    assert took >= (len(lines) - 1) / rate, f"{len(lines)} lines at {rate}/s in {took:.2f}s"
+
+    published = read_topic(kafka.bootstrap, topics.input, expect=len(lines))
+    assert sorted(r.value or b"" for r in published) == sorted(lines)
+    for r in published:
+        want = None if r.value == malformed else json.loads(r.value or b"")["conversation_id"].encode()
+        assert r.key == want, r
+    for key in (b"rp-c1", b"rp-c2"):  # one partition per conversation, in file order
+        got = [r for r in published if r.key == key]
+        assert len({r.partition for r in got}) == 1
+        assert [r.value for r in sorted(got, key=lambda r: r.offset)] == [
+            v for v in lines if key in v and v != malformed
+        ]
+
+    daemon = vigil.daemon(kafka.bootstrap, topics, sqlite_url)
+    db = Database(sqlite_url)
+    await db.reach("message", 8, daemon)
+    dead = read_topic(kafka.bootstrap, topics.dlq, expect=1)
+    assert [(d.value, d.key, d.headers["vigil.dlq.reason"]) for d in dead] == [(malformed, None, b"invalid_json")]
+    daemon.stop()
+
+
+def test_db_upgrade_creates_the_schema_once(vigil: VigilCli, db_url: str) -> None:
+    db = Database(db_url)
+    assert not db.tables() & TABLES
+    first = vigil.call("db", "upgrade", VIGIL_DATABASE__URL=db_url)
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.strip() == "database schema is up to date"
+    assert db.tables() >= TABLES | {"alembic_version"}
+    version = db.query("SELECT version_num FROM alembic_version")
+    assert len(version) == 1
+
+    db.execute(
+        "INSERT INTO conversation (id, tenant, status, opened_at, updated_at, message_count) "
+        "VALUES ('kept', 't', 'open', '2026-11-02 09:00:00', '2026-11-02 09:00:00', 0)"
+    )
+    second = vigil.call("db", "upgrade", VIGIL_DATABASE__URL=db_url)
+    assert second.returncode == 0, second.stderr
+    assert db.query("SELECT version_num FROM alembic_version") == version
+    assert db.query("SELECT id FROM conversation") == [("kept",)], "a second upgrade must not touch the data"
+
+
+@pytest.mark.parametrize(
+    ("kind", "required"),
+    [
+        ("message", {"type", "message_id", "conversation_id", "sent_at", "role", "text"}),
+        ("case", {"type", "event_id", "conversation_id", "at", "event"}),
+        ("feedback", {"type", "feedback_id", "suggestion_id", "conversation_id", "verdict", "at"}),
+    ],
+)
+def test_schema_prints_the_v1_json_schema_of_a_type(vigil: VigilCli, kind: str, required: set[str]) -> None:
+    result = vigil.call("schema", kind)
+    assert result.returncode == 0, result.stderr
+    schema = json.loads(result.stdout)
+    assert set(schema["required"]) >= required
+    assert schema["properties"]["schema_version"]["const"] == 1
