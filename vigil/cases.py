@@ -6,6 +6,8 @@ id is already stored) and, only for a new event, updates the conversation's stat
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -70,23 +72,77 @@ def upsert(conn: AsyncConnection, table: sa.Table) -> Any:
     return sqlite.insert(table)
 
 
-async def record(
-    conn: AsyncConnection, event: Message | CaseEvent | Feedback, received_at: datetime, default_tenant: str
-) -> Recorded:
-    """Store ``event`` and apply it to its case; a second call with the same event id changes nothing.
+AnyEvent = Message | CaseEvent | Feedback
+
+
+async def record_batch(
+    conn: AsyncConnection, batch: Sequence[tuple[AnyEvent, datetime]], default_tenant: str
+) -> list[Recorded]:
+    """Record several events in one transaction; messages, the bulk of the stream, in a few bulk statements.
+
+    Events of one conversation are applied in the order given.
 
     Raises:
-        EventConflict: the event names a conversation that belongs to another tenant.
+        EventConflict: one of the events names another tenant's conversation (the caller retries them one by one).
     """
-    if isinstance(event, Message):
-        return await _message(conn, event, received_at, default_tenant)
-    if isinstance(event, CaseEvent):
-        return await _case_event(conn, event, received_at, default_tenant)
-    return await _feedback(conn, event, received_at)
+    results: list[Recorded] = [Recorded(new=False)] * len(batch)
+    for turn in _turns(batch):
+        messages = [i for i in turn if isinstance(batch[i][0], Message)]
+        if messages:
+            recorded = await _messages(conn, [batch[i] for i in messages], default_tenant)  # type: ignore[misc]
+            for i, outcome in zip(messages, recorded, strict=True):
+                results[i] = outcome
+        for i in turn:
+            if not isinstance(batch[i][0], Message):
+                results[i] = await record(conn, batch[i][0], batch[i][1], default_tenant)
+    return results
 
 
-async def _message(conn: AsyncConnection, m: Message, received_at: datetime, default_tenant: str) -> Recorded:
-    row = {
+def _turns(batch: Sequence[tuple[AnyEvent, datetime]]) -> list[list[int]]:
+    """Split a batch into turns holding at most one event per conversation, keeping each conversation's order."""
+    turns: list[list[int]] = []
+    depth: dict[str, int] = {}
+    for index, (event, _) in enumerate(batch):
+        level = depth.get(event.conversation_id, 0)
+        depth[event.conversation_id] = level + 1
+        if level == len(turns):
+            turns.append([])
+        turns[level].append(index)
+    return turns
+
+
+async def _messages(
+    conn: AsyncConnection, batch: Sequence[tuple[Message, datetime]], default_tenant: str
+) -> list[Recorded]:
+    """Insert messages in bulk (skipping stored ids), then create or update their conversations in bulk."""
+    stmt = _MESSAGE_INSERT[conn.dialect.name]
+    inserted = set((await conn.execute(stmt, [_message_row(m, at) for m, at in batch])).scalars())
+    fresh = [m for m, _ in batch if m.message_id in inserted]
+    if not fresh:
+        return [Recorded(new=False)] * len(batch)
+    conversations = {m.conversation_id for m in fresh}
+    owner_rows = await conn.execute(
+        sa.select(CONVERSATION.c.id, CONVERSATION.c.tenant).where(CONVERSATION.c.id.in_(conversations))
+    )
+    owners: dict[str, str] = {conversation: tenant for conversation, tenant in owner_rows}
+    for m in fresh:
+        owner = owners.get(m.conversation_id)
+        if m.tenant and owner and m.tenant != owner:
+            raise EventConflict(
+                "tenant_mismatch", f"conversation {m.conversation_id!r} belongs to another tenant than {m.tenant!r}"
+            )
+    rows = [_conversation_row(m, owners.get(m.conversation_id) or m.tenant or default_tenant) for m in fresh]
+    states = {
+        row.id: CaseState.from_row(row) for row in (await conn.execute(_MESSAGE_UPSERT[conn.dialect.name], rows)).all()
+    }
+    return [
+        Recorded(new=True, case=states[m.conversation_id]) if m.message_id in inserted else Recorded(new=False)
+        for m, _ in batch
+    ]
+
+
+def _message_row(m: Message, received_at: datetime) -> dict[str, Any]:
+    return {
         "message_id": m.message_id,
         "conversation_id": m.conversation_id,
         "sent_at": m.sent_at,
@@ -96,24 +152,77 @@ async def _message(conn: AsyncConnection, m: Message, received_at: datetime, def
         "text": m.text,
         "metadata": m.metadata,
     }
-    inserted = await conn.execute(upsert(conn, MESSAGE).values(row).on_conflict_do_nothing())
-    if inserted.rowcount == 0:
-        return Recorded(new=False)
-    c = CONVERSATION.c
+
+
+def _conversation_row(m: Message, tenant: str) -> dict[str, Any]:
     at = m.sent_at
-    new: dict[str, Any] = {"status": "open", "message_count": 1, "opened_at": at, "updated_at": at}
-    changes: dict[str, Any] = {"message_count": c.message_count + 1, "updated_at": at}
-    if m.role == "customer":
-        new |= {"first_customer_at": at, "last_customer_at": at}
-        changes |= {"last_customer_at": at, "first_customer_at": sa.func.coalesce(c.first_customer_at, at)}
-    elif m.role == "analyst":
-        new["last_analyst_at"] = at
-        changes["last_analyst_at"] = at
-        changes["first_response_at"] = sa.case(
-            (sa.and_(c.first_response_at.is_(None), c.first_customer_at.is_not(None)), at),
-            else_=c.first_response_at,
-        )
-    return Recorded(new=True, case=await _apply(conn, m.conversation_id, m.tenant, default_tenant, new, changes))
+    return {
+        "id": m.conversation_id,
+        "tenant": tenant,
+        "status": "open",
+        "opened_at": at,
+        "updated_at": at,
+        "message_count": 1,
+        "first_customer_at": at if m.role == "customer" else None,
+        "last_customer_at": at if m.role == "customer" else None,
+        "last_analyst_at": at if m.role == "analyst" else None,
+    }
+
+
+def _message_upsert(dialect: Any) -> Any:
+    """How a new message changes its conversation, driven by the inserted row so that one statement serves all."""
+    c = CONVERSATION.c
+    stmt = dialect.insert(CONVERSATION)
+    new = stmt.excluded
+    return stmt.on_conflict_do_update(
+        index_elements=[c.id],
+        set_={
+            "message_count": c.message_count + new.message_count,
+            "updated_at": new.updated_at,
+            "first_customer_at": sa.func.coalesce(c.first_customer_at, new.first_customer_at),
+            "last_customer_at": sa.func.coalesce(new.last_customer_at, c.last_customer_at),
+            "last_analyst_at": sa.func.coalesce(new.last_analyst_at, c.last_analyst_at),
+            "first_response_at": sa.case(
+                (
+                    sa.and_(
+                        c.first_response_at.is_(None),
+                        c.first_customer_at.is_not(None),
+                        new.last_analyst_at.is_not(None),
+                    ),
+                    new.last_analyst_at,
+                ),
+                else_=c.first_response_at,
+            ),
+        },
+    ).returning(*CONVERSATION.c)
+
+
+_DIALECTS: dict[str, Any] = {"sqlite": sqlite, "postgresql": postgresql}
+_MESSAGE_UPSERT = {name: _message_upsert(dialect) for name, dialect in _DIALECTS.items()}
+_MESSAGE_INSERT = {
+    name: dialect.insert(MESSAGE).on_conflict_do_nothing().returning(MESSAGE.c.message_id)
+    for name, dialect in _DIALECTS.items()
+}
+_INSERT_NEW = {
+    (name, table.name): dialect.insert(table).on_conflict_do_nothing()
+    for name, dialect in _DIALECTS.items()
+    for table in (CASE_EVENT, FEEDBACK)
+}
+
+
+async def record(
+    conn: AsyncConnection, event: Message | CaseEvent | Feedback, received_at: datetime, default_tenant: str
+) -> Recorded:
+    """Store ``event`` and apply it to its case; a second call with the same event id changes nothing.
+
+    Raises:
+        EventConflict: the event names a conversation that belongs to another tenant.
+    """
+    if isinstance(event, Message):
+        return (await _messages(conn, [(event, received_at)], default_tenant))[0]
+    if isinstance(event, CaseEvent):
+        return await _case_event(conn, event, received_at, default_tenant)
+    return await _feedback(conn, event, received_at)
 
 
 async def _case_event(conn: AsyncConnection, e: CaseEvent, received_at: datetime, default_tenant: str) -> Recorded:
@@ -128,7 +237,7 @@ async def _case_event(conn: AsyncConnection, e: CaseEvent, received_at: datetime
         "status": e.status,
         "resolution": e.resolution.model_dump() if e.resolution else None,
     }
-    inserted = await conn.execute(upsert(conn, CASE_EVENT).values(row).on_conflict_do_nothing())
+    inserted = await conn.execute(_INSERT_NEW[conn.dialect.name, "case_event"], row)
     if inserted.rowcount == 0:
         return Recorded(new=False)
     changes: dict[str, Any] = {"updated_at": e.at}
@@ -137,8 +246,21 @@ async def _case_event(conn: AsyncConnection, e: CaseEvent, received_at: datetime
     if e.priority:
         changes["priority"] = e.priority
     changes |= _status_change(e)
-    new = {"status": "open", "opened_at": e.at, "message_count": 0, **changes}
-    return Recorded(new=True, case=await _apply(conn, e.conversation_id, e.tenant, default_tenant, new, changes))
+    stmt = _case_upsert(conn.dialect.name, frozenset(changes), guard_tenant=e.tenant is not None)
+    values = {
+        "id": e.conversation_id,
+        "tenant": e.tenant or default_tenant,
+        "status": "open",
+        "opened_at": e.at,
+        "message_count": 0,
+        **changes,
+    }
+    row_after = (await conn.execute(stmt, values)).first()
+    if row_after is None:
+        raise EventConflict(
+            "tenant_mismatch", f"conversation {e.conversation_id!r} belongs to another tenant than {e.tenant!r}"
+        )
+    return Recorded(new=True, case=CaseState.from_row(row_after))
 
 
 def _status_change(e: CaseEvent) -> dict[str, Any]:
@@ -160,28 +282,17 @@ def _status_change(e: CaseEvent) -> dict[str, Any]:
     return {}
 
 
-async def _apply(
-    conn: AsyncConnection,
-    conversation_id: str,
-    tenant: str | None,
-    default_tenant: str,
-    new: dict[str, Any],
-    changes: dict[str, Any],
-) -> CaseState:
-    """Create the conversation with ``new`` or update it with ``changes``, refusing another tenant's case."""
+@functools.cache
+def _case_upsert(dialect: str, changed: frozenset[str], *, guard_tenant: bool) -> Any:
+    """Create the conversation, or change the ``changed`` columns; refuse another tenant's case if guarded."""
     c = CONVERSATION.c
-    stmt = upsert(conn, CONVERSATION).values(id=conversation_id, tenant=tenant or default_tenant, **new)
-    stmt = stmt.on_conflict_do_update(
+    stmt = _DIALECTS[dialect].insert(CONVERSATION)
+    new = stmt.excluded
+    return stmt.on_conflict_do_update(
         index_elements=[c.id],
-        set_=changes,
-        where=(c.tenant == tenant) if tenant else None,
+        set_={name: getattr(new, name) for name in sorted(changed)},
+        where=(c.tenant == new.tenant) if guard_tenant else None,
     ).returning(*CONVERSATION.c)
-    row = (await conn.execute(stmt)).first()
-    if row is None:
-        raise EventConflict(
-            "tenant_mismatch", f"conversation {conversation_id!r} belongs to another tenant than {tenant!r}"
-        )
-    return CaseState.from_row(row)
 
 
 async def _feedback(conn: AsyncConnection, f: Feedback, received_at: datetime) -> Recorded:
@@ -202,5 +313,5 @@ async def _feedback(conn: AsyncConnection, f: Feedback, received_at: datetime) -
         "received_at": received_at,
         "text": f.text,
     }
-    inserted = await conn.execute(upsert(conn, FEEDBACK).values(row).on_conflict_do_nothing())
+    inserted = await conn.execute(_INSERT_NEW[conn.dialect.name, "feedback"], row)
     return Recorded(new=inserted.rowcount == 1)

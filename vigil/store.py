@@ -203,7 +203,9 @@ class CaseStore:
     async def _write(self, batch: list[_Pending]) -> None:
         try:
             async with asyncio.timeout(self._timeout_s), self.engine.begin() as conn:
-                results = [await self._apply(conn, p) for p in batch]
+                results = await cases.record_batch(
+                    conn, [(p.event, p.received_at) for p in batch], self._default_tenant
+                )
         except Exception as exc:
             if is_unavailable(exc):
                 _fail(batch, StoreUnavailable(f"database unavailable: {exc}"), exc)
@@ -216,9 +218,6 @@ class CaseStore:
         for pending, result in zip(batch, results, strict=True):
             if not pending.done.done():
                 pending.done.set_result(result)
-
-    async def _apply(self, conn: AsyncConnection, pending: _Pending) -> Recorded:
-        return await cases.record(conn, pending.event, pending.received_at, self._default_tenant)
 
     async def save_suggestion(self, suggestion: Suggestion) -> None:
         """Store a suggestion before it is published (idempotent by ``suggestion_id``)."""
