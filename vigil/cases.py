@@ -18,7 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from vigil.errors import EventConflict
 from vigil.events import CaseEvent, Feedback, Message
-from vigil.tables import CaseEventRow, Conversation, FeedbackRow, MessageRow
+from vigil.tables import CaseEventRow, Conversation, FeedbackRow, MessageRow, metadata
 
 CONVERSATION = Conversation.__table__  # type: ignore[attr-defined]
 MESSAGE = MessageRow.__table__  # type: ignore[attr-defined]
@@ -67,78 +67,66 @@ class Recorded:
 
 def upsert(conn: AsyncConnection, table: sa.Table) -> Any:
     """The dialect's INSERT that knows ON CONFLICT (SQLite and PostgreSQL)."""
-    if conn.dialect.name == "postgresql":
-        return postgresql.insert(table)
-    return sqlite.insert(table)
+    return _insert(conn.dialect.name, table)
 
 
-AnyEvent = Message | CaseEvent | Feedback
+async def record(
+    conn: AsyncConnection, event: Message | CaseEvent | Feedback, received_at: datetime, default_tenant: str
+) -> Recorded:
+    """Store ``event`` and apply it to its case; a second call with the same event id changes nothing.
+
+    Raises:
+        EventConflict: the event names a conversation that belongs to another tenant.
+    """
+    return (await record_batch(conn, [(event, received_at)], default_tenant))[0]
 
 
 async def record_batch(
-    conn: AsyncConnection, batch: Sequence[tuple[AnyEvent, datetime]], default_tenant: str
+    conn: AsyncConnection, batch: Sequence[tuple[Message | CaseEvent | Feedback, datetime]], default_tenant: str
 ) -> list[Recorded]:
-    """Record several events in one transaction; messages, the bulk of the stream, in a few bulk statements.
+    """``record`` for many events at once, with a few multi-row statements rather than two per event.
 
-    Events of one conversation are applied in the order given.
+    Events of one conversation must come one per batch (ingest's lanes see to it); a batch that breaks this
+    is recorded one event at a time, in order.
 
     Raises:
-        EventConflict: one of the events names another tenant's conversation (the caller retries them one by one).
+        EventConflict: an event names a conversation that belongs to another tenant (nothing says which one:
+            the caller retries the events one by one).
     """
-    results: list[Recorded] = [Recorded(new=False)] * len(batch)
-    for turn in _turns(batch):
-        messages = [i for i in turn if isinstance(batch[i][0], Message)]
-        if messages:
-            recorded = await _messages(conn, [batch[i] for i in messages], default_tenant)  # type: ignore[misc]
-            for i, outcome in zip(messages, recorded, strict=True):
-                results[i] = outcome
-        for i in turn:
-            if not isinstance(batch[i][0], Message):
-                results[i] = await record(conn, batch[i][0], batch[i][1], default_tenant)
-    return results
+    if len(batch) > 1 and len({event.conversation_id for event, _ in batch}) < len(batch):
+        return [await record(conn, event, at, default_tenant) for event, at in batch]
+    new_ids = await _insert_events(conn, batch)
+    results: dict[int, Recorded] = {}
+    changes: dict[_Shape, list[tuple[int, dict[str, Any]]]] = {}
+    for index, (event, received_at) in enumerate(batch):
+        if isinstance(event, Feedback):
+            results[index] = await _feedback(conn, event, received_at)
+        elif event.id not in new_ids:
+            results[index] = Recorded(new=False)
+        else:
+            shape, row = _conversation_change(event, default_tenant)
+            changes.setdefault(shape, []).append((index, row))
+    for shape, rows in changes.items():
+        statement = _upsert_conversations(conn.dialect.name, shape)
+        states = {row.id: CaseState.from_row(row) for row in await conn.execute(statement, [r for _, r in rows])}
+        for index, row in rows:
+            if row["id"] not in states:
+                raise EventConflict("tenant_mismatch", f"conversation {row['id']!r} belongs to another tenant")
+            results[index] = Recorded(new=True, case=states[row["id"]])
+    return [results[index] for index in range(len(batch))]
 
 
-def _turns(batch: Sequence[tuple[AnyEvent, datetime]]) -> list[list[int]]:
-    """Split a batch into turns holding at most one event per conversation, keeping each conversation's order."""
-    turns: list[list[int]] = []
-    depth: dict[str, int] = {}
-    for index, (event, _) in enumerate(batch):
-        level = depth.get(event.conversation_id, 0)
-        depth[event.conversation_id] = level + 1
-        if level == len(turns):
-            turns.append([])
-        turns[level].append(index)
-    return turns
-
-
-async def _messages(
-    conn: AsyncConnection, batch: Sequence[tuple[Message, datetime]], default_tenant: str
-) -> list[Recorded]:
-    """Insert messages in bulk (skipping stored ids), then create or update their conversations in bulk."""
-    stmt = _MESSAGE_INSERT[conn.dialect.name]
-    inserted = set((await conn.execute(stmt, [_message_row(m, at) for m, at in batch])).scalars())
-    fresh = [m for m, _ in batch if m.message_id in inserted]
-    if not fresh:
-        return [Recorded(new=False)] * len(batch)
-    conversations = {m.conversation_id for m in fresh}
-    owner_rows = await conn.execute(
-        sa.select(CONVERSATION.c.id, CONVERSATION.c.tenant).where(CONVERSATION.c.id.in_(conversations))
-    )
-    owners: dict[str, str] = {conversation: tenant for conversation, tenant in owner_rows}
-    for m in fresh:
-        owner = owners.get(m.conversation_id)
-        if m.tenant and owner and m.tenant != owner:
-            raise EventConflict(
-                "tenant_mismatch", f"conversation {m.conversation_id!r} belongs to another tenant than {m.tenant!r}"
-            )
-    rows = [_conversation_row(m, owners.get(m.conversation_id) or m.tenant or default_tenant) for m in fresh]
-    states = {
-        row.id: CaseState.from_row(row) for row in (await conn.execute(_MESSAGE_UPSERT[conn.dialect.name], rows)).all()
-    }
-    return [
-        Recorded(new=True, case=states[m.conversation_id]) if m.message_id in inserted else Recorded(new=False)
-        for m, _ in batch
-    ]
+async def _insert_events(
+    conn: AsyncConnection, batch: Sequence[tuple[Message | CaseEvent | Feedback, datetime]]
+) -> set[str]:
+    """Insert the message and case-event rows that are not stored yet; returns the ids of the new ones."""
+    messages = [_message_row(e, at) for e, at in batch if isinstance(e, Message)]
+    case_events = [_case_event_row(e, at) for e, at in batch if isinstance(e, CaseEvent)]
+    new: set[str] = set()
+    for table, key, rows in ((MESSAGE, "message_id", messages), (CASE_EVENT, "event_id", case_events)):
+        if rows:
+            new |= set((await conn.scalars(_insert_new(conn.dialect.name, table.name, key), rows)).all())
+    return new
 
 
 def _message_row(m: Message, received_at: datetime) -> dict[str, Any]:
@@ -154,79 +142,8 @@ def _message_row(m: Message, received_at: datetime) -> dict[str, Any]:
     }
 
 
-def _conversation_row(m: Message, tenant: str) -> dict[str, Any]:
-    at = m.sent_at
+def _case_event_row(e: CaseEvent, received_at: datetime) -> dict[str, Any]:
     return {
-        "id": m.conversation_id,
-        "tenant": tenant,
-        "status": "open",
-        "opened_at": at,
-        "updated_at": at,
-        "message_count": 1,
-        "first_customer_at": at if m.role == "customer" else None,
-        "last_customer_at": at if m.role == "customer" else None,
-        "last_analyst_at": at if m.role == "analyst" else None,
-    }
-
-
-def _message_upsert(dialect: Any) -> Any:
-    """How a new message changes its conversation, driven by the inserted row so that one statement serves all."""
-    c = CONVERSATION.c
-    stmt = dialect.insert(CONVERSATION)
-    new = stmt.excluded
-    return stmt.on_conflict_do_update(
-        index_elements=[c.id],
-        set_={
-            "message_count": c.message_count + new.message_count,
-            "updated_at": new.updated_at,
-            "first_customer_at": sa.func.coalesce(c.first_customer_at, new.first_customer_at),
-            "last_customer_at": sa.func.coalesce(new.last_customer_at, c.last_customer_at),
-            "last_analyst_at": sa.func.coalesce(new.last_analyst_at, c.last_analyst_at),
-            "first_response_at": sa.case(
-                (
-                    sa.and_(
-                        c.first_response_at.is_(None),
-                        c.first_customer_at.is_not(None),
-                        new.last_analyst_at.is_not(None),
-                    ),
-                    new.last_analyst_at,
-                ),
-                else_=c.first_response_at,
-            ),
-        },
-    ).returning(*CONVERSATION.c)
-
-
-_DIALECTS: dict[str, Any] = {"sqlite": sqlite, "postgresql": postgresql}
-_MESSAGE_UPSERT = {name: _message_upsert(dialect) for name, dialect in _DIALECTS.items()}
-_MESSAGE_INSERT = {
-    name: dialect.insert(MESSAGE).on_conflict_do_nothing().returning(MESSAGE.c.message_id)
-    for name, dialect in _DIALECTS.items()
-}
-_INSERT_NEW = {
-    (name, table.name): dialect.insert(table).on_conflict_do_nothing()
-    for name, dialect in _DIALECTS.items()
-    for table in (CASE_EVENT, FEEDBACK)
-}
-
-
-async def record(
-    conn: AsyncConnection, event: Message | CaseEvent | Feedback, received_at: datetime, default_tenant: str
-) -> Recorded:
-    """Store ``event`` and apply it to its case; a second call with the same event id changes nothing.
-
-    Raises:
-        EventConflict: the event names a conversation that belongs to another tenant.
-    """
-    if isinstance(event, Message):
-        return (await _messages(conn, [(event, received_at)], default_tenant))[0]
-    if isinstance(event, CaseEvent):
-        return await _case_event(conn, event, received_at, default_tenant)
-    return await _feedback(conn, event, received_at)
-
-
-async def _case_event(conn: AsyncConnection, e: CaseEvent, received_at: datetime, default_tenant: str) -> Recorded:
-    row = {
         "event_id": e.event_id,
         "conversation_id": e.conversation_id,
         "at": e.at,
@@ -237,30 +154,34 @@ async def _case_event(conn: AsyncConnection, e: CaseEvent, received_at: datetime
         "status": e.status,
         "resolution": e.resolution.model_dump() if e.resolution else None,
     }
-    inserted = await conn.execute(_INSERT_NEW[conn.dialect.name, "case_event"], row)
-    if inserted.rowcount == 0:
-        return Recorded(new=False)
-    changes: dict[str, Any] = {"updated_at": e.at}
-    if e.assignee:
-        changes["assignee"] = e.assignee
-    if e.priority:
-        changes["priority"] = e.priority
-    changes |= _status_change(e)
-    stmt = _case_upsert(conn.dialect.name, frozenset(changes), guard_tenant=e.tenant is not None)
-    values = {
-        "id": e.conversation_id,
-        "tenant": e.tenant or default_tenant,
-        "status": "open",
-        "opened_at": e.at,
-        "message_count": 0,
-        **changes,
-    }
-    row_after = (await conn.execute(stmt, values)).first()
-    if row_after is None:
-        raise EventConflict(
-            "tenant_mismatch", f"conversation {e.conversation_id!r} belongs to another tenant than {e.tenant!r}"
-        )
-    return Recorded(new=True, case=CaseState.from_row(row_after))
+
+
+# What an event does to its conversation row: ("message", role) or ("case", changed columns), and whether the
+# row's tenant must match. Events of one shape share one multi-row upsert.
+_Shape = tuple[str, tuple[str, ...], bool]
+
+
+def _conversation_change(event: Message | CaseEvent, default_tenant: str) -> tuple[_Shape, dict[str, Any]]:
+    """The shape of ``event``'s change and the conversation row it inserts (or, on conflict, updates with)."""
+    row: dict[str, Any] = {"id": event.conversation_id, "tenant": event.tenant or default_tenant}
+    checked = event.tenant is not None
+    if isinstance(event, Message):
+        at = event.sent_at
+        row |= {"status": "open", "message_count": 1, "opened_at": at, "updated_at": at}
+        if event.role == "customer":
+            row |= {"first_customer_at": at, "last_customer_at": at}
+        elif event.role == "analyst":
+            row["last_analyst_at"] = at
+        role = event.role if event.role in ("customer", "analyst") else "other"
+        return ("message", (role,), checked), row
+    changes: dict[str, Any] = {"updated_at": event.at}
+    if event.assignee:
+        changes["assignee"] = event.assignee
+    if event.priority:
+        changes["priority"] = event.priority
+    changes |= _status_change(event)
+    row |= {"status": "open", "opened_at": event.at, "message_count": 0, **changes}
+    return ("case", tuple(sorted(changes)), checked), row
 
 
 def _status_change(e: CaseEvent) -> dict[str, Any]:
@@ -283,16 +204,42 @@ def _status_change(e: CaseEvent) -> dict[str, Any]:
 
 
 @functools.cache
-def _case_upsert(dialect: str, changed: frozenset[str], *, guard_tenant: bool) -> Any:
-    """Create the conversation, or change the ``changed`` columns; refuse another tenant's case if guarded."""
+def _insert_new(dialect: str, table: str, key: str) -> Any:
+    """INSERT ... ON CONFLICT DO NOTHING RETURNING the key: run with many rows, it returns the new ones."""
+    target = metadata.tables[table]
+    return _insert(dialect, target).on_conflict_do_nothing().returning(target.c[key])
+
+
+@functools.cache
+def _upsert_conversations(dialect: str, shape: _Shape) -> Any:
+    """Create conversations or apply one shape of change to them; rows of another tenant are left alone."""
+    kind, detail, checked = shape
     c = CONVERSATION.c
-    stmt = _DIALECTS[dialect].insert(CONVERSATION)
-    new = stmt.excluded
+    stmt = _insert(dialect, CONVERSATION)
+    new = stmt.excluded  # the row the event would have inserted
+    changes: dict[str, Any]
+    if kind == "case":
+        changes = {name: new[name] for name in detail}
+    else:
+        changes = {"message_count": c.message_count + 1, "updated_at": new.updated_at}
+        if detail == ("customer",):
+            changes |= {
+                "last_customer_at": new.last_customer_at,
+                "first_customer_at": sa.func.coalesce(c.first_customer_at, new.first_customer_at),
+            }
+        elif detail == ("analyst",):
+            changes["last_analyst_at"] = new.last_analyst_at
+            changes["first_response_at"] = sa.case(
+                (sa.and_(c.first_response_at.is_(None), c.first_customer_at.is_not(None)), new.last_analyst_at),
+                else_=c.first_response_at,
+            )
     return stmt.on_conflict_do_update(
-        index_elements=[c.id],
-        set_={name: getattr(new, name) for name in sorted(changed)},
-        where=(c.tenant == new.tenant) if guard_tenant else None,
+        index_elements=[c.id], set_=changes, where=(c.tenant == new.tenant) if checked else None
     ).returning(*CONVERSATION.c)
+
+
+def _insert(dialect: str, table: sa.Table) -> Any:
+    return postgresql.insert(table) if dialect == "postgresql" else sqlite.insert(table)
 
 
 async def _feedback(conn: AsyncConnection, f: Feedback, received_at: datetime) -> Recorded:
@@ -313,5 +260,5 @@ async def _feedback(conn: AsyncConnection, f: Feedback, received_at: datetime) -
         "received_at": received_at,
         "text": f.text,
     }
-    inserted = await conn.execute(_INSERT_NEW[conn.dialect.name, "feedback"], row)
+    inserted = await conn.execute(upsert(conn, FEEDBACK).values(row).on_conflict_do_nothing())
     return Recorded(new=inserted.rowcount == 1)

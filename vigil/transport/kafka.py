@@ -170,6 +170,7 @@ class KafkaSource:
             heartbeat_interval_ms=int(self._settings.session_timeout_s * 1000 / 10),
             request_timeout_ms=int(self._settings.request_timeout_s * 1000) + 5000,
             max_poll_records=self._settings.fetch_max_records,
+            fetch_max_wait_ms=int(self._settings.fetch_max_wait_s * 1000),
         )
         try:
             await consumer.start()
