@@ -38,7 +38,7 @@ class KafkaSettings(BaseModel):
     commit_interval_s: float = Field(default=0.5, gt=0)
     fetch_max_records: int = Field(default=500, ge=1)
     fetch_max_wait_s: float = Field(
-        default=0.05, gt=0, description="Longest a fetch may wait on the broker for records; bounds latency."
+        default=0.02, gt=0, description="Longest a fetch may wait on the broker for records; bounds latency."
     )
     request_timeout_s: float = Field(default=10.0, gt=0)
     session_timeout_s: float = Field(
