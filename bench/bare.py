@@ -23,7 +23,7 @@ _SESSION_TIMEOUT_MS = 6000
 
 
 async def consume(bootstrap: str, topic: str, expect: int, passes: int, timeout_s: float) -> dict[str, float]:
-    """Read the ``expect`` records of ``topic`` ``passes`` times; the clock starts at the first batch (after the join)."""
+    """Read the ``expect`` records of ``topic`` ``passes`` times, timed from the first batch (after the join)."""
     consumer = AIOKafkaConsumer(
         bootstrap_servers=bootstrap,
         group_id=f"bare-{uuid.uuid4().hex[:8]}",
@@ -39,7 +39,7 @@ async def consume(bootstrap: str, topic: str, expect: int, passes: int, timeout_
         deadline = time.monotonic() + timeout_s
         first_at, first_batch = await _read(consumer, expect, deadline)
         for _ in range(passes - 1):
-            consumer.seek_to_beginning()
+            await consumer.seek_to_beginning()
             await _read(consumer, expect, deadline)
         seconds = time.monotonic() - first_at
         events = expect * passes - first_batch

@@ -12,8 +12,8 @@ import shutil
 import signal
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
-from types import TracebackType
 
 import httpx
 
@@ -34,7 +34,17 @@ def vigil_command() -> list[str]:
 class VigilProcess:
     """One ``vigil run`` reading ``topic`` from ``bootstrap`` into ``db_url``, with a fresh consumer group."""
 
-    def __init__(self, *, bootstrap: str, topic: str, db_url: str, workdir: Path, partitions: int) -> None:
+    def __init__(
+        self,
+        *,
+        bootstrap: str,
+        topic: str,
+        db_url: str,
+        workdir: Path,
+        partitions: int,
+        settings: Mapping[str, str] | None = None,
+    ) -> None:
+        """``settings`` are more of vigil's settings, named as environment variables without ``VIGIL_``."""
         self.port = free_port()
         self._workdir = workdir
         self._env = {k: v for k, v in os.environ.items() if not k.startswith("VIGIL_")} | {
@@ -49,7 +59,8 @@ class VigilProcess:
             "VIGIL_DATA_DIR": str(workdir / "data"),
             "VIGIL_HTTP__PORT": str(self.port),
         }
-        self._process: subprocess.Popen[bytes] | None = None
+        self._env |= {f"VIGIL_{name.upper()}": value for name, value in (settings or {}).items()}
+        self._process: asyncio.subprocess.Process | None = None
         self._http = httpx.AsyncClient(base_url=f"http://127.0.0.1:{self.port}", timeout=5.0)
 
     @property
@@ -62,8 +73,8 @@ class VigilProcess:
         """Start vigil and wait until its HTTP port answers (it joins the consumer group after that)."""
         self._workdir.mkdir(parents=True, exist_ok=True)
         with (self._workdir / "vigil.log").open("ab") as log:
-            self._process = subprocess.Popen(
-                vigil_command(), cwd=self._workdir, env=self._env, stdin=subprocess.DEVNULL, stdout=log, stderr=log
+            self._process = await asyncio.create_subprocess_exec(
+                *vigil_command(), cwd=self._workdir, env=self._env, stdin=subprocess.DEVNULL, stdout=log, stderr=log
             )
         async with asyncio.timeout(timeout_s):
             while True:
@@ -93,29 +104,28 @@ class VigilProcess:
         if self._process is None:
             return 0
         process, self._process = self._process, None
-        if process.poll() is None:
+        if process.returncode is None:
             process.send_signal(signal.SIGTERM)
         try:
-            return await asyncio.to_thread(process.wait, timeout_s)
-        except subprocess.TimeoutExpired:
+            async with asyncio.timeout(timeout_s):
+                return await process.wait()
+        except TimeoutError:
             process.kill()
-            await asyncio.to_thread(process.wait)
+            await process.wait()
             raise
+
+    def profile(self, output: Path) -> subprocess.Popen[bytes]:
+        """Sample vigil with py-spy until it exits, writing collapsed stacks to ``output`` (flamegraph input)."""
+        beside = Path(sys.executable).parent / "py-spy"
+        found = str(beside) if beside.is_file() else shutil.which("py-spy")
+        if found is None:
+            raise FileNotFoundError("--profile needs py-spy: pip install py-spy")
+        command = [found, "record", "--pid", str(self.pid), "--rate", "100", "--nonblocking", "--format", "raw"]
+        return subprocess.Popen(
+            [*command, "--output", str(output)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
 
     def _check_alive(self) -> None:
-        if self._process is not None and self._process.poll() is not None:
+        if self._process is not None and self._process.returncode is not None:
             log = (self._workdir / "vigil.log").read_text(errors="replace")[-2000:]
             raise RuntimeError(f"vigil exited with code {self._process.returncode}:\n{log}")
-
-    async def __aenter__(self) -> VigilProcess:
-        try:
-            await self.start()
-        except BaseException:
-            await self.stop()
-            raise
-        return self
-
-    async def __aexit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.stop()

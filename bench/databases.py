@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sqlite3
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -44,3 +45,14 @@ def plain_url(url: str) -> str:
     if parsed.get_backend_name() == "sqlite":
         return str(parsed.database)
     return parsed.set(drivername="postgresql").render_as_string(False)
+
+
+def stored_events(url: str) -> int:
+    """How many messages and case events the database holds."""
+    query = "SELECT (SELECT count(*) FROM message) + (SELECT count(*) FROM case_event)"
+    if sa.make_url(url).get_backend_name() == "sqlite":
+        with contextlib.closing(sqlite3.connect(plain_url(url))) as conn:
+            return int(conn.execute(query).fetchone()[0])
+    with psycopg.connect(plain_url(url)) as conn:
+        row = conn.execute(query).fetchone()
+        return int(row[0]) if row else 0

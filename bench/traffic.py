@@ -26,7 +26,7 @@ _TIME_FIELDS = {"message": "sent_at", "case": "at"}
 
 @dataclass(frozen=True, slots=True)
 class Event:
-    """One v1 event waiting to be stamped and sent; ``offset_s`` is its time within the simulated day."""
+    """One v1 event waiting to be stamped and sent; ``offset_s`` is its time since the traffic began."""
 
     offset_s: float
     fields: dict[str, Any]
@@ -63,7 +63,9 @@ def stream(*, conversations: int, prefix: str, seed: int, templates: list[list[d
     return events
 
 
-def _conversation(template: list[dict[str, Any]], conversation_id: str, start_s: float, rng: random.Random) -> list[Event]:
+def _conversation(
+    template: list[dict[str, Any]], conversation_id: str, start_s: float, rng: random.Random
+) -> list[Event]:
     moment = start_s
     out = []
     for index, original in enumerate(template):
@@ -81,9 +83,7 @@ async def produce_all(bootstrap: str, topic: str, events: list[Event], day: date
     producer = _producer(bootstrap, linger_ms=5)
     try:
         await producer.start()
-        sends = [
-            await producer.send(topic, e.encode(day + timedelta(seconds=e.offset_s)), key=e.key) for e in events
-        ]
+        sends = [await producer.send(topic, e.encode(day + timedelta(seconds=e.offset_s)), key=e.key) for e in events]
         await asyncio.gather(*sends)
     finally:
         await producer.stop()

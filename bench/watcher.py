@@ -57,7 +57,8 @@ class StoreWatcher(threading.Thread):
     def _poll(self, conn: Any) -> None:
         placeholder = "?" if self._sqlite else "%s"
         last = int(conn.execute(_NEWEST).fetchone()[0])
-        while not self._stopping.is_set():
+        while True:
+            final = self._stopping.is_set()  # one more poll after stop(), so that nothing committed is missed
             started = time.time()
             rows = conn.execute(_NEWER.format(p=placeholder), (last,)).fetchall()
             for seq, sent_at, received_at in rows:
@@ -65,6 +66,8 @@ class StoreWatcher(threading.Thread):
                 self.to_visible_s.append(started - sent)
                 self.to_received_s.append(self._timestamp(received_at) - sent)
                 last = seq
+            if final:
+                return
             self._stopping.wait(self._interval_s)
 
     def _connect(self) -> Any:

