@@ -51,5 +51,11 @@ test: $(DEV_STAMP) $(PROMTOOL) lint typecheck
 bench: $(DEV_STAMP)
 	$(BIN)/python -m bench.ingest
 
+# Quality on data written by others (../shared/data): question detection, retrieval, confidence calibration.
+eval: $(DEV_STAMP)
+	$(BIN)/python -m bench.eval_questions --split test
+	$(BIN)/python -m bench.eval_retrieval
+	$(BIN)/python -m bench.calibrate
+
 clean:
 	rm -rf $(VENV) .tools .vigil .pytest_cache .mypy_cache .ruff_cache

@@ -15,6 +15,9 @@ from prometheus_client import CollectorRegistry
 
 from vigil.broker import EmbeddedBroker
 from vigil.clock import SystemClock
+from vigil.documents import Entry, discover, read
+from vigil.embedding import SentenceTransformerEmbedder
+from vigil.knowledge import KnowledgeStore
 from vigil.settings import Settings
 from vigil.store import CaseStore
 from vigil.transport.kafka import ensure_topics
@@ -133,6 +136,27 @@ async def store(db_url: str, tmp_path: Path) -> AsyncIterator[CaseStore]:
         yield case_store
     finally:
         await case_store.close()
+
+
+@pytest.fixture(scope="session")
+def embedder() -> SentenceTransformerEmbedder:
+    """The real embedding model, loaded once for the session."""
+    model = SentenceTransformerEmbedder()
+    model.load()
+    return model
+
+
+async def open_knowledge(store: CaseStore, path: Path, embedder: SentenceTransformerEmbedder) -> KnowledgeStore:
+    """A knowledge store on the test's database, with Chroma on disk at ``path``."""
+    knowledge = KnowledgeStore(engine=store.engine, embedder=embedder, clock=SystemClock(), chroma_path=path)
+    await knowledge.open()
+    return knowledge
+
+
+def help_centre() -> list[Entry]:
+    """The bundled Brightwave help centre."""
+    root = Path(__file__).parent.parent / "knowledge"
+    return [e for p in discover([root / "articles", root / "faqs"]) for e in read(p)]
 
 
 @pytest.fixture

@@ -16,7 +16,8 @@ from vigil.broker import EmbeddedBroker
 from vigil.cases import CaseState
 from vigil.daemon import Daemon, running
 from vigil.errors import SettingsError, StartupError
-from vigil.events import CaseEvent, Feedback, Message
+from vigil.events import CaseEvent, Feedback, Message, SuggestionKind
+from vigil.gate import ConfidenceGate
 from vigil.skills import Proposal
 
 
@@ -24,6 +25,7 @@ class Acknowledge:
     """Proposes a reply to every customer question (a stand-in capability for wiring tests)."""
 
     name = "acknowledge"
+    kind: SuggestionKind = "answer"
 
     async def propose(self, event: Message | CaseEvent | Feedback, case: CaseState | None) -> Sequence[Proposal]:
         if isinstance(event, Message) and event.role == "customer" and event.text.endswith("?"):
@@ -47,8 +49,10 @@ def message(n: int, conversation: str, text: str) -> tuple[bytes, bytes]:
 
 async def test_events_are_stored_and_suggestions_published(kafka: EmbeddedBroker, topics: Topics, tmp_path):
     await create_topics(kafka.bootstrap, topics)
-    settings = make_settings(tmp_path=tmp_path, db_url=None, bootstrap=kafka.bootstrap, topics=topics)
-    daemon = Daemon(settings, skills=[Acknowledge()])
+    settings = make_settings(
+        tmp_path=tmp_path, db_url=None, bootstrap=kafka.bootstrap, topics=topics, answers={"enabled": False}
+    )
+    daemon = Daemon(settings, skills=[Acknowledge()], gate=ConfidenceGate(0.5))
     produce(
         kafka.bootstrap,
         topics.input,

@@ -13,7 +13,7 @@ from prometheus_client import CollectorRegistry
 from vigil.backoff import Backoff
 from vigil.cases import CaseState
 from vigil.clock import SystemClock
-from vigil.events import CaseEvent, Feedback, Message
+from vigil.events import CaseEvent, Feedback, Message, SuggestionKind
 from vigil.gate import ConfidenceGate
 from vigil.ingest import Ingest
 from vigil.metrics import Metrics
@@ -48,6 +48,7 @@ class OrderWitness:
     """A skill that sleeps a random moment and notes the order it saw each conversation's messages in."""
 
     name = "witness"
+    kind: SuggestionKind = "answer"
 
     def __init__(self) -> None:
         self.seen: dict[str, list[str]] = defaultdict(list)
@@ -70,6 +71,7 @@ class Echo:
     """A skill that proposes one answer per customer message, with the confidence in its text."""
 
     name = "echo"
+    kind: SuggestionKind = "answer"
 
     async def propose(self, event: Message | CaseEvent | Feedback, case: CaseState | None) -> Sequence[Proposal]:
         if isinstance(event, Message) and event.text.startswith("conf="):
@@ -206,6 +208,7 @@ async def test_a_failing_skill_is_counted_and_the_event_still_stored(store: Case
 
 class Stuck:
     name = "stuck"
+    kind: SuggestionKind = "answer"
 
     async def propose(self, event: Message | CaseEvent | Feedback, case: CaseState | None) -> Sequence[Proposal]:
         await asyncio.sleep(3600)

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import logging
 import signal
 import sys
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -16,9 +17,10 @@ from vigil import __version__
 from vigil.broker import EmbeddedBroker
 from vigil.clock import SystemClock
 from vigil.daemon import Daemon
-from vigil.demo import DemoTraffic, bundled_conversations, load_conversations
+from vigil.demo import DemoTraffic, bundled_conversations, bundled_knowledge, load_conversations
 from vigil.errors import SettingsError, VigilError
 from vigil.events import json_schemas
+from vigil.knowledge import KnowledgeStore, open_knowledge_store
 from vigil.replay import replay
 from vigil.settings import Settings, load_settings
 from vigil.store import CaseStore
@@ -62,10 +64,75 @@ def _parser() -> argparse.ArgumentParser:
     rp.set_defaults(command=_replay)
     db = commands.add_parser("db", help="database schema").add_subparsers(required=True, metavar="ACTION")
     db.add_parser("upgrade", help="apply migrations up to the newest").set_defaults(command=_db_upgrade)
+    _kb_commands(commands.add_parser("kb", help="the knowledge store").add_subparsers(required=True, metavar="ACTION"))
     schema = commands.add_parser("schema", help="print the JSON Schema of a wire format v1 type")
     schema.add_argument("type", choices=sorted(json_schemas()), help="the event type")
     schema.set_defaults(command=_schema)
     return parser
+
+
+def _kb_commands(kb: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    imports = kb.add_parser("import", help="import help articles, FAQs and documents (idempotent by id)")
+    imports.add_argument("paths", nargs="+", type=Path, help="files or folders (.md, .yaml, .csv, .json, .jsonl)")
+    imports.add_argument("--prune", action="store_true", help="remove entries these files no longer hold")
+    imports.set_defaults(command=_kb_import)
+    search = kb.add_parser("search", help="rank knowledge for a question ('-': one question per line on stdin)")
+    search.add_argument("text")
+    search.add_argument("--k", type=int, default=5)
+    search.add_argument("--json", action="store_true", help="print JSON")
+    search.set_defaults(command=_kb_search)
+    kb.add_parser("stats", help="entries per kind").set_defaults(command=_kb_stats)
+    kb.add_parser("export", help="every entry as JSON lines").set_defaults(command=_kb_export)
+
+
+@contextlib.asynccontextmanager
+async def _knowledge(settings: Settings) -> AsyncIterator[KnowledgeStore]:
+    """The knowledge store, for one command (embedded Chroma belongs to one process: stop the daemon first,
+    or give both a Chroma server with VIGIL_KNOWLEDGE__CHROMA_URL)."""
+    store = CaseStore.from_settings(settings, clock=SystemClock())
+    try:
+        await store.migrate()
+        knowledge = open_knowledge_store(settings, store, SystemClock())
+        await knowledge.open()
+        yield knowledge
+    finally:
+        await store.close()
+
+
+async def _kb_import(args: argparse.Namespace, settings: Settings) -> int:
+    async with _knowledge(settings) as knowledge:
+        report = await knowledge.import_files(args.paths, prune=args.prune)
+    print(f"{report.added} added, {report.updated} updated, {report.unchanged} unchanged, {report.removed} removed")
+    return 0
+
+
+async def _kb_search(args: argparse.Namespace, settings: Settings) -> int:
+    async with _knowledge(settings) as knowledge:
+        queries = sys.stdin if args.text == "-" else [args.text]
+        for query in queries:
+            hits = await knowledge.search(query.strip(), args.k)
+            ranked = [{"id": h.entry_id, "kind": h.kind, "title": h.title, "score": round(h.score, 6)} for h in hits]
+            if args.json or args.text == "-":
+                print(json.dumps(ranked), flush=True)
+            else:
+                for rank, hit in enumerate(ranked, start=1):
+                    print(f"{rank}. [{hit['kind']}] {hit['id']}  {hit['title']}  ({hit['score']:.4f})")
+    return 0
+
+
+async def _kb_stats(args: argparse.Namespace, settings: Settings) -> int:
+    async with _knowledge(settings) as knowledge:
+        stats = await knowledge.stats()
+    for kind, count in sorted(stats.items()):
+        print(f"{kind}: {count}")
+    return 0
+
+
+async def _kb_export(args: argparse.Namespace, settings: Settings) -> int:
+    async with _knowledge(settings) as knowledge:
+        for entry in await knowledge.export():
+            print(json.dumps(entry, ensure_ascii=False))
+    return 0
 
 
 async def _until_signalled(work: Callable[[asyncio.Event], Awaitable[None]]) -> None:
@@ -100,6 +167,10 @@ async def _demo(args: argparse.Namespace, settings: Settings) -> int:
         settings = settings.model_copy(
             update={"kafka": settings.kafka.model_copy(update={"bootstrap_servers": bootstrap})}
         )
+    if not settings.knowledge.paths:
+        bundled = bundled_knowledge()
+        paths = [bundled / "articles", bundled / "faqs"]
+        settings = settings.model_copy(update={"knowledge": settings.knowledge.model_copy(update={"paths": paths})})
     try:
         daemon = Daemon(settings)
         await _until_signalled(lambda stop: _demo_with_traffic(daemon, settings, stop, not args.no_traffic))

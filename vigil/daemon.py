@@ -17,13 +17,17 @@ from collections.abc import AsyncIterator, Sequence
 import uvicorn
 from prometheus_client import CollectorRegistry
 
+from vigil.answers import AnswerSkill
 from vigil.api import EmbeddedServer, create_app
 from vigil.backoff import Backoff
 from vigil.clock import Clock, SystemClock
+from vigil.drafting import Drafter
 from vigil.errors import SettingsError, StartupError
-from vigil.gate import ConfidenceGate, Gate
+from vigil.gate import Gate
 from vigil.health import Health
 from vigil.ingest import Ingest
+from vigil.intervention import InterventionPolicy
+from vigil.knowledge import open_knowledge_store
 from vigil.metrics import Metrics
 from vigil.pipeline import Pipeline
 from vigil.settings import Settings
@@ -55,13 +59,17 @@ class Daemon:
         self.metrics = Metrics(registry or CollectorRegistry())
         self.backoff = Backoff(self.clock, self.metrics, settings.ingest.retry_initial_s, settings.ingest.retry_max_s)
         self.store = CaseStore.from_settings(settings, clock=self.clock)
+        self.knowledge = open_knowledge_store(settings, self.store, self.clock)
+        self.drafter = Drafter(settings.llm, metrics=self.metrics, clock=self.clock)
+        if settings.answers.enabled:
+            skills = [*skills, AnswerSkill(self.knowledge, settings.answers, drafter=self.drafter)]
         self.publisher = KafkaPublisher(settings.kafka)
         self.source = KafkaSource(settings.kafka, self.publisher, handover_timeout_s=settings.graceful_timeout_s)
         self.sinks = [KafkaSink(self.publisher, settings.kafka.suggestions_topic)]
         self.pipeline = Pipeline(
             store=self.store,
             skills=skills,
-            gate=gate or ConfidenceGate(0.0),
+            gate=gate or InterventionPolicy(store=self.store, clock=self.clock, settings=settings.answers),
             sinks=self.sinks,
             clock=self.clock,
             metrics=self.metrics,
@@ -85,6 +93,7 @@ class Daemon:
         )
         self.app = create_app(store=self.store, health=self.health, metrics=self.metrics)
         self.http_port: int | None = None
+        self._refresher: asyncio.Task[None] | None = None
 
     async def run(self, shutdown: asyncio.Event) -> None:
         """Run until ``shutdown`` is set, then shut down gracefully.
@@ -135,6 +144,9 @@ class Daemon:
         if self.settings.database.migrate_on_start:
             self.phase = "migrating the database"
             await self.backoff.persist("migrating the database", self.store.migrate)
+        if self.settings.answers.enabled:
+            self.phase = "loading the knowledge"
+            await self._load_knowledge()
         self.phase = "connecting to Kafka"
         if kafka.create_topics:
             topics = (kafka.input_topic, kafka.suggestions_topic, kafka.dlq_topic)
@@ -154,6 +166,30 @@ class Daemon:
         finally:
             self.phase = "stopping"
 
+    async def _load_knowledge(self) -> None:
+        await self.backoff.persist("opening the knowledge store", self.knowledge.open)
+        paths = self.settings.knowledge.paths
+        if paths:
+            report = await self.backoff.persist("importing knowledge", lambda: self.knowledge.import_files(paths))
+            log.info(
+                "knowledge from %s: %d added, %d updated, %d unchanged",
+                ", ".join(map(str, paths)),
+                report.added,
+                report.updated,
+                report.unchanged,
+            )
+        self._refresher = asyncio.create_task(self._refresh_knowledge(), name="vigil-knowledge-refresh")
+
+    async def _refresh_knowledge(self) -> None:
+        """Pick up knowledge that another process (``vigil kb import``, the miner) changed."""
+        while True:
+            await self.clock.sleep(self.settings.knowledge.refresh_interval_s)
+            try:
+                if await self.knowledge.refresh_if_changed():
+                    log.info("knowledge changed; indexes rebuilt")
+            except Exception:
+                log.warning("could not refresh the knowledge; will retry", exc_info=True)
+
     async def _stop_work(self, working: asyncio.Task[None]) -> None:
         self.source.stop_intake()
         await asyncio.wait({working}, timeout=_INTAKE_STOP_S)
@@ -164,7 +200,10 @@ class Daemon:
         log.info("drained in-flight work" if drained else "drain timed out")
 
     async def _close(self) -> None:
-        for step in (self.source.close, self.publisher.close, self.store.close):
+        if self._refresher is not None:
+            self._refresher.cancel()
+            await asyncio.gather(self._refresher, return_exceptions=True)
+        for step in (self.source.close, self.publisher.close, self.drafter.aclose, self.store.close):
             try:
                 await step()
             except Exception:

@@ -1,6 +1,8 @@
-"""The gate: the one place that decides whether a proposal is said, and why not when it is not.
+"""The gate: the one place that decides whether vigil speaks, and why not when it does not.
 
-Silence is a decision with a reason, counted in ``vigil_suggestions_suppressed_total{reason}``.
+It is asked three times: before a skill works on an event (``admit``: is this a moment to speak at all?), for each
+proposal (``review``: is this worth saying?), and just before publishing (``timely``: is it still useful?). Silence
+is a decision with a reason, counted in ``vigil_suggestions_suppressed_total{reason}``.
 """
 
 from __future__ import annotations
@@ -9,7 +11,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from vigil.cases import CaseState
-from vigil.events import CaseEvent, Feedback, Message
+from vigil.events import CaseEvent, Feedback, Message, SuggestionKind
 from vigil.skills import Proposal
 
 
@@ -30,18 +32,38 @@ class Decision:
 
 
 class Gate(Protocol):
-    """Reviews every proposal before it becomes a suggestion."""
+    """Decides when vigil speaks."""
+
+    async def admit(
+        self, kind: SuggestionKind, event: Message | CaseEvent | Feedback, case: CaseState | None
+    ) -> Decision:
+        """Before a skill proposing ``kind`` works on ``event``."""
+        ...
 
     async def review(
         self, proposal: Proposal, event: Message | CaseEvent | Feedback, case: CaseState | None
-    ) -> Decision: ...
+    ) -> Decision:
+        """For each proposal a skill made."""
+        ...
+
+    def timely(self, event: Message | CaseEvent | Feedback, *, superseded: bool) -> Decision:
+        """Just before publishing: ``superseded`` says a newer message of the conversation has arrived."""
+        ...
 
 
 class ConfidenceGate:
-    """The base rule every gate keeps: never speak below ``min_confidence``."""
+    """The base rule every gate keeps: never speak below ``min_confidence``; otherwise always speak."""
 
     def __init__(self, min_confidence: float) -> None:
         self._min_confidence = min_confidence
+
+    async def admit(
+        self, kind: SuggestionKind, event: Message | CaseEvent | Feedback, case: CaseState | None
+    ) -> Decision:
+        return Decision.allow()
+
+    def timely(self, event: Message | CaseEvent | Feedback, *, superseded: bool) -> Decision:
+        return Decision.allow()
 
     async def review(
         self, proposal: Proposal, event: Message | CaseEvent | Feedback, case: CaseState | None

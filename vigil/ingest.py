@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 
 from vigil.backoff import Backoff
 from vigil.clock import Clock
@@ -43,6 +44,7 @@ class Ingest:
         self._backoff = backoff
         self._slots = asyncio.Semaphore(settings.max_in_flight)
         self._lanes: dict[str, asyncio.Task[None]] = {}
+        self._messages: dict[str, int] = {}  # messages received and not yet handled, per conversation
         self._tasks: set[asyncio.Task[None]] = set()
 
     async def run(self) -> None:
@@ -65,10 +67,27 @@ class Ingest:
         self._metrics.events_consumed.labels(event.type).inc()
         key = event.conversation_id
         ahead = self._lanes.get(key)
+        if isinstance(event, Message):
+            self._messages[key] = self._messages.get(key, 0) + 1
         task = asyncio.create_task(self._process(ahead, delivery, event, received))
         self._lanes[key] = task
-        task.add_done_callback(lambda t: self._lanes.pop(key, None) if self._lanes.get(key) is t else None)
+        task.add_done_callback(lambda t: self._settle(key, t, isinstance(event, Message)))
         self._track(task)
+
+    def _settle(self, key: str, task: asyncio.Task[None], was_message: bool) -> None:
+        if self._lanes.get(key) is task:
+            del self._lanes[key]
+        if was_message:
+            left = self._messages[key] - 1
+            if left:
+                self._messages[key] = left
+            else:
+                del self._messages[key]
+
+    def _superseded(self, event: Message | CaseEvent | Feedback) -> Callable[[], bool]:
+        """Whether a message newer than ``event`` has arrived in its conversation's lane."""
+        own = 1 if isinstance(event, Message) else 0
+        return lambda: self._messages.get(event.conversation_id, 0) > own
 
     def _track(self, task: asyncio.Task[None]) -> None:
         self._tasks.add(task)
@@ -84,7 +103,7 @@ class Ingest:
         try:
             if ahead is not None:
                 await asyncio.wait([ahead])
-            await self._pipeline.handle(event, received)
+            await self._pipeline.handle(event, received, self._superseded(event))
         except (EventConflict, StoreError) as exc:
             rejection = exc if isinstance(exc, Rejected) else Rejected("store_rejected", str(exc))
             log.warning(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+_LLM_BUCKETS = (0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 10.0)
 _FAST_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 
@@ -59,5 +60,26 @@ class Metrics:
             "vigil_dependency_up",
             "Whether a dependency answered its last health check.",
             ["dependency"],
+            registry=registry,
+        )
+        self.llm_requests = Counter(
+            "vigil_llm_requests",
+            "LLM drafting requests, by outcome (ok, timeout, rate_limited, server_error, unusable, error).",
+            ["outcome"],
+            registry=registry,
+        )
+        self.llm_tokens = Counter(
+            "vigil_llm_tokens",
+            "Tokens billed by the LLM, by direction (input, output).",
+            ["direction"],
+            registry=registry,
+        )
+        self.llm_cost = Counter(
+            "vigil_llm_cost_usd", "Estimated LLM spend in US dollars (from the configured prices).", registry=registry
+        )
+        self.llm_latency = Histogram(
+            "vigil_llm_request_seconds",
+            "Duration of LLM drafting requests, whatever their outcome.",
+            buckets=_LLM_BUCKETS,
             registry=registry,
         )

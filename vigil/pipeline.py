@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
 
 from vigil.backoff import Backoff
@@ -51,8 +51,11 @@ class Pipeline:
         self._metrics = metrics
         self._backoff = backoff
 
-    async def handle(self, event: Message | CaseEvent | Feedback, received: float) -> None:
-        """Handle one event; ``received`` is the clock's monotonic time when its record arrived.
+    async def handle(
+        self, event: Message | CaseEvent | Feedback, received: float, superseded: Callable[[], bool] = lambda: False
+    ) -> None:
+        """Handle one event; ``received`` is the clock's monotonic time when its record arrived, and
+        ``superseded`` tells whether a newer message of the same conversation has arrived since.
 
         Raises:
             EventConflict: the event contradicts the stored case (the caller dead-letters it).
@@ -64,9 +67,10 @@ class Pipeline:
             leftover = await self._backoff.persist(
                 "reading unpublished suggestions", lambda: self._store.unpublished_replies(event.id)
             )
-            await self._publish(leftover, received)
+            await self._publish(self._timely(leftover, event, superseded), received)
             return
         suggestions = [s for skill in self._skills for s in await self._consult(skill, event, recorded.case, received)]
+        suggestions = self._timely(suggestions, event, superseded)
         for suggestion in suggestions:
             await self._backoff.persist("storing a suggestion", partial(self._store.save_suggestion, suggestion))
         await self._publish(suggestions, received)
@@ -74,6 +78,10 @@ class Pipeline:
     async def _consult(
         self, skill: Skill, event: Message | CaseEvent | Feedback, case: CaseState | None, received: float
     ) -> list[Suggestion]:
+        admitted = await self._gate.admit(skill.kind, event, case)
+        if not admitted.speak:
+            self._metrics.suggestions_suppressed.labels(admitted.reason).inc()
+            return []
         try:
             proposals = await skill.propose(event, case)
         except Exception:
@@ -116,6 +124,17 @@ class Pipeline:
             action=proposal.action,
             latency_ms=round((self._clock.monotonic() - received) * 1000, 3),
         )
+
+    def _timely(
+        self, suggestions: list[Suggestion], event: Message | CaseEvent | Feedback, superseded: Callable[[], bool]
+    ) -> list[Suggestion]:
+        if not suggestions:
+            return suggestions
+        decision = self._gate.timely(event, superseded=superseded())
+        if decision.speak:
+            return suggestions
+        self._metrics.suggestions_suppressed.labels(decision.reason).inc(len(suggestions))
+        return []
 
     async def _publish(self, suggestions: list[Suggestion], received: float) -> None:
         if not suggestions:

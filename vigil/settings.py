@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 
 import sqlalchemy as sa
-from pydantic import BaseModel, Field, ValidationError, field_validator
+from pydantic import BaseModel, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 from pydantic_settings import SettingsError as SourceError
 
@@ -94,6 +94,45 @@ class IngestSettings(BaseModel):
     retry_max_s: float = Field(default=5.0, gt=0)
 
 
+class KnowledgeSettings(BaseModel):
+    """The knowledge store: help articles, FAQs, documents and knowledge mined from cases."""
+
+    paths: list[Path] = Field(
+        default_factory=list, description="Knowledge files or folders imported at start-up (vigil demo: bundled)."
+    )
+    model_path: Path | None = Field(default=None, description="Sentence-transformers model folder; default bundled.")
+    chroma_url: str | None = Field(default=None, description="Chroma server, for several replicas; default on disk.")
+    refresh_interval_s: float = Field(default=10.0, gt=0, description="How often to pick up knowledge changes.")
+    embedding_threads: int = Field(default=1, ge=1, description="CPU threads for embeddings.")
+
+
+class AnswerSettings(BaseModel):
+    """Proactive answers and when vigil speaks (the intervention policy)."""
+
+    enabled: bool = True
+    min_confidence: float = Field(default=0.5, ge=0, le=1, description="Speak only above this probability.")
+    faq_confidence: float = Field(default=0.6, ge=0, le=1, description="Answer from an FAQ at once above this.")
+    cooldown_s: float = Field(default=20.0, ge=0, description="Quiet time after an answer in a conversation.")
+    max_age_s: float = Field(default=300.0, gt=0, description="Do not answer messages older than this.")
+    max_similarity: float = Field(default=0.8, gt=0, le=1, description="Too close to an earlier suggestion.")
+    max_chars: int = Field(default=600, ge=80, description="Longest extractive answer.")
+
+
+class LlmSettings(BaseModel):
+    """Optional LLM drafting of answers (Anthropic): off unless an API key is set."""
+
+    api_key: SecretStr | None = Field(default=None, description="Anthropic API key; unset: no LLM drafting.")
+    model: str = Field(default="claude-haiku-4-5", min_length=1)
+    base_url: str | None = Field(default=None, description="Messages API endpoint; default the SDK's.")
+    timeout_s: float = Field(
+        default=3.0, gt=0, description="Hard budget for a draft; after it the extractive answer goes out."
+    )
+    max_tokens: int = Field(default=400, ge=16, le=8192, description="Longest draft, in output tokens.")
+    # Estimates of the list prices of the default model, for the cost metric only; set them to your contract's.
+    input_usd_per_mtok: float = Field(default=1.0, ge=0, description="USD per million input tokens (estimate).")
+    output_usd_per_mtok: float = Field(default=5.0, ge=0, description="USD per million output tokens (estimate).")
+
+
 class DemoSettings(BaseModel):
     """The demo traffic `vigil demo` publishes."""
 
@@ -121,6 +160,9 @@ class Settings(BaseSettings):
     database: DatabaseSettings = DatabaseSettings()
     http: HttpSettings = HttpSettings()
     ingest: IngestSettings = IngestSettings()
+    knowledge: KnowledgeSettings = KnowledgeSettings()
+    answers: AnswerSettings = AnswerSettings()
+    llm: LlmSettings = LlmSettings()
     demo: DemoSettings = DemoSettings()
 
     @field_validator("log_level")

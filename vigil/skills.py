@@ -31,6 +31,8 @@ class Skill(Protocol):
     """A capability of the copilot."""
 
     name: str
+    kind: SuggestionKind
+    """What it proposes; the gate admits or refuses it by kind before it works."""
 
     async def propose(self, event: Message | CaseEvent | Feedback, case: CaseState | None) -> Sequence[Proposal]:
         """What to suggest after ``event`` (already stored and applied to ``case``); empty to stay quiet."""

@@ -249,6 +249,18 @@ class CaseStore:
             rows = (await conn.execute(stmt)).all()
         return [_suggestion(row) for row in rows]
 
+    async def recent_suggestions(self, conversation_id: str, limit: int = 20) -> list[Suggestion]:
+        """The conversation's latest suggestions, newest first (for dedupe and cooldown)."""
+        stmt = (
+            sa.select(SUGGESTION)
+            .where(SUGGESTION.c.conversation_id == conversation_id)
+            .order_by(SUGGESTION.c.created_at.desc())
+            .limit(limit)
+        )
+        async with self._transaction() as conn:
+            rows = (await conn.execute(stmt)).all()
+        return [_suggestion(row) for row in rows]
+
     async def conversation(self, conversation_id: str) -> ConversationView | None:
         """A conversation with its messages in stream order and its suggestions, or None."""
         async with self._transaction() as conn:

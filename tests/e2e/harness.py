@@ -38,6 +38,8 @@ BASE_ENV = {
     "VIGIL_GRACEFUL_TIMEOUT_S": "10",
     "VIGIL_HTTP__HOST": "127.0.0.1",
     "VIGIL_LOG_LEVEL": "INFO",
+    # These tests are about ingest; the answer skill (and its model) has tests of its own.
+    "VIGIL_ANSWERS__ENABLED": "false",
 }
 
 

@@ -1,0 +1,175 @@
+"""The answer skill and the intervention policy, on the bundled help centre with the real model."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import help_centre, open_knowledge
+from vigil.answers import AnswerSkill, extract
+from vigil.cases import CaseState
+from vigil.clock import ManualClock
+from vigil.events import Message, SourceRef, Suggestion, parse
+from vigil.intervention import InterventionPolicy, similarity
+from vigil.knowledge import KnowledgeStore
+from vigil.settings import AnswerSettings
+from vigil.skills import Proposal
+from vigil.store import CaseStore
+
+NOW = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+async def knowledge(store: CaseStore, tmp_path: Path, embedder) -> AsyncIterator[KnowledgeStore]:  # type: ignore[no-untyped-def]
+    loaded = await open_knowledge(store, tmp_path / "chroma", embedder)
+    await loaded.upsert(help_centre())
+    yield loaded
+
+
+def customer(text: str, n: int = 1, at: datetime = NOW) -> Message:
+    raw = json.dumps(
+        {
+            "type": "message",
+            "schema_version": 1,
+            "message_id": f"m{n}",
+            "conversation_id": "c-1",
+            "sent_at": at.isoformat(),
+            "role": "customer",
+            "text": text,
+        }
+    )
+    event = parse(raw.encode(), max_event_bytes=1 << 20, max_text_bytes=1 << 16)
+    assert isinstance(event, Message)
+    return event
+
+
+def case(status: str = "open") -> CaseState:
+    return CaseState("c-1", "default", status, None, None, NOW, NOW, None, 1)
+
+
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+async def test_a_paraphrased_faq_is_answered_from_the_faq(knowledge: KnowledgeStore):
+    skill = AnswerSkill(knowledge, AnswerSettings())
+    (proposal,) = await skill.propose(customer("wen do u take the money"), case())
+    assert proposal.sources[0] == SourceRef(
+        kind="faq", id="faq-bill-date", title=proposal.sources[0].title, score=proposal.sources[0].score
+    )
+    assert "1st" in proposal.text and 0.7 <= proposal.confidence <= 1
+
+
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+async def test_other_questions_get_an_extract_of_the_best_article(knowledge: KnowledgeStore):
+    skill = AnswerSkill(knowledge, AnswerSettings(faq_confidence=0.99))
+    (proposal,) = await skill.propose(
+        customer("my hub has a flashing amber light and no internet, what do I do?"), case()
+    )
+    assert proposal.sources[0].id in {"hub-lights", "no-internet-amber-light"}
+    assert len(proposal.text) <= AnswerSettings().max_chars and "amber" in proposal.text.lower()
+    assert 0 <= proposal.confidence <= 1
+
+
+def test_extract_keeps_the_sentences_that_answer():
+    passage = (
+        "Setting up an eSIM: Installing on an iPhone\nConnect to Wi-Fi first. Open Settings > Mobile Service > "
+        "Add eSIM. Scan the QR code from your email. Our shops are open until 8pm. We also sell cases."
+    )
+    text = extract("how do I scan the eSIM QR code on iPhone", passage, 120)
+    assert "Scan the QR code" in text and "cases" not in text and len(text) <= 120
+
+
+def test_similarity_is_word_overlap():
+    assert similarity("Restart the hub", "restart THE hub!") == 1.0
+    assert similarity("a b", "c d") == 0.0
+
+
+async def suggested(store: CaseStore, sid: str, text: str, source: str, at: datetime) -> None:
+    await store.save_suggestion(
+        Suggestion(
+            suggestion_id=sid,
+            conversation_id="c-1",
+            tenant="default",
+            in_reply_to="m0",
+            created_at=at,
+            kind="answer",
+            text=text,
+            confidence=0.9,
+            sources=[SourceRef(kind="faq", id=source)],
+            latency_ms=1.0,
+        )
+    )
+
+
+async def test_the_policy_speaks_only_when_asked_on_open_cases(store: CaseStore):
+    clock = ManualClock(NOW)
+    policy = InterventionPolicy(store=store, clock=clock, settings=AnswerSettings(cooldown_s=20))
+    assert (await policy.admit("answer", customer("How do I set up an eSIM?"), case())).speak
+    assert (await policy.admit("answer", customer("thanks!"), case())).reason == "not_a_question"
+    assert (await policy.admit("answer", customer("How do I set up an eSIM?"), case("closed"))).reason == "case_closed"
+    analyst = parse(
+        json.dumps(
+            {
+                "type": "message",
+                "schema_version": 1,
+                "message_id": "a1",
+                "conversation_id": "c-1",
+                "sent_at": NOW.isoformat(),
+                "role": "analyst",
+                "text": "How can I help?",
+            }
+        ).encode(),
+        max_event_bytes=1 << 20,
+        max_text_bytes=1 << 16,
+    )
+    assert (await policy.admit("answer", analyst, case())).reason == "not_a_customer_message"
+    assert (await policy.admit("next_step", analyst, case())).speak  # other kinds have their own rules
+
+
+async def test_cooldown_repeats_and_lookalikes_are_refused(store: CaseStore):
+    clock = ManualClock(NOW)
+    policy = InterventionPolicy(store=store, clock=clock, settings=AnswerSettings(cooldown_s=20, min_confidence=0.5))
+    await suggested(store, "s1", "We take payment on the 1st of each month.", "faq-bill-date", NOW)
+    clock.advance(5)
+    assert (await policy.admit("answer", customer("and when is the bill issued?", 2), case())).reason == "cooldown"
+    clock.advance(30)
+    assert (await policy.admit("answer", customer("and when is the bill issued?", 2), case())).speak
+    event = customer("when is the bill issued?", 2)
+    same_source = Proposal(
+        kind="answer",
+        text="Something else entirely",
+        confidence=0.9,
+        sources=(SourceRef(kind="faq", id="faq-bill-date"),),
+    )
+    assert (await policy.review(same_source, event, case())).reason == "repeated_source"
+    lookalike = Proposal(
+        kind="answer",
+        text="We take payment on the 1st of each month!",
+        confidence=0.9,
+        sources=(SourceRef(kind="faq", id="faq-bill-issued"),),
+    )
+    assert (await policy.review(lookalike, event, case())).reason == "similar_to_earlier"
+    unsure = Proposal(
+        kind="answer",
+        text="Bills are issued on the 20th.",
+        confidence=0.3,
+        sources=(SourceRef(kind="faq", id="faq-bill-issued"),),
+    )
+    assert (await policy.review(unsure, event, case())).reason == "low_confidence"
+    fine = Proposal(
+        kind="answer",
+        text="Bills are issued on the 20th.",
+        confidence=0.8,
+        sources=(SourceRef(kind="faq", id="faq-bill-issued"),),
+    )
+    assert (await policy.review(fine, event, case())).speak
+
+
+async def test_late_or_overtaken_answers_are_dropped(store: CaseStore):
+    clock = ManualClock(NOW + timedelta(minutes=10))
+    policy = InterventionPolicy(store=store, clock=clock, settings=AnswerSettings(max_age_s=300))
+    assert policy.timely(customer("q?", at=NOW + timedelta(minutes=9)), superseded=True).reason == "superseded"
+    assert policy.timely(customer("q?", at=NOW), superseded=False).reason == "stale"
+    assert policy.timely(customer("q?", at=NOW + timedelta(minutes=9)), superseded=False).speak

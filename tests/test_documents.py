@@ -1,0 +1,126 @@
+"""Reading knowledge files: articles split into passages, FAQs from YAML and CSV, JSON documents, clear errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from vigil.documents import KnowledgeFileError, discover, read
+
+ARTICLE = """---
+id: esim-setup
+title: Setting up an eSIM
+tags: [mobile, esim]
+product: mobile
+url: https://help.example/esim
+---
+
+An eSIM is a digital SIM.
+
+## Installing an eSIM on an iPhone
+
+Go to Settings > Mobile Service > Add eSIM.
+
+## Installing an eSIM on Android
+
+Go to Settings > Connections > SIM manager.
+"""
+
+
+def write(tmp_path: Path, name: str, text: str) -> Path:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_an_article_is_one_entry_with_a_passage_per_section(tmp_path: Path):
+    (entry,) = read(write(tmp_path, "esim-setup.md", ARTICLE))
+    assert (entry.id, entry.kind, entry.title, entry.product) == (
+        "esim-setup",
+        "article",
+        "Setting up an eSIM",
+        "mobile",
+    )
+    assert entry.tags == ("mobile", "esim") and entry.url == "https://help.example/esim"
+    assert [p.heading for p in entry.passages] == [
+        None,
+        "Installing an eSIM on an iPhone",
+        "Installing an eSIM on Android",
+    ]
+    assert entry.passages[1].id == "esim-setup#2"
+    assert entry.passages[1].text.startswith("Setting up an eSIM: Installing an eSIM on an iPhone\n")
+
+
+def test_long_sections_are_cut_at_paragraphs(tmp_path: Path):
+    body = "\n\n".join(f"Paragraph {n} " + "word " * 100 for n in range(10))
+    (entry,) = read(write(tmp_path, "long.md", f"---\nid: long\ntitle: Long\n---\n\n## Section\n\n{body}\n"))
+    assert len(entry.passages) > 2
+    assert all(len(p.text) < 2200 for p in entry.passages)
+    assert "Paragraph 9" in entry.passages[-1].text
+
+
+def test_faqs_from_yaml_and_csv(tmp_path: Path):
+    yaml_file = write(
+        tmp_path,
+        "faqs.yaml",
+        "faqs:\n  - id: faq-bill\n    question: When is my bill taken?\n"
+        "    answer: On the 1st.\n    alternates: [what day do you take payment]\n",
+    )
+    (faq,) = read(yaml_file)
+    assert (faq.kind, faq.title, faq.body) == ("faq", "When is my bill taken?", "On the 1st.")
+    assert faq.questions == ("When is my bill taken?", "what day do you take payment")
+    csv_file = write(
+        tmp_path,
+        "faqs.csv",
+        'id,question,answer,alternates\nfaq-sim,Lost SIM?,"Call us, we block it.",lost sim|stolen sim\n',
+    )
+    (row,) = read(csv_file)
+    assert row.body == "Call us, we block it." and row.questions == ("Lost SIM?", "lost sim", "stolen sim")
+
+
+def test_json_and_jsonl_documents(tmp_path: Path):
+    docs = [{"id": "doc_(general)_1", "title": "Opening accounts", "content": "## Eligibility\n\nBe 18."}]
+    (a,) = read(write(tmp_path, "docs.json", json.dumps(docs)))
+    (b,) = read(write(tmp_path, "docs.jsonl", json.dumps(docs[0]) + "\n"))
+    assert a.id == b.id == "doc_(general)_1" and a.kind == "document" and a.passages[0].heading == "Eligibility"
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "line", "words"),
+    [
+        ("a.md", "no front matter", 1, "front matter"),
+        ("b.md", "---\nid: x\n---\n\nbody", 1, "title"),
+        ("c.md", "---\nid: [oops\ntitle: t\n---\nbody", 3, "YAML"),
+        ("d.md", "---\nid: has space\ntitle: t\n---\nbody", 1, "not a valid id"),
+        ("e.yaml", "faqs:\n  - id: ok\n    question: q\n    answer: a\n  - id: bad\n    question: q2\n", 5, "answer"),
+        ("f.csv", "id,question\nx,y\n", 1, "answer"),
+        ("g.jsonl", '{"id": "a", "title": "t", "content": "c"}\n{broken\n', 2, "JSON"),
+        ("h.json", '[{"id": "a", "title": "t"}]', None, "content"),
+    ],
+)
+def test_bad_files_name_the_file_and_line(tmp_path: Path, name: str, text: str, line: int | None, words: str):
+    path = write(tmp_path, name, text)
+    with pytest.raises(KnowledgeFileError) as caught:
+        read(path)
+    assert caught.value.path == path and caught.value.line == line
+    assert words in str(caught.value) and str(path) in str(caught.value)
+
+
+def test_discover_finds_knowledge_files_and_skips_readmes(tmp_path: Path):
+    write(tmp_path, "README.md", "# about")
+    (tmp_path / "sub").mkdir()
+    write(tmp_path / "sub", "a.md", ARTICLE)
+    write(tmp_path, "notes.txt", "ignored")
+    assert discover([tmp_path]) == [tmp_path / "sub" / "a.md"]
+    with pytest.raises(KnowledgeFileError):
+        discover([tmp_path / "missing"])
+
+
+def test_the_bundled_help_centre_loads():
+    root = Path(__file__).parent.parent / "knowledge"
+    entries = [e for path in discover([root / "articles", root / "faqs"]) for e in read(path)]
+    kinds = [e.kind for e in entries]
+    assert kinds.count("article") >= 30 and kinds.count("faq") >= 40
+    assert len({e.id for e in entries}) == len(entries)

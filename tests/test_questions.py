@@ -1,0 +1,54 @@
+"""Question detection: what asks for help and what does not."""
+
+from __future__ import annotations
+
+import pytest
+
+from vigil.questions import classify
+
+ASKS = [
+    "How do I set up an eSIM?",
+    "how do i change the wifi password",
+    "Can you check why my bill is higher this month",
+    "is there a way to keep my number if I leave",
+    "my broadband stopped working after the storm",
+    "I was charged twice for November",
+    "I need to change my address, moving next week",
+    "the hub light is flashing amber and nothing loads",
+    "thanks, but how do I make it permanent?",
+    "hi, anyone know why roaming is not working in Turkey",
+    "Router says no internet",
+    "I want to cancel my TV add-on",
+]
+QUIET = [
+    "thanks!",
+    "Thank you so much",
+    "ok one sec",
+    "👍",
+    "BW-448120",
+    "07700 900123",
+    "hello?",
+    "anyone here?",
+    "hi",
+    "ok that worked, cheers",
+    "https://example.com/screenshot.png",
+    "",
+    "yes",
+]
+
+
+@pytest.mark.parametrize("text", ASKS)
+def test_questions_and_problem_reports_ask(text: str):
+    assert classify(text).asks, classify(text)
+
+
+@pytest.mark.parametrize("text", QUIET)
+def test_small_talk_ids_and_acknowledgements_do_not(text: str):
+    assert not classify(text).asks, classify(text)
+
+
+def test_the_verdict_says_which_rule_decided():
+    assert classify("what is a PAC code").reason == "question_form"
+    assert classify("BW-448120").reason == "identifier"
+    assert classify("thanks").reason == "small_talk"
+    assert classify("it keeps dropping").reason == "request_or_problem"

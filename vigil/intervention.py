@@ -1,0 +1,88 @@
+"""The intervention policy: when vigil speaks up with an answer, and when it keeps quiet.
+
+An analyst's attention is the scarce thing. vigil answers only a customer message that asks something, on a case
+that is not closed, and not again within a cooldown; it never cites the same source twice in a conversation nor
+says something too close to what it already said; and it drops a suggestion that would arrive after the analyst
+answered or the customer wrote again, or that is about a message too old to matter. Each silence has its reason.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+
+from vigil.cases import CaseState
+from vigil.clock import Clock
+from vigil.events import CaseEvent, Feedback, Message, Suggestion, SuggestionKind
+from vigil.gate import Decision
+from vigil.questions import classify
+from vigil.settings import AnswerSettings
+from vigil.skills import Proposal
+from vigil.store import CaseStore
+
+_WORDS = re.compile(r"\w+")
+
+
+def similarity(a: str, b: str) -> float:
+    """Word-set overlap (Jaccard) of two texts, from 0 (nothing shared) to 1 (the same words)."""
+    left, right = set(_WORDS.findall(a.lower())), set(_WORDS.findall(b.lower()))
+    if not left or not right:
+        return 0.0
+    return len(left & right) / len(left | right)
+
+
+class InterventionPolicy:
+    """The gate for answers (and the confidence floor for every other kind)."""
+
+    def __init__(self, *, store: CaseStore, clock: Clock, settings: AnswerSettings) -> None:
+        self._store = store
+        self._clock = clock
+        self._settings = settings
+
+    async def admit(
+        self, kind: SuggestionKind, event: Message | CaseEvent | Feedback, case: CaseState | None
+    ) -> Decision:
+        if kind != "answer":
+            return Decision.allow()
+        if not isinstance(event, Message) or event.role != "customer":
+            return Decision.silence("not_a_customer_message")
+        if case is not None and case.status == "closed":
+            return Decision.silence("case_closed")
+        verdict = classify(event.text)
+        if not verdict.asks:
+            return Decision.silence("not_a_question")
+        earlier = await self._store.recent_suggestions(event.conversation_id, limit=1)
+        cooldown = timedelta(seconds=self._settings.cooldown_s)
+        if earlier and earlier[0].kind == "answer" and self._clock.now() - earlier[0].created_at < cooldown:
+            return Decision.silence("cooldown")
+        return Decision.allow()
+
+    async def review(
+        self, proposal: Proposal, event: Message | CaseEvent | Feedback, case: CaseState | None
+    ) -> Decision:
+        floor = self._settings.min_confidence
+        if proposal.confidence < floor:
+            return Decision.silence("low_confidence")
+        if proposal.kind != "answer":
+            return Decision.allow()
+        earlier = await self._store.recent_suggestions(event.conversation_id)
+        return _fresh(proposal, earlier, self._settings.max_similarity)
+
+    def timely(self, event: Message | CaseEvent | Feedback, *, superseded: bool) -> Decision:
+        if superseded:
+            return Decision.silence("superseded")
+        age = (self._clock.now() - event.occurred_at).total_seconds()
+        if age > self._settings.max_age_s:
+            return Decision.silence("stale")
+        return Decision.allow()
+
+
+def _fresh(proposal: Proposal, earlier: list[Suggestion], max_similarity: float) -> Decision:
+    """Refuse an answer drawn from a source already used in the conversation (its first source is the one it
+    was drawn from), or a text too close to an earlier suggestion."""
+    used = {(s.sources[0].kind, s.sources[0].id) for s in earlier if s.sources}
+    if proposal.sources and (proposal.sources[0].kind, proposal.sources[0].id) in used:
+        return Decision.silence("repeated_source")
+    if any(similarity(proposal.text, s.text) >= max_similarity for s in earlier):
+        return Decision.silence("similar_to_earlier")
+    return Decision.allow()

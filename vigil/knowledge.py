@@ -1,0 +1,462 @@
+"""The knowledge store: entries and passages in SQL, their vectors in Chroma, a BM25 index in memory.
+
+One interface, used the same way by ``vigil kb import``, the miner and the answer skill. Entries carry their kind,
+provenance, status and confidence. SQL is the record; Chroma and the lexical index are derived from it and are
+repaired from it at start-up (``refresh``), so a crash between the two never leaves a passage unsearchable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from vigil import cases
+from vigil.clock import Clock
+from vigil.documents import Entry, EntryKind, Passage, discover, read
+from vigil.embedding import Embedder, SentenceTransformerEmbedder
+from vigil.errors import StartupError
+from vigil.lexical import LexicalIndex
+from vigil.settings import Settings
+from vigil.store import CaseStore
+from vigil.tables import KnowledgeEntryRow, KnowledgePassageRow
+from vigil.vectors import VectorCollection, VectorHit, connect
+
+log = logging.getLogger(__name__)
+
+ENTRY = KnowledgeEntryRow.__table__  # type: ignore[attr-defined]
+PASSAGE = KnowledgePassageRow.__table__  # type: ignore[attr-defined]
+CANDIDATES = 50
+RRF_K = 5
+# Weights of the two rankings in the fusion: tuned on the tau2 banking dev tasks (docs/evaluation.md).
+DENSE_WEIGHT = 0.7
+LEXICAL_WEIGHT = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class ImportReport:
+    """What an import changed."""
+
+    added: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    removed: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """A knowledge entry found for a query, with the passage that matched best."""
+
+    entry_id: str
+    kind: str
+    title: str
+    url: str | None
+    passage_id: str
+    passage: str
+    score: float
+    """Reciprocal-rank fusion of the dense and lexical ranks (higher is better)."""
+    dense: float
+    """Cosine similarity of the best passage (0 if only the lexical side found it)."""
+    lexical: float
+    """BM25 score of the best passage (0 if only the dense side found it)."""
+
+
+@dataclass(frozen=True, slots=True)
+class FaqMatch:
+    """The FAQ whose question (or an alternate) is nearest to the customer's, and by how much."""
+
+    entry_id: str
+    question: str
+    answer: str
+    similarity: float
+    margin: float
+    """Similarity minus that of the best other FAQ: a near tie means the match is doubtful."""
+
+
+@dataclass
+class _Snapshot:
+    """What searches read: rebuilt whole on refresh, swapped in one assignment."""
+
+    lexical: LexicalIndex = field(default_factory=lambda: LexicalIndex([], []))
+    passages: dict[str, tuple[str, str]] = field(default_factory=dict)  # passage id -> (entry id, text)
+    entries: dict[str, tuple[str, str, str | None, str]] = field(default_factory=dict)  # id -> kind, title, url, body
+    version: tuple[int, str] = (0, "")
+
+
+class KnowledgeStore:
+    """Knowledge entries: import, search, FAQ matching, statistics and export."""
+
+    def __init__(
+        self,
+        *,
+        engine: AsyncEngine,
+        embedder: Embedder,
+        clock: Clock,
+        chroma_path: Path,
+        chroma_url: str | None = None,
+        prefix: str = "vigil",
+    ) -> None:
+        self._engine = engine
+        self._embedder = embedder
+        self._clock = clock
+        self._chroma_path = chroma_path
+        self._chroma_url = chroma_url
+        self._prefix = prefix
+        self._collections: tuple[VectorCollection, VectorCollection] | None = None
+        self._snapshot = _Snapshot()
+        self._lock = asyncio.Lock()
+
+    async def open(self) -> None:
+        """Connect to Chroma, load the embedding model, and build the in-memory indexes from SQL.
+
+        Raises:
+            StartupError: the model or Chroma cannot be loaded.
+        """
+        client = await asyncio.to_thread(connect, path=self._chroma_path, url=self._chroma_url)
+        self._collections = (
+            await asyncio.to_thread(VectorCollection, client, f"{self._prefix}-passages"),
+            await asyncio.to_thread(VectorCollection, client, f"{self._prefix}-questions"),
+        )
+        await asyncio.to_thread(self._embedder.load)
+        await self.refresh()
+
+    @property
+    def _passages(self) -> VectorCollection:
+        return self._open()[0]
+
+    @property
+    def _questions(self) -> VectorCollection:
+        return self._open()[1]
+
+    def _open(self) -> tuple[VectorCollection, VectorCollection]:
+        if self._collections is None:
+            raise StartupError("the knowledge store is not open (call open() first)")
+        return self._collections
+
+    async def import_files(self, paths: Sequence[Path], *, prune: bool = False) -> ImportReport:
+        """Read every knowledge file under ``paths`` (all of them before changing anything) and upsert them.
+
+        With ``prune``, entries that came from these files but are no longer in them are removed.
+
+        Raises:
+            KnowledgeFileError: a file cannot be read; nothing is imported.
+        """
+        files = discover(paths)
+        entries = [entry for path in files for entry in read(path)]
+        return await self.upsert(entries, prune_origins=[str(f) for f in files] if prune else ())
+
+    async def upsert(self, entries: Sequence[Entry], *, prune_origins: Iterable[str] = ()) -> ImportReport:
+        """Add new entries, update changed ones (by content digest), and remove entries whose origin is one of
+        ``prune_origins`` but that are not in ``entries`` (a source file that no longer holds them)."""
+        by_id = {e.id: e for e in entries}
+        if len(by_id) != len(entries):
+            seen: set[str] = set()
+            twice = next(e.id for e in entries if e.id in seen or seen.add(e.id))  # type: ignore[func-returns-value]
+            raise ValueError(f"entry id {twice!r} appears twice")
+        async with self._lock:
+            stored = await self._digests()
+            changed = [e for e in entries if stored.get(e.id, (None, None))[0] != e.digest]
+            origins = set(prune_origins)
+            gone = [i for i, (_, origin) in stored.items() if origin in origins and i not in by_id]
+            await self._index_vectors(changed, stale=[i for i in gone] + [e.id for e in changed if e.id in stored])
+            await self._write_rows(changed, gone)
+            await self._rebuild()
+        added = sum(1 for e in changed if e.id not in stored)
+        return ImportReport(
+            added=added, updated=len(changed) - added, unchanged=len(entries) - len(changed), removed=len(gone)
+        )
+
+    async def remove(self, entry_ids: Sequence[str]) -> int:
+        """Remove entries by id; returns how many existed."""
+        async with self._lock:
+            stored = await self._digests()
+            gone = [i for i in entry_ids if i in stored]
+            await self._index_vectors([], stale=gone)
+            await self._write_rows([], gone)
+            await self._rebuild()
+        return len(gone)
+
+    async def _digests(self) -> dict[str, tuple[str, str]]:
+        async with self._engine.connect() as conn:
+            rows = await conn.execute(sa.select(ENTRY.c.id, ENTRY.c.digest, ENTRY.c.origin))
+            return {row.id: (row.digest, row.origin) for row in rows}
+
+    async def _index_vectors(self, changed: Sequence[Entry], *, stale: Sequence[str]) -> None:
+        """Embed the changed entries' passages and FAQ questions; drop the vectors of stale entries first."""
+        if stale:
+            old = await self._passage_ids(stale)
+            await asyncio.to_thread(self._passages.delete, old)
+            await asyncio.to_thread(self._questions.delete, [q for q in self._questions_of_ids(stale)])
+        passages = [(e, p) for e in changed for p in e.passages]
+        if passages:
+            vectors = await asyncio.to_thread(self._embedder.embed, [p.text for _, p in passages])
+            await asyncio.to_thread(
+                self._passages.upsert,
+                [p.id for _, p in passages],
+                vectors,
+                [{"entry_id": e.id, "kind": e.kind} for e, _ in passages],
+            )
+        questions = [(e, n, q) for e in changed for n, q in enumerate(e.questions)]
+        if questions:
+            vectors = await asyncio.to_thread(self._embedder.embed, [q for _, _, q in questions])
+            await asyncio.to_thread(
+                self._questions.upsert,
+                [f"{e.id}?{n}" for e, n, _ in questions],
+                vectors,
+                [{"entry_id": e.id} for e, _, _ in questions],
+            )
+
+    def _questions_of_ids(self, entry_ids: Sequence[str]) -> list[str]:
+        # Question vectors are numbered per entry; an entry has at most a few dozen alternates.
+        return [f"{entry_id}?{n}" for entry_id in entry_ids for n in range(64)]
+
+    async def _passage_ids(self, entry_ids: Sequence[str]) -> list[str]:
+        async with self._engine.connect() as conn:
+            rows = await conn.execute(sa.select(PASSAGE.c.id).where(PASSAGE.c.entry_id.in_(list(entry_ids))))
+            return [row.id for row in rows]
+
+    async def _write_rows(self, changed: Sequence[Entry], gone: Sequence[str]) -> None:
+        now = self._clock.now()
+        ids = [e.id for e in changed] + list(gone)
+        async with self._engine.begin() as conn:
+            if ids:
+                await conn.execute(sa.delete(PASSAGE).where(PASSAGE.c.entry_id.in_(ids)))
+            if gone:
+                await conn.execute(sa.delete(ENTRY).where(ENTRY.c.id.in_(list(gone))))
+            if changed:
+                stmt = cases.upsert(conn, ENTRY)
+                stmt = stmt.on_conflict_do_update(
+                    index_elements=[ENTRY.c.id],
+                    set_={
+                        c: stmt.excluded[c]
+                        for c in (
+                            "kind",
+                            "title",
+                            "body",
+                            "origin",
+                            "tags",
+                            "url",
+                            "product",
+                            "questions",
+                            "digest",
+                            "updated_at",
+                        )
+                    },
+                )
+                await conn.execute(stmt, [_entry_row(e, now) for e in changed])
+                rows = [_passage_row(e.id, n, p) for e in changed for n, p in enumerate(e.passages)]
+                if rows:
+                    await conn.execute(sa.insert(PASSAGE), rows)
+
+    async def refresh(self) -> None:
+        """Rebuild the in-memory indexes from SQL, and repair vectors that are missing or left over."""
+        async with self._lock:
+            await self._repair()
+            await self._rebuild()
+
+    async def refresh_if_changed(self) -> bool:
+        """Refresh when another process changed the knowledge (cheap to call every few seconds)."""
+        if await self._version() == self._snapshot.version:
+            return False
+        await self.refresh()
+        return True
+
+    async def _version(self) -> tuple[int, str]:
+        async with self._engine.connect() as conn:
+            row = (await conn.execute(sa.select(sa.func.count(), sa.func.max(ENTRY.c.updated_at)))).one()
+        return int(row[0]), str(row[1] or "")
+
+    async def _repair(self) -> None:
+        async with self._engine.connect() as conn:
+            passage_rows = (await conn.execute(sa.select(PASSAGE.c.id, PASSAGE.c.entry_id))).all()
+        wanted = {row.id: row.entry_id for row in passage_rows}
+        present = await asyncio.to_thread(self._passages.ids)
+        extra = sorted(present - wanted.keys())
+        if extra:
+            await asyncio.to_thread(self._passages.delete, extra)
+        missing = {wanted[p] for p in wanted.keys() - present}
+        if missing:
+            log.warning("re-embedding %d knowledge entries whose vectors were missing", len(missing))
+            entries = await self._entries(sorted(missing))
+            await self._index_vectors(entries, stale=[])
+
+    async def _entries(self, entry_ids: Sequence[str]) -> list[Entry]:
+        async with self._engine.connect() as conn:
+            heads = (await conn.execute(sa.select(ENTRY).where(ENTRY.c.id.in_(list(entry_ids))))).all()
+            parts = (
+                await conn.execute(
+                    sa.select(PASSAGE)
+                    .where(PASSAGE.c.entry_id.in_(list(entry_ids)))
+                    .order_by(PASSAGE.c.entry_id, PASSAGE.c.position)
+                )
+            ).all()
+        by_entry: dict[str, list[Passage]] = defaultdict(list)
+        for p in parts:
+            by_entry[p.entry_id].append(Passage(id=p.id, heading=p.heading, text=p.text))
+        return [_entry(h, tuple(by_entry[h.id])) for h in heads]
+
+    async def _rebuild(self) -> None:
+        async with self._engine.connect() as conn:
+            rows = (
+                await conn.execute(
+                    sa.select(PASSAGE.c.id, PASSAGE.c.entry_id, PASSAGE.c.text)
+                    .join(ENTRY, ENTRY.c.id == PASSAGE.c.entry_id)
+                    .where(ENTRY.c.status == "active")
+                    .order_by(PASSAGE.c.id)
+                )
+            ).all()
+            heads = (
+                await conn.execute(
+                    sa.select(ENTRY.c.id, ENTRY.c.kind, ENTRY.c.title, ENTRY.c.url, ENTRY.c.body).where(
+                        ENTRY.c.status == "active"
+                    )
+                )
+            ).all()
+        version = await self._version()
+        lexical = await asyncio.to_thread(LexicalIndex, [r.id for r in rows], [r.text for r in rows])
+        self._snapshot = _Snapshot(
+            lexical=lexical,
+            passages={r.id: (r.entry_id, r.text) for r in rows},
+            entries={h.id: (h.kind, h.title, h.url, h.body) for h in heads},
+            version=version,
+        )
+
+    async def search(self, query: str, k: int = 5, *, kinds: Sequence[EntryKind] | None = None) -> list[Hit]:
+        """The ``k`` best entries for ``query``: dense and lexical rankings of passages, fused, one hit per entry."""
+        snapshot = self._snapshot
+        vector = (await asyncio.to_thread(self._embedder.embed, [query]))[0]
+        where = {"kind": {"$in": list(kinds)}} if kinds else None
+        dense = await asyncio.to_thread(self._passages.query, vector, CANDIDATES, where)
+        lexical = snapshot.lexical.search(query, CANDIDATES)
+        return _fuse(snapshot, dense, [(h.passage_id, h.score) for h in lexical], k, kinds)
+
+    async def match_faq(self, query: str) -> FaqMatch | None:
+        """The FAQ nearest to ``query`` by its questions and alternates, or None when there are no FAQs."""
+        snapshot = self._snapshot
+        vector = (await asyncio.to_thread(self._embedder.embed, [query]))[0]
+        near = await asyncio.to_thread(self._questions.query, vector, 12, None)
+        best: dict[str, VectorHit] = {}
+        for hit in near:
+            entry_id = str(hit.metadata.get("entry_id", ""))
+            if entry_id in snapshot.entries and (entry_id not in best or hit.similarity > best[entry_id].similarity):
+                best[entry_id] = hit
+        if not best:
+            return None
+        ranked = sorted(best.items(), key=lambda item: -item[1].similarity)
+        entry_id, top = ranked[0]
+        runner_up = ranked[1][1].similarity if len(ranked) > 1 else 0.0
+        _, title, _, body = snapshot.entries[entry_id]
+        return FaqMatch(
+            entry_id=entry_id, question=title, answer=body, similarity=top.similarity, margin=top.similarity - runner_up
+        )
+
+    async def stats(self) -> dict[str, int]:
+        """How many entries of each kind, and passages in all."""
+        async with self._engine.connect() as conn:
+            kinds = (await conn.execute(sa.select(ENTRY.c.kind, sa.func.count()).group_by(ENTRY.c.kind))).all()
+            passages = await conn.scalar(sa.select(sa.func.count()).select_from(PASSAGE))
+        return {**{kind: int(count) for kind, count in kinds}, "passages": int(passages or 0)}
+
+    async def export(self) -> list[dict[str, Any]]:
+        """Every entry, as plain JSON-ready dicts, in id order."""
+        async with self._engine.connect() as conn:
+            rows = (await conn.execute(sa.select(ENTRY).order_by(ENTRY.c.id))).all()
+        return [{k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in row._mapping.items()} for row in rows]
+
+
+def _fuse(
+    snapshot: _Snapshot,
+    dense: Sequence[VectorHit],
+    lexical: Sequence[tuple[str, float]],
+    k: int,
+    kinds: Sequence[EntryKind] | None,
+) -> list[Hit]:
+    """Reciprocal-rank fusion of the two passage rankings, then the best passage per entry."""
+    fused: dict[str, float] = defaultdict(float)
+    similarity = {h.id: h.similarity for h in dense}
+    bm25 = dict(lexical)
+    for rank, hit in enumerate(dense):
+        fused[hit.id] += DENSE_WEIGHT / (RRF_K + rank + 1)
+    for rank, (passage_id, _) in enumerate(lexical):
+        fused[passage_id] += LEXICAL_WEIGHT / (RRF_K + rank + 1)
+    hits: dict[str, Hit] = {}
+    for passage_id, score in sorted(fused.items(), key=lambda item: -item[1]):
+        if passage_id not in snapshot.passages:
+            continue  # removed since the vector index was queried
+        entry_id, text = snapshot.passages[passage_id]
+        kind, title, url, _ = snapshot.entries[entry_id]
+        if entry_id in hits or (kinds and kind not in kinds):
+            continue
+        hits[entry_id] = Hit(
+            entry_id=entry_id,
+            kind=kind,
+            title=title,
+            url=url,
+            passage_id=passage_id,
+            passage=text,
+            score=score,
+            dense=similarity.get(passage_id, 0.0),
+            lexical=bm25.get(passage_id, 0.0),
+        )
+        if len(hits) == k:
+            break
+    return list(hits.values())
+
+
+def _entry_row(e: Entry, now: Any) -> dict[str, Any]:
+    return {
+        "id": e.id,
+        "kind": e.kind,
+        "title": e.title,
+        "body": e.body,
+        "origin": e.origin,
+        "tags": list(e.tags),
+        "url": e.url,
+        "product": e.product,
+        "questions": list(e.questions),
+        "digest": e.digest,
+        "status": "active",
+        "confidence": 1.0,
+        "provenance": {"origin": e.origin},
+        "created_at": now,
+        "updated_at": now,
+    }
+
+
+def _passage_row(entry_id: str, position: int, p: Passage) -> dict[str, Any]:
+    return {"id": p.id, "entry_id": entry_id, "position": position, "heading": p.heading, "text": p.text}
+
+
+def _entry(row: Any, passages: tuple[Passage, ...]) -> Entry:
+    return Entry(
+        id=row.id,
+        kind=row.kind,
+        title=row.title,
+        body=row.body,
+        origin=row.origin,
+        tags=tuple(row.tags),
+        url=row.url,
+        product=row.product,
+        questions=tuple(row.questions),
+        passages=passages,
+    )
+
+
+def open_knowledge_store(settings: Settings, store: CaseStore, clock: Clock) -> KnowledgeStore:
+    """The knowledge store the settings describe, on the case store's database (not connected until ``open``)."""
+    knowledge = settings.knowledge
+    embedder = SentenceTransformerEmbedder(knowledge.model_path, threads=knowledge.embedding_threads)
+    return KnowledgeStore(
+        engine=store.engine,
+        embedder=embedder,
+        clock=clock,
+        chroma_path=settings.data_dir / "chroma",
+        chroma_url=knowledge.chroma_url,
+    )

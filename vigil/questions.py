@@ -1,0 +1,102 @@
+"""Question detection: does a customer message ask for help or information?
+
+vigil speaks only when the customer asks for something. Rules, not a model: they are fast (microseconds), they
+explain themselves (the reason is logged and counted), and they were measured on real support chats
+(``docs/evaluation.md``). A message asks when it has a question (a question mark, a question word or an inverted
+auxiliary at the start of a clause), a request ("I need", "please help") or a problem report ("not working",
+"error", "can't"); it does not when all it holds is a greeting, thanks, an acknowledgement, an emoji, a link, or an
+id or number on its own.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+_WORD = re.compile(r"[a-z0-9']+")
+_QUESTION_WORDS = frozenset(
+    "how what why when where which who whom whose whats what's hows how's wheres where's whys wen wat wot hw "
+    "anyone anybody someone somebody".split()
+)
+_AUXILIARIES = frozenset(
+    "can could would will is are do does did should may might have has am was were shall isn't aren't don't "
+    "doesn't didn't can't won't wouldn't couldn't shouldn't cant dont doesnt didnt wont isnt".split()
+)
+_SUBJECTS = frozenset(
+    "i you we it there this that they he she my your the a an anyone anybody someone somebody u ya these "
+    "those me".split()
+)
+_REQUEST = re.compile(
+    r"\b(i need|i want|i'd like|i would like|i wanna|i'm trying|im trying|i am trying|trying to|help me|help with|"
+    r"please help|pls help|need help|can't|cannot|cant|couldn't|unable to|won't|wont|doesn't|doesnt|don't work|"
+    r"isn't|not work|stopped work|no longer|broken|error|fail|failed|fails|crash|stuck|problem|issue|wrong|"
+    r"missing|lost|charged|refund|cancel|how to|where to|any idea|any ideas|is there a way|tell me|let me know|"
+    r"no internet|no signal|no service|no sound|keeps|still|never arrived|hasn't|haven't|didn't|didnt|"
+    r"wondering|it says|says|denied|not found|nothing found|can't find|cant find|don't see|dont see|"
+    r"don't have|dont have|i tried|i've tried|ive tried|i try|will not|i get|any good|recommend|suggest|"
+    r"is down|are down|went down|outage|flashing|nothing loads|nothing works|slow|dropp|disconnect)\w*"
+)
+_SMALL_TALK = frozenset(
+    "hi hello hey hiya yo morning evening afternoon good thanks thank thx ty cheers ok okay k kk ack cool great "
+    "perfect nice awesome brilliant lovely sure yes yeah yep yup no nope nah fine alright right got it that "
+    "worked works done one sec second moment min minute brb bye goodbye later np lol haha hmm ah oh so much you "
+    "very a lot all again well everyone there guys anyone here please wait hold on trying now will try let me "
+    "check see just i appreciate help the for your u ta sorry".split()
+)
+_LINK = re.compile(r"^(https?://|www\.)\S+$", re.IGNORECASE)
+_IDENTIFIER = re.compile(r"^[#:\s]*[A-Za-z]{0,6}[-_ ]?[0-9][0-9A-Za-z\-_ /.]*$")
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """Whether a message asks, and the rule that decided."""
+
+    asks: bool
+    reason: str
+
+
+def classify(text: str) -> Verdict:
+    """Decide whether a customer message asks for help or information."""
+    stripped = text.strip()
+    if not stripped:
+        return Verdict(False, "empty")
+    if _LINK.match(stripped):
+        return Verdict(False, "link")
+    if _IDENTIFIER.match(stripped) and any(c.isdigit() for c in stripped):
+        return Verdict(False, "identifier")
+    lowered = stripped.lower().replace("\u2019", "'")  # typographic apostrophe
+    words = _WORD.findall(lowered)
+    if not words:
+        return Verdict(False, "no_words")
+    if _only_small_talk(words):
+        return Verdict(False, "small_talk")
+    if "?" in stripped:
+        return Verdict(True, "question_mark")
+    if _opens_question(lowered):
+        return Verdict(True, "question_form")
+    if _REQUEST.search(lowered):
+        return Verdict(True, "request_or_problem")
+    return Verdict(False, "statement")
+
+
+def asks(text: str) -> bool:
+    """Shorthand for ``classify(text).asks``."""
+    return classify(text).asks
+
+
+def _only_small_talk(words: list[str]) -> bool:
+    return all(w in _SMALL_TALK for w in words)
+
+
+def _opens_question(lowered: str) -> bool:
+    """A clause that starts like a question: a question word, or an auxiliary before its subject."""
+    for clause in re.split(r"[.!;,\n]+|\bbut\b|\band\b|\bso\b|\balso\b", lowered):
+        words = _WORD.findall(clause)
+        if len(words) < 2:
+            continue
+        first, second = words[0], words[1]
+        if first in _QUESTION_WORDS and second not in {"s", "ever"}:
+            return True
+        if first in _AUXILIARIES and second in _SUBJECTS:
+            return True
+    return False
