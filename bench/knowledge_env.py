@@ -9,11 +9,9 @@ import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-from vigil.clock import SystemClock
 from vigil.documents import Entry, read
-from vigil.knowledge import KnowledgeStore, open_knowledge_store
+from vigil.knowledge import KnowledgeStore, standalone
 from vigil.settings import Settings
-from vigil.store import CaseStore
 
 SHARED = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
 BANKING = SHARED / "tau2" / "banking_knowledge"
@@ -23,15 +21,10 @@ BANKING = SHARED / "tau2" / "banking_knowledge"
 async def knowledge_store() -> AsyncIterator[KnowledgeStore]:
     """An empty, open knowledge store that disappears afterwards."""
     folder = Path(tempfile.mkdtemp(prefix="vigil-eval-"))
-    settings = Settings(_env_file=None, data_dir=folder)  # type: ignore[call-arg]
-    store = CaseStore.from_settings(settings, clock=SystemClock())
     try:
-        await store.migrate()
-        knowledge = open_knowledge_store(settings, store, SystemClock())
-        await knowledge.open()
-        yield knowledge
+        async with standalone(Settings(_env_file=None, data_dir=folder)) as knowledge:  # type: ignore[call-arg]
+            yield knowledge
     finally:
-        await store.close()
         shutil.rmtree(folder, ignore_errors=True)
 
 

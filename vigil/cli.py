@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import logging
 import signal
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +19,7 @@ from vigil.daemon import Daemon
 from vigil.demo import DemoTraffic, bundled_conversations, bundled_knowledge, load_conversations
 from vigil.errors import SettingsError, VigilError
 from vigil.events import json_schemas
-from vigil.knowledge import KnowledgeStore, open_knowledge_store
+from vigil.knowledge import standalone
 from vigil.replay import replay
 from vigil.settings import Settings, load_settings
 from vigil.store import CaseStore
@@ -85,29 +84,15 @@ def _kb_commands(kb: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     kb.add_parser("export", help="every entry as JSON lines").set_defaults(command=_kb_export)
 
 
-@contextlib.asynccontextmanager
-async def _knowledge(settings: Settings) -> AsyncIterator[KnowledgeStore]:
-    """The knowledge store, for one command (embedded Chroma belongs to one process: stop the daemon first,
-    or give both a Chroma server with VIGIL_KNOWLEDGE__CHROMA_URL)."""
-    store = CaseStore.from_settings(settings, clock=SystemClock())
-    try:
-        await store.migrate()
-        knowledge = open_knowledge_store(settings, store, SystemClock())
-        await knowledge.open()
-        yield knowledge
-    finally:
-        await store.close()
-
-
 async def _kb_import(args: argparse.Namespace, settings: Settings) -> int:
-    async with _knowledge(settings) as knowledge:
+    async with standalone(settings) as knowledge:
         report = await knowledge.import_files(args.paths, prune=args.prune)
     print(f"{report.added} added, {report.updated} updated, {report.unchanged} unchanged, {report.removed} removed")
     return 0
 
 
 async def _kb_search(args: argparse.Namespace, settings: Settings) -> int:
-    async with _knowledge(settings) as knowledge:
+    async with standalone(settings) as knowledge:
         queries = sys.stdin if args.text == "-" else [args.text]
         for query in queries:
             hits = await knowledge.search(query.strip(), args.k)
@@ -121,7 +106,7 @@ async def _kb_search(args: argparse.Namespace, settings: Settings) -> int:
 
 
 async def _kb_stats(args: argparse.Namespace, settings: Settings) -> int:
-    async with _knowledge(settings) as knowledge:
+    async with standalone(settings) as knowledge:
         stats = await knowledge.stats()
     for kind, count in sorted(stats.items()):
         print(f"{kind}: {count}")
@@ -129,7 +114,7 @@ async def _kb_stats(args: argparse.Namespace, settings: Settings) -> int:
 
 
 async def _kb_export(args: argparse.Namespace, settings: Settings) -> int:
-    async with _knowledge(settings) as knowledge:
+    async with standalone(settings) as knowledge:
         for entry in await knowledge.export():
             print(json.dumps(entry, ensure_ascii=False))
     return 0

@@ -8,9 +8,10 @@ repaired from it at start-up (``refresh``), so a crash between the two never lea
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from vigil import cases
-from vigil.clock import Clock
+from vigil.clock import Clock, SystemClock
 from vigil.documents import Entry, EntryKind, Passage, discover, read
 from vigil.embedding import Embedder, SentenceTransformerEmbedder
 from vigil.errors import StartupError
@@ -460,3 +461,20 @@ def open_knowledge_store(settings: Settings, store: CaseStore, clock: Clock) -> 
         chroma_path=settings.data_dir / "chroma",
         chroma_url=knowledge.chroma_url,
     )
+
+
+@contextlib.asynccontextmanager
+async def standalone(settings: Settings) -> AsyncIterator[KnowledgeStore]:
+    """An open knowledge store with its own database connection, for a one-off command or an evaluation.
+
+    Embedded Chroma belongs to one process: with a daemon running on the same data dir, give both a Chroma server
+    (``VIGIL_KNOWLEDGE__CHROMA_URL``).
+    """
+    store = CaseStore.from_settings(settings, clock=SystemClock())
+    try:
+        await store.migrate()
+        knowledge = open_knowledge_store(settings, store, SystemClock())
+        await knowledge.open()
+        yield knowledge
+    finally:
+        await store.close()

@@ -1,0 +1,70 @@
+"""`vigil kb` as a subprocess: import (idempotent, prune, bad files), search, stats, export."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.e2e
+
+VIGIL = Path(sys.executable).parent / "vigil"
+
+
+def vigil(tmp_path: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(tmp_path),
+        "VIGIL_DATA_DIR": str(tmp_path / "data"),
+        "VIGIL_LOG_LEVEL": "WARNING",
+    }
+    return subprocess.run(
+        [str(VIGIL), "kb", *args], cwd=tmp_path, env=env, input=stdin, capture_output=True, text=True, timeout=180
+    )
+
+
+def test_import_search_stats_export(tmp_path: Path):
+    kb = tmp_path / "kb"
+    kb.mkdir()
+    (kb / "router.md").write_text(
+        "---\nid: router-reset\ntitle: Resetting your router\n---\n\n"
+        "## Resetting the router\n\nHold the reset button for 15 seconds.\n"
+    )
+    (kb / "faqs.yaml").write_text(
+        "faqs:\n  - id: faq-bill\n    question: When is my bill taken?\n"
+        "    answer: On the 1st of each month.\n    alternates: [when do you take payment]\n"
+    )
+    first = vigil(tmp_path, "import", str(kb))
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.strip() == "2 added, 0 updated, 0 unchanged, 0 removed"
+    assert vigil(tmp_path, "import", str(kb)).stdout.strip() == "0 added, 0 updated, 2 unchanged, 0 removed"
+
+    found = vigil(tmp_path, "search", "how do I reset my router", "--k", "2", "--json")
+    ranked = json.loads(found.stdout)
+    assert ranked[0]["id"] == "router-reset" and set(ranked[0]) == {"id", "kind", "title", "score"}
+    lines = vigil(tmp_path, "search", "-", stdin="reset the router\nwhen is the bill taken\n").stdout.splitlines()
+    assert [json.loads(line)[0]["id"] for line in lines] == ["router-reset", "faq-bill"]
+
+    assert vigil(tmp_path, "stats").stdout.split() == ["article:", "1", "faq:", "1", "passages:", "2"]
+    exported = [json.loads(line) for line in vigil(tmp_path, "export").stdout.splitlines()]
+    assert [e["id"] for e in exported] == ["faq-bill", "router-reset"]
+
+    (kb / "router.md").unlink()
+    pruned = vigil(tmp_path, "import", "--prune", str(kb))
+    assert pruned.stdout.strip() == "0 added, 0 updated, 1 unchanged, 0 removed"  # router.md is no longer a source
+    (kb / "faqs.yaml").write_text("faqs: []\n")
+    assert vigil(tmp_path, "import", "--prune", str(kb)).stdout.strip().endswith("1 removed")
+
+
+def test_a_bad_file_is_named_and_nothing_is_loaded(tmp_path: Path):
+    kb = tmp_path / "kb"
+    kb.mkdir()
+    (kb / "good.md").write_text("---\nid: good\ntitle: Good\n---\n\nFine.\n")
+    (kb / "bad.jsonl").write_text('{"id": "a", "title": "A", "content": "x"}\n{oops\n')
+    result = vigil(tmp_path, "import", str(kb))
+    assert result.returncode == 1
+    assert f"{kb / 'bad.jsonl'}:2" in result.stderr and "not valid JSON" in result.stderr
+    assert vigil(tmp_path, "stats").stdout.split() == ["passages:", "0"]
