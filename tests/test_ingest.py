@@ -13,6 +13,7 @@ from prometheus_client import CollectorRegistry
 from vigil.backoff import Backoff
 from vigil.cases import CaseState
 from vigil.clock import SystemClock
+from vigil.errors import StoreUnavailable
 from vigil.events import CaseEvent, Feedback, Message, SuggestionKind
 from vigil.gate import ConfidenceGate
 from vigil.ingest import Ingest
@@ -221,3 +222,28 @@ async def test_drain_gives_up_after_the_timeout_without_acknowledging(store: Cas
     await ingest.run()
     assert not await ingest.drain(0.2)
     assert source.acked == []
+
+
+class FlakyGate(ConfidenceGate):
+    """A gate whose database read fails for a passing reason the first time (the loop was saturated)."""
+
+    def __init__(self) -> None:
+        super().__init__(0.5)
+        self.failures = 1
+
+    async def admit(self, kind, event, case):  # type: ignore[no-untyped-def]
+        if self.failures:
+            self.failures -= 1
+            raise StoreUnavailable("database unavailable: timed out")
+        return await super().admit(kind, event, case)
+
+
+async def test_a_passing_failure_is_retried_never_dead_lettered(store: CaseStore):
+    source, sink, ingest, metrics = build(store, [Echo()])
+    ingest._pipeline._gate = FlakyGate()  # type: ignore[attr-defined]
+    source.put([record(message(1, "a", "conf=0.9"))])
+    await ingest.run()
+    assert await ingest.drain(5)
+    assert source.dead_letters == [] and len(source.acked) == 1
+    assert [s.text for s in sink.published] == ["re: conf=0.9"]
+    assert value(metrics, "vigil_retries_total", dependency="database") == 1

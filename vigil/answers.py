@@ -71,7 +71,8 @@ class AnswerSkill:
         if not isinstance(event, Message):
             return ()
         question = event.text
-        faq = await self._knowledge.match_faq(question)
+        vector = await self._knowledge.embed(question)
+        faq = await self._knowledge.match_faq(question, vector=vector)
         if faq is not None:
             confidence = self._faq_model.probability(faq_features(faq))
             if confidence >= self._settings.faq_confidence:
@@ -85,7 +86,7 @@ class AnswerSkill:
                         why=f"matches the FAQ “{faq.question}” ({faq.similarity:.2f})",
                     ),
                 )
-        hits = await self._knowledge.search(question, SOURCES)
+        hits = await self._knowledge.search(question, SOURCES, vector=vector)
         if not hits:
             return ()
         confidence = self._retrieval_model.probability(retrieval_features(hits))

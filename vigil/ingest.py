@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from functools import partial
 
 from vigil.backoff import Backoff
 from vigil.clock import Clock
@@ -103,7 +104,10 @@ class Ingest:
         try:
             if ahead is not None:
                 await asyncio.wait([ahead])
-            await self._pipeline.handle(event, received, self._superseded(event))
+            # handle() is idempotent, so a step that failed for a passing reason is retried whole.
+            await self._backoff.persist(
+                "handling an event", partial(self._pipeline.handle, event, received, self._superseded(event))
+            )
         except (EventConflict, StoreError) as exc:
             rejection = exc if isinstance(exc, Rejected) else Rejected("store_rejected", str(exc))
             log.warning(

@@ -22,7 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from vigil import cases
 from vigil.clock import Clock, SystemClock
 from vigil.documents import Entry, EntryKind, Passage, discover, read
-from vigil.embedding import Embedder, SentenceTransformerEmbedder
+from vigil.embedding import Embedder, SentenceTransformerEmbedder, Vectors
 from vigil.errors import StartupError
 from vigil.lexical import LexicalIndex
 from vigil.settings import Settings
@@ -329,19 +329,26 @@ class KnowledgeStore:
             version=version,
         )
 
-    async def search(self, query: str, k: int = 5, *, kinds: Sequence[EntryKind] | None = None) -> list[Hit]:
+    async def embed(self, text: str) -> Vectors:
+        """The query vector for ``text`` (embed once, then search and match with it)."""
+        vectors: Vectors = await asyncio.to_thread(self._embedder.embed, [text])
+        return vectors[0:1].reshape(-1)
+
+    async def search(
+        self, query: str, k: int = 5, *, kinds: Sequence[EntryKind] | None = None, vector: Vectors | None = None
+    ) -> list[Hit]:
         """The ``k`` best entries for ``query``: dense and lexical rankings of passages, fused, one hit per entry."""
         snapshot = self._snapshot
-        vector = (await asyncio.to_thread(self._embedder.embed, [query]))[0]
+        vector = await self.embed(query) if vector is None else vector
         where = {"kind": {"$in": list(kinds)}} if kinds else None
         dense = await asyncio.to_thread(self._passages.query, vector, CANDIDATES, where)
         lexical = snapshot.lexical.search(query, CANDIDATES)
         return _fuse(snapshot, dense, [(h.passage_id, h.score) for h in lexical], k, kinds)
 
-    async def match_faq(self, query: str) -> FaqMatch | None:
+    async def match_faq(self, query: str, *, vector: Vectors | None = None) -> FaqMatch | None:
         """The FAQ nearest to ``query`` by its questions and alternates, or None when there are no FAQs."""
         snapshot = self._snapshot
-        vector = (await asyncio.to_thread(self._embedder.embed, [query]))[0]
+        vector = await self.embed(query) if vector is None else vector
         near = await asyncio.to_thread(self._questions.query, vector, 12, None)
         best: dict[str, VectorHit] = {}
         for hit in near:

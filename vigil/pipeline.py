@@ -78,7 +78,7 @@ class Pipeline:
     async def _consult(
         self, skill: Skill, event: Message | CaseEvent | Feedback, case: CaseState | None, received: float
     ) -> list[Suggestion]:
-        admitted = await self._gate.admit(skill.kind, event, case)
+        admitted = await self._backoff.persist("consulting the gate", lambda: self._gate.admit(skill.kind, event, case))
         if not admitted.speak:
             self._metrics.suggestions_suppressed.labels(admitted.reason).inc()
             return []
@@ -96,7 +96,9 @@ class Pipeline:
             return []
         said = []
         for index, proposal in enumerate(proposals):
-            decision = await self._gate.review(proposal, event, case)
+            decision = await self._backoff.persist(
+                "consulting the gate", partial(self._gate.review, proposal, event, case)
+            )
             if not decision.speak:
                 self._metrics.suggestions_suppressed.labels(decision.reason).inc()
                 continue
