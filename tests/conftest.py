@@ -5,10 +5,11 @@ from __future__ import annotations
 import asyncio
 import os
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import psycopg
 import pytest
 from prometheus_client import CollectorRegistry
@@ -16,7 +17,7 @@ from prometheus_client import CollectorRegistry
 from vigil.broker import EmbeddedBroker
 from vigil.clock import SystemClock
 from vigil.documents import Entry, discover, read
-from vigil.embedding import SentenceTransformerEmbedder
+from vigil.embedding import Embedder, SentenceTransformerEmbedder, Vectors
 from vigil.knowledge import KnowledgeStore
 from vigil.settings import Settings
 from vigil.store import CaseStore
@@ -138,15 +139,35 @@ async def store(db_url: str, tmp_path: Path) -> AsyncIterator[CaseStore]:
         await case_store.close()
 
 
+class RememberingEmbedder:
+    """The real model, remembering what it embedded: many tests import the same help centre."""
+
+    def __init__(self, model: SentenceTransformerEmbedder) -> None:
+        self._model = model
+        self._seen: dict[str, Vectors] = {}
+        self.name = model.name
+        self.dimensions = model.dimensions
+
+    def load(self) -> None:
+        self._model.load()
+
+    def embed(self, texts: Sequence[str]) -> Vectors:
+        missing = [t for t in dict.fromkeys(texts) if t not in self._seen]
+        if missing:
+            for text, vector in zip(missing, self._model.embed(missing), strict=True):
+                self._seen[text] = vector
+        return np.stack([self._seen[t] for t in texts]) if texts else self._model.embed(texts)
+
+
 @pytest.fixture(scope="session")
-def embedder() -> SentenceTransformerEmbedder:
+def embedder() -> RememberingEmbedder:
     """The real embedding model, loaded once for the session."""
     model = SentenceTransformerEmbedder()
     model.load()
-    return model
+    return RememberingEmbedder(model)
 
 
-async def open_knowledge(store: CaseStore, path: Path, embedder: SentenceTransformerEmbedder) -> KnowledgeStore:
+async def open_knowledge(store: CaseStore, path: Path, embedder: Embedder) -> KnowledgeStore:
     """A knowledge store on the test's database, with Chroma on disk at ``path``."""
     knowledge = KnowledgeStore(engine=store.engine, embedder=embedder, clock=SystemClock(), chroma_path=path)
     await knowledge.open()

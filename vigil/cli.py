@@ -106,7 +106,7 @@ async def _kb_search(args: argparse.Namespace, settings: Settings) -> int:
 
 
 async def _kb_stats(args: argparse.Namespace, settings: Settings) -> int:
-    async with standalone(settings) as knowledge:
+    async with standalone(settings, searchable=False) as knowledge:
         stats = await knowledge.stats()
     for kind, count in sorted(stats.items()):
         print(f"{kind}: {count}")
@@ -114,7 +114,7 @@ async def _kb_stats(args: argparse.Namespace, settings: Settings) -> int:
 
 
 async def _kb_export(args: argparse.Namespace, settings: Settings) -> int:
-    async with standalone(settings) as knowledge:
+    async with standalone(settings, searchable=False) as knowledge:
         for entry in await knowledge.export():
             print(json.dumps(entry, ensure_ascii=False))
     return 0

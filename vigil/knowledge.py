@@ -471,8 +471,9 @@ def open_knowledge_store(settings: Settings, store: CaseStore, clock: Clock) -> 
 
 
 @contextlib.asynccontextmanager
-async def standalone(settings: Settings) -> AsyncIterator[KnowledgeStore]:
-    """An open knowledge store with its own database connection, for a one-off command or an evaluation.
+async def standalone(settings: Settings, *, searchable: bool = True) -> AsyncIterator[KnowledgeStore]:
+    """A knowledge store with its own database connection, for a one-off command or an evaluation. Without
+    ``searchable`` only what SQL answers works (``stats``, ``export``), and no model is loaded.
 
     Embedded Chroma belongs to one process: with a daemon running on the same data dir, give both a Chroma server
     (``VIGIL_KNOWLEDGE__CHROMA_URL``).
@@ -481,7 +482,8 @@ async def standalone(settings: Settings) -> AsyncIterator[KnowledgeStore]:
     try:
         await store.migrate()
         knowledge = open_knowledge_store(settings, store, SystemClock())
-        await knowledge.open()
+        if searchable:
+            await knowledge.open()
         yield knowledge
     finally:
         await store.close()
