@@ -173,3 +173,25 @@ async def test_late_or_overtaken_answers_are_dropped(store: CaseStore):
     assert policy.timely(customer("q?", at=NOW + timedelta(minutes=9)), superseded=True).reason == "superseded"
     assert policy.timely(customer("q?", at=NOW), superseded=False).reason == "stale"
     assert policy.timely(customer("q?", at=NOW + timedelta(minutes=9)), superseded=False).speak
+
+
+async def test_the_policy_reads_a_conversations_suggestions_once_per_event(store: CaseStore, monkeypatch):  # type: ignore[no-untyped-def]
+    reads: list[str] = []
+    real = store.recent_suggestions
+
+    async def counted(conversation_id: str, limit: int = 20) -> list[Suggestion]:
+        reads.append(conversation_id)
+        return await real(conversation_id, limit)
+
+    monkeypatch.setattr(store, "recent_suggestions", counted)
+    policy = InterventionPolicy(store=store, clock=ManualClock(NOW), settings=AnswerSettings())
+    event = customer("How do I set up an eSIM?", 7)
+    assert (await policy.admit("answer", event, case())).speak
+    for source in ("esim-setup", "faq-esim-install"):
+        proposal = Proposal(
+            kind="answer", text=f"see {source}", confidence=0.9, sources=(SourceRef(kind="faq", id=source),)
+        )
+        assert (await policy.review(proposal, event, case())).speak
+    assert reads == ["c-1"]
+    await policy.admit("answer", customer("And roaming?", 8), case())
+    assert reads == ["c-1", "c-1"]

@@ -9,6 +9,7 @@ answered or the customer wrote again, or that is about a message too old to matt
 from __future__ import annotations
 
 import re
+from collections import OrderedDict
 from datetime import timedelta
 
 from vigil.cases import CaseState
@@ -21,6 +22,7 @@ from vigil.skills import Proposal
 from vigil.store import CaseStore
 
 _WORDS = re.compile(r"\w+")
+_REMEMBERED_EVENTS = 1024  # events in flight at once are at most VIGIL_INGEST__MAX_IN_FLIGHT (512)
 
 
 def similarity(a: str, b: str) -> float:
@@ -38,6 +40,8 @@ class InterventionPolicy:
         self._store = store
         self._clock = clock
         self._settings = settings
+        # What admit read, for review to reuse: one read of the conversation's suggestions per event.
+        self._earlier: OrderedDict[str, list[Suggestion]] = OrderedDict()
 
     async def admit(
         self, kind: SuggestionKind, event: Message | CaseEvent | Feedback, case: CaseState | None
@@ -51,7 +55,7 @@ class InterventionPolicy:
         verdict = classify(event.text)
         if not verdict.asks:
             return Decision.silence("not_a_question")
-        earlier = await self._store.recent_suggestions(event.conversation_id, limit=1)
+        earlier = await self._recent(event)
         cooldown = timedelta(seconds=self._settings.cooldown_s)
         if earlier and earlier[0].kind == "answer" and self._clock.now() - earlier[0].created_at < cooldown:
             return Decision.silence("cooldown")
@@ -65,8 +69,18 @@ class InterventionPolicy:
             return Decision.silence("low_confidence")
         if proposal.kind != "answer":
             return Decision.allow()
-        earlier = await self._store.recent_suggestions(event.conversation_id)
+        earlier = await self._recent(event)
         return _fresh(proposal, earlier, self._settings.max_similarity)
+
+    async def _recent(self, event: Message | CaseEvent | Feedback) -> list[Suggestion]:
+        """The conversation's latest suggestions before ``event`` (read once per event)."""
+        if event.id in self._earlier:
+            return self._earlier[event.id]
+        earlier = await self._store.recent_suggestions(event.conversation_id)
+        self._earlier[event.id] = earlier
+        if len(self._earlier) > _REMEMBERED_EVENTS:
+            self._earlier.popitem(last=False)
+        return earlier
 
     def timely(self, event: Message | CaseEvent | Feedback, *, superseded: bool) -> Decision:
         if superseded:

@@ -61,16 +61,9 @@ class ConversationSummary(BaseModel):
     message_count: int
 
 
-class ConversationView(BaseModel):
+class ConversationView(ConversationSummary):
     """A conversation with its messages in order and vigil's suggestions."""
 
-    conversation_id: str
-    tenant: str
-    status: str
-    assignee: str | None
-    priority: str | None
-    opened_at: datetime
-    updated_at: datetime
     closed_at: datetime | None
     messages: list[MessageView]
     suggestions: list[Suggestion]
@@ -279,16 +272,9 @@ class CaseStore:
                     .order_by(SUGGESTION.c.created_at)
                 )
             ).all()
-        h = head._mapping
         return ConversationView(
-            conversation_id=h["id"],
-            tenant=h["tenant"],
-            status=h["status"],
-            assignee=h["assignee"],
-            priority=h["priority"],
-            opened_at=h["opened_at"],
-            updated_at=h["updated_at"],
-            closed_at=h["closed_at"],
+            **_summary(head).model_dump(),
+            closed_at=head.closed_at,
             messages=[MessageView.model_validate(dict(m._mapping)) for m in messages],
             suggestions=[_suggestion(s) for s in suggestions],
         )
@@ -299,7 +285,7 @@ class CaseStore:
         stmt = sa.select(CONVERSATION).order_by(c.updated_at.desc(), c.id).limit(limit)
         async with self._transaction() as conn:
             rows = (await conn.execute(stmt)).all()
-        return [ConversationSummary.model_validate({**r._mapping, "conversation_id": r.id}) for r in rows]
+        return [_summary(row) for row in rows]
 
     async def count_events(self) -> dict[str, int]:
         """How many messages, case events and conversations are stored."""
@@ -347,6 +333,10 @@ def _fail(batch: list[_Pending], error: Exception, cause: BaseException | None) 
     for pending in batch:
         if not pending.done.done():
             pending.done.set_exception(error)
+
+
+def _summary(row: sa.Row[Any]) -> ConversationSummary:
+    return ConversationSummary.model_validate({**row._mapping, "conversation_id": row.id})
 
 
 def _suggestion(row: sa.Row[Any]) -> Suggestion:
