@@ -6,11 +6,13 @@ Every setting comes from the environment with the prefix ``VIGIL_`` (nested part
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from pathlib import Path
+from typing import Literal
 
 import sqlalchemy as sa
-from pydantic import BaseModel, Field, SecretStr, ValidationError, field_validator
+from pydantic import BaseModel, Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 from pydantic_settings import SettingsError as SourceError
 
@@ -82,6 +84,86 @@ class HttpSettings(BaseModel):
 
     host: str = "127.0.0.1"
     port: int = Field(default=8080, ge=0, le=65535)
+
+
+class MqttSettings(BaseModel):
+    """The chat-platform sidecar: conversation events from MQTT, suggestions back to MQTT."""
+
+    host: str | None = Field(default=None, description="MQTT broker host; set it to take events from MQTT.")
+    port: int = Field(default=1883, ge=1, le=65535)
+    username: str | None = None
+    password: SecretStr | None = None
+    tls: bool = Field(default=False, description="Connect with TLS (the system's CA certificates).")
+    client_id: str = Field(
+        default="vigil", min_length=1, description="Stable id: the broker keeps this session across restarts."
+    )
+    events_topic: str = Field(
+        default="vigil/{tenant}/{conversation_id}/events",
+        description="Where events arrive; {tenant} and {conversation_id} match one topic level each.",
+    )
+    suggestions_topic: str = Field(default="vigil/{tenant}/{conversation_id}/suggestions")
+    dlq_topic: str = Field(default="vigil/dlq", min_length=1, description="Rejected payloads, unchanged.")
+    qos: Literal[1, 2] = Field(default=1, description="QoS of the subscription and of what vigil publishes.")
+    session_expiry_s: int = Field(
+        default=7 * 24 * 3600, ge=0, description="How long the broker keeps vigil's session while it is away."
+    )
+    keepalive_s: int = Field(default=30, ge=5)
+    reconnect_initial_s: float = Field(default=0.5, gt=0)
+    reconnect_max_s: float = Field(default=10.0, gt=0)
+
+    @field_validator("events_topic", "suggestions_topic")
+    @classmethod
+    def _names_the_conversation(cls, value: str) -> str:
+        if "{conversation_id}" not in value:
+            raise ValueError("must contain {conversation_id}")
+        if "+" in value or "#" in value:
+            raise ValueError("must not contain MQTT wildcards; use {tenant} and {conversation_id}")
+        return value
+
+
+PanelRole = Literal["analyst", "lead", "admin"]
+
+
+class PanelUser(BaseModel):
+    """A person who may sign in to the panel with a bearer token."""
+
+    name: str = Field(min_length=1, max_length=256)
+    role: PanelRole = "analyst"
+    tenants: list[str] = Field(min_length=1, description='Tenants whose conversations they see; ["*"] for all.')
+    token_sha256: str = Field(pattern=r"^[0-9a-f]{64}$", description="SHA-256 (hex) of their token; `vigil token`.")
+
+
+class OidcSettings(BaseModel):
+    """Sign-in through an OpenID Connect provider (authorization code flow with PKCE)."""
+
+    issuer: str | None = Field(default=None, description="The provider's issuer URL (discovery is read from it).")
+    client_id: str | None = None
+    client_secret: SecretStr | None = None
+    redirect_url: str | None = Field(
+        default=None, description="This panel's callback as the provider knows it: https://HOST/auth/oidc/callback"
+    )
+    scopes: str = "openid email profile"
+    name_claim: str = "email"
+    tenant_claim: str = Field(default="tenant", description="Claim holding the tenant (a string or a list).")
+    role_claim: str = Field(default="vigil_role", description="Claim holding analyst, lead or admin.")
+    default_role: PanelRole = "analyst"
+    timeout_s: float = Field(default=5.0, gt=0)
+
+
+class PanelSettings(BaseModel):
+    """The analyst panel served on the HTTP port, and who may use it."""
+
+    enabled: bool = True
+    auth: Literal["none", "tokens", "oidc"] = Field(
+        default="none", description="none (only on a loopback host), tokens (PANEL__USERS) or oidc."
+    )
+    users: list[PanelUser] = Field(default_factory=list)
+    session_secret: SecretStr | None = Field(
+        default=None, description="Signs session cookies; unset: random at start (sign-ins end with the process)."
+    )
+    session_max_age_s: float = Field(default=12 * 3600, gt=0, description="A sign-in lasts this long.")
+    secure_cookies: bool = Field(default=False, description="Send cookies over HTTPS only (set behind TLS).")
+    oidc: OidcSettings = OidcSettings()
 
 
 class IngestSettings(BaseModel):
@@ -164,6 +246,24 @@ class Settings(BaseSettings):
     answers: AnswerSettings = AnswerSettings()
     llm: LlmSettings = LlmSettings()
     demo: DemoSettings = DemoSettings()
+    mqtt: MqttSettings = MqttSettings()
+    panel: PanelSettings = PanelSettings()
+
+    @model_validator(mode="after")
+    def _panel_is_guarded(self) -> Settings:
+        panel = self.panel
+        if panel.enabled and panel.auth == "none" and not is_loopback(self.http.host):
+            raise ValueError(
+                f"VIGIL_PANEL__AUTH is none but VIGIL_HTTP__HOST {self.http.host!r} is not a loopback address; "
+                "set VIGIL_PANEL__AUTH to tokens or oidc"
+            )
+        if panel.auth == "tokens" and not panel.users:
+            raise ValueError("VIGIL_PANEL__AUTH is tokens but VIGIL_PANEL__USERS is empty")
+        if panel.auth == "oidc":
+            missing = [n for n in ("issuer", "client_id", "redirect_url") if not getattr(panel.oidc, n)]
+            if missing:
+                raise ValueError(f"VIGIL_PANEL__AUTH is oidc but VIGIL_PANEL__OIDC__{missing[0].upper()} is not set")
+        return self
 
     @field_validator("log_level")
     @classmethod
@@ -181,6 +281,16 @@ class Settings(BaseSettings):
         return f"sqlite+aiosqlite:///{(self.data_dir / 'vigil.db').resolve()}"
 
 
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` is reachable only from this machine."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
 def env_name(loc: tuple[int | str, ...]) -> str:
     """The environment variable behind a validation error's location, e.g. ``VIGIL_HTTP__PORT``."""
     return ENV_PREFIX + ENV_NESTED_DELIMITER.join(str(part).upper() for part in loc if isinstance(part, str))
@@ -192,6 +302,8 @@ def load_settings(**overrides: object) -> Settings:
         return Settings(**overrides)  # type: ignore[arg-type]
     except ValidationError as exc:
         first = exc.errors()[0]
+        if not first["loc"]:  # a rule across settings: its message names the variables
+            raise SettingsError("VIGIL_PANEL__AUTH", first["msg"].removeprefix("Value error, ")) from exc
         raise SettingsError(env_name(first["loc"]), first["msg"]) from exc
     except SourceError as exc:  # a nested section given whole (VIGIL_KAFKA=...) that is not JSON
         field = re.search(r'field "([^"]+)"', str(exc))

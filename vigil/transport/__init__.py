@@ -83,3 +83,17 @@ class Sink(Protocol):
         ...
 
     async def close(self) -> None: ...
+
+
+class Outbox(Protocol):
+    """Puts an event vigil itself produces (an analyst's feedback from the panel) on the input stream."""
+
+    name: str
+
+    async def submit(self, value: bytes, *, tenant: str, conversation_id: str) -> None:
+        """Publish one v1 event record where the conversation's events go, and wait until the broker has it.
+
+        Raises:
+            TransportError: it could not be delivered now (the caller may retry or report it).
+        """
+        ...
