@@ -99,7 +99,7 @@ def build(store: CaseStore, skills: Sequence[Skill], *, max_in_flight: int = 64,
     )
     source = MemorySource()
     ingest = Ingest(
-        source=source,
+        sources=[source],
         pipeline=pipeline,
         settings=IngestSettings(max_in_flight=max_in_flight),
         clock=clock,

@@ -1,27 +1,95 @@
-"""The HTTP API on the daemon's one port: health, readiness, metrics and the conversation API."""
+"""The HTTP app on the daemon's one port: health, readiness, metrics, the JSON API and the analyst panel."""
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
-from typing import Annotated
+import logging
+import secrets
+from collections.abc import Iterator, Sequence
+from importlib import resources
+from typing import Any
+from urllib.parse import quote
 
 import uvicorn
-from fastapi import FastAPI, HTTPException, Query, Response
-from fastapi.responses import JSONResponse
+from fastapi import FastAPI, Request, Response
+from fastapi.exceptions import HTTPException
+from fastapi.responses import JSONResponse, RedirectResponse
+from fastapi.staticfiles import StaticFiles
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from starlette.middleware.sessions import SessionMiddleware
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from vigil import __version__
-from vigil.errors import StoreError
+from vigil.clock import Clock, SystemClock
 from vigil.health import Health
+from vigil.knowledge import KnowledgeStore
+from vigil.live import LiveFeed
 from vigil.metrics import Metrics
-from vigil.store import CaseStore, ConversationSummary, ConversationView
+from vigil.panel.api import Caller, api_routes
+from vigil.panel.auth import Authenticator
+from vigil.panel.oidc import OidcClient
+from vigil.panel.pages import TEMPLATES, SignIn, page_routes
+from vigil.settings import PanelSettings
+from vigil.store import CaseStore
+from vigil.transport import Outbox
+
+log = logging.getLogger(__name__)
+
+SESSION_COOKIE = "vigil_session"
+# The panel loads nothing from elsewhere and runs no inline script or style.
+CSP = (
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
+    "object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'self'"
+)
+SECURITY_HEADERS = (
+    (b"x-content-type-options", b"nosniff"),
+    (b"referrer-policy", b"same-origin"),
+    (b"x-frame-options", b"DENY"),
+)
 
 
-def create_app(*, store: CaseStore, health: Health, metrics: Metrics) -> FastAPI:
+def create_app(
+    *,
+    store: CaseStore,
+    health: Health,
+    metrics: Metrics,
+    clock: Clock | None = None,
+    feed: LiveFeed | None = None,
+    knowledge: KnowledgeStore | None = None,
+    outboxes: Sequence[Outbox] = (),
+    panel: PanelSettings | None = None,
+    oidc: OidcClient | None = None,
+) -> FastAPI:
     """The FastAPI application; the daemon serves it with uvicorn inside its own event loop."""
+    panel = panel or PanelSettings()
     app = FastAPI(title="vigil", version=__version__, docs_url="/docs", redoc_url=None)
+    _operations(app, health, metrics)
+    auth = Authenticator(panel)
+    app.include_router(
+        api_routes(
+            store=store, feed=feed or LiveFeed(), outboxes=outboxes, caller=Caller(auth), clock=clock or SystemClock()
+        )
+    )
+    if panel.enabled:
+        app.include_router(
+            page_routes(store=store, knowledge=knowledge, auth=auth, oidc=oidc, clock=clock or SystemClock())
+        )
+        app.mount("/panel/static", StaticFiles(directory=str(resources.files("vigil.panel") / "static")), "static")
+    _error_pages(app)
+    secret = panel.session_secret.get_secret_value() if panel.session_secret else secrets.token_urlsafe(32)
+    app.add_middleware(
+        SessionMiddleware,
+        secret_key=secret,
+        session_cookie=SESSION_COOKIE,
+        max_age=int(panel.session_max_age_s),
+        same_site="lax",
+        https_only=panel.secure_cookies,
+    )
+    app.add_middleware(SecurityHeaders)
+    return app
 
+
+def _operations(app: FastAPI, health: Health, metrics: Metrics) -> None:
     @app.get("/healthz", tags=["operations"])
     async def healthz() -> dict[str, str]:
         """Alive: the process answers."""
@@ -29,7 +97,7 @@ def create_app(*, store: CaseStore, health: Health, metrics: Metrics) -> FastAPI
 
     @app.get("/readyz", tags=["operations"], responses={503: {"description": "a dependency is unreachable"}})
     async def readyz() -> JSONResponse:
-        """Ready: 200 only while the broker and the database answered their last check."""
+        """Ready: 200 only while the brokers and the database answered their last check."""
         if health.ready:
             return JSONResponse({"status": "ready"})
         return JSONResponse({"status": "unavailable", "problems": health.problems}, status_code=503)
@@ -39,30 +107,41 @@ def create_app(*, store: CaseStore, health: Health, metrics: Metrics) -> FastAPI
         """Prometheus metrics in the text exposition format."""
         return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
-    @app.get("/api/conversations", tags=["conversations"], responses={503: {"description": "database unavailable"}})
-    async def conversations(limit: Annotated[int, Query(ge=1, le=500)] = 50) -> list[ConversationSummary]:
-        """The most recently active conversations, newest first."""
-        try:
-            return await store.recent_conversations(limit)
-        except StoreError as exc:
-            raise HTTPException(status_code=503, detail="the case store is unavailable") from exc
 
-    @app.get(
-        "/api/conversations/{conversation_id:path}",
-        tags=["conversations"],
-        responses={404: {"description": "unknown conversation"}, 503: {"description": "database unavailable"}},
-    )
-    async def conversation(conversation_id: str) -> ConversationView:
-        """A conversation: its state, messages in order and vigil's suggestions."""
-        try:
-            view = await store.conversation(conversation_id)
-        except StoreError as exc:
-            raise HTTPException(status_code=503, detail="the case store is unavailable") from exc
-        if view is None:
-            raise HTTPException(status_code=404, detail="unknown conversation")
-        return view
+def _error_pages(app: FastAPI) -> None:
+    """Browsers get pages (and a sign-in redirect); API clients get JSON."""
 
-    return app
+    @app.exception_handler(SignIn)
+    async def sign_in(request: Request, exc: SignIn) -> Response:
+        return RedirectResponse(f"/login?next={quote(exc.next_path)}", status_code=303)
+
+    @app.exception_handler(HTTPException)
+    async def http_error(request: Request, exc: HTTPException) -> Response:
+        if request.url.path.startswith("/api") or "text/html" not in request.headers.get("accept", ""):
+            return JSONResponse({"detail": exc.detail}, status_code=exc.status_code, headers=exc.headers)
+        context: dict[str, Any] = {"status": exc.status_code, "detail": exc.detail, "who": None, "csrf": ""}
+        return TEMPLATES.TemplateResponse(request, "error.html", context, status_code=exc.status_code)
+
+
+class SecurityHeaders:
+    """Adds the security headers to every response, and the content security policy to every page."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"].startswith("/docs"):
+            await self.app(scope, receive, send)
+            return
+
+        async def with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = list(message.get("headers", []))
+                headers += [*SECURITY_HEADERS, (b"content-security-policy", CSP.encode())]
+                message["headers"] = headers
+            await send(message)
+
+        await self.app(scope, receive, with_headers)
 
 
 class EmbeddedServer(uvicorn.Server):

@@ -18,12 +18,13 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from vigil.errors import EventConflict
 from vigil.events import CaseEvent, Feedback, Message
-from vigil.tables import CaseEventRow, Conversation, FeedbackRow, MessageRow, metadata
+from vigil.tables import CaseEventRow, Conversation, FeedbackRow, MessageRow, SuggestionRow, metadata
 
 CONVERSATION = Conversation.__table__  # type: ignore[attr-defined]
 MESSAGE = MessageRow.__table__  # type: ignore[attr-defined]
 CASE_EVENT = CaseEventRow.__table__  # type: ignore[attr-defined]
 FEEDBACK = FeedbackRow.__table__  # type: ignore[attr-defined]
+SUGGESTION = SuggestionRow.__table__  # type: ignore[attr-defined]
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +40,17 @@ class CaseState:
     updated_at: datetime
     closed_at: datetime | None
     message_count: int
+    last_customer_at: datetime | None = None
+    last_analyst_at: datetime | None = None
+
+    @property
+    def waiting_since(self) -> datetime | None:
+        """When the customer's unanswered message came, or None if the analyst has replied since."""
+        if self.last_customer_at is None or self.status == "closed":
+            return None
+        if self.last_analyst_at is not None and self.last_analyst_at >= self.last_customer_at:
+            return None
+        return self.last_customer_at
 
     @classmethod
     def from_row(cls, row: sa.Row[Any]) -> CaseState:
@@ -54,6 +66,8 @@ class CaseState:
             updated_at=m["updated_at"],
             closed_at=m["closed_at"],
             message_count=m["message_count"],
+            last_customer_at=m["last_customer_at"],
+            last_analyst_at=m["last_analyst_at"],
         )
 
 
@@ -63,6 +77,8 @@ class Recorded:
 
     new: bool
     case: CaseState | None = None
+    suggestion_kind: str | None = None
+    """For feedback: the kind of the suggestion it judges (None if vigil does not know that suggestion)."""
 
 
 def upsert(conn: AsyncConnection, table: sa.Table) -> Any:
@@ -243,13 +259,11 @@ def _insert(dialect: str, table: sa.Table) -> Any:
 
 
 async def _feedback(conn: AsyncConnection, f: Feedback, received_at: datetime) -> Recorded:
-    if f.tenant is not None:
-        owner = await conn.scalar(sa.select(CONVERSATION.c.tenant).where(CONVERSATION.c.id == f.conversation_id))
-        if owner is not None and owner != f.tenant:
-            raise EventConflict(
-                "tenant_mismatch",
-                f"conversation {f.conversation_id!r} belongs to another tenant than {f.tenant!r}",
-            )
+    head = (await conn.execute(sa.select(CONVERSATION).where(CONVERSATION.c.id == f.conversation_id))).first()
+    if f.tenant is not None and head is not None and head.tenant != f.tenant:
+        raise EventConflict(
+            "tenant_mismatch", f"conversation {f.conversation_id!r} belongs to another tenant than {f.tenant!r}"
+        )
     row = {
         "feedback_id": f.feedback_id,
         "suggestion_id": f.suggestion_id,
@@ -261,4 +275,6 @@ async def _feedback(conn: AsyncConnection, f: Feedback, received_at: datetime) -
         "text": f.text,
     }
     inserted = await conn.execute(upsert(conn, FEEDBACK).values(row).on_conflict_do_nothing())
-    return Recorded(new=inserted.rowcount == 1)
+    kind = await conn.scalar(sa.select(SUGGESTION.c.kind).where(SUGGESTION.c.suggestion_id == f.suggestion_id))
+    case = CaseState.from_row(head) if head is not None else None
+    return Recorded(new=inserted.rowcount == 1, case=case, suggestion_kind=kind)

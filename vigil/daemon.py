@@ -28,16 +28,19 @@ from vigil.health import Health
 from vigil.ingest import Ingest
 from vigil.intervention import InterventionPolicy
 from vigil.knowledge import open_knowledge_store
+from vigil.live import LiveFeed
 from vigil.metrics import Metrics
+from vigil.panel.oidc import OidcClient
 from vigil.pipeline import Pipeline
 from vigil.settings import Settings
 from vigil.skills import Skill
 from vigil.store import CaseStore
-from vigil.transport.kafka import KafkaPublisher, KafkaSink, KafkaSource, ensure_topics
+from vigil.transport.transports import Transports
 
 log = logging.getLogger(__name__)
 
 _INTAKE_STOP_S = 2.0
+_HTTP_DRAIN_S = 3
 
 
 class Daemon:
@@ -52,8 +55,10 @@ class Daemon:
         skills: Sequence[Skill] = (),
         gate: Gate | None = None,
     ) -> None:
-        if not settings.kafka.bootstrap_servers:
-            raise SettingsError("VIGIL_KAFKA__BOOTSTRAP_SERVERS", "not set; vigil run needs a Kafka to read from")
+        if not settings.kafka.bootstrap_servers and not settings.mqtt.host:
+            raise SettingsError(
+                "VIGIL_KAFKA__BOOTSTRAP_SERVERS", "not set, nor VIGIL_MQTT__HOST; vigil run needs a stream to read"
+            )
         self.settings = settings
         self.clock = clock or SystemClock()
         self.metrics = Metrics(registry or CollectorRegistry())
@@ -63,21 +68,21 @@ class Daemon:
         self.drafter = Drafter(settings.llm, metrics=self.metrics, clock=self.clock)
         if settings.answers.enabled:
             skills = [*skills, AnswerSkill(self.knowledge, settings.answers, drafter=self.drafter)]
-        self.publisher = KafkaPublisher(settings.kafka)
-        self.source = KafkaSource(settings.kafka, self.publisher, handover_timeout_s=settings.graceful_timeout_s)
-        self.sinks = [KafkaSink(self.publisher, settings.kafka.suggestions_topic)]
+        self.feed = LiveFeed()
+        self.transports = Transports.from_settings(settings)
         self.pipeline = Pipeline(
             store=self.store,
             skills=skills,
             gate=gate or InterventionPolicy(store=self.store, clock=self.clock, settings=settings.answers),
-            sinks=self.sinks,
+            sinks=self.transports.sinks,
             clock=self.clock,
             metrics=self.metrics,
             backoff=self.backoff,
             default_tenant=settings.default_tenant,
+            feed=self.feed,
         )
         self.ingest = Ingest(
-            source=self.source,
+            sources=self.transports.sources,
             pipeline=self.pipeline,
             settings=settings.ingest,
             clock=self.clock,
@@ -86,12 +91,23 @@ class Daemon:
         )
         self.phase = "starting"
         self.health = Health(
-            {"database": self.store.ping, "broker": self.source.check, "pipeline": self._check_running},
+            {"database": self.store.ping, **self.transports.checks, "pipeline": self._check_running},
             clock=self.clock,
             metrics=self.metrics,
             interval_s=settings.health_interval_s,
         )
-        self.app = create_app(store=self.store, health=self.health, metrics=self.metrics)
+        self.oidc = OidcClient(settings.panel.oidc, clock=self.clock) if settings.panel.auth == "oidc" else None
+        self.app = create_app(
+            store=self.store,
+            health=self.health,
+            metrics=self.metrics,
+            clock=self.clock,
+            feed=self.feed,
+            knowledge=self.knowledge,
+            outboxes=self.transports.outboxes,
+            panel=settings.panel,
+            oidc=self.oidc,
+        )
         self.http_port: int | None = None
         self._refresher: asyncio.Task[None] | None = None
 
@@ -122,7 +138,9 @@ class Daemon:
 
     async def _serve_http(self) -> tuple[uvicorn.Server, asyncio.Task[None]]:
         http = self.settings.http
-        config = uvicorn.Config(self.app, log_config=None, access_log=False, lifespan="off")
+        config = uvicorn.Config(
+            self.app, log_config=None, access_log=False, lifespan="off", timeout_graceful_shutdown=_HTTP_DRAIN_S
+        )
         listener = _listen(http.host, http.port)
         server = EmbeddedServer(config)
         serving = asyncio.create_task(server.serve(sockets=[listener]), name="vigil-http")
@@ -132,7 +150,7 @@ class Daemon:
                 raise StartupError(f"cannot serve HTTP on {http.host}:{http.port}: {serving.exception()!r}")
             await asyncio.sleep(0.01)
         self.http_port = int(listener.getsockname()[1])
-        log.info("HTTP on http://%s:%d (healthz, readyz, metrics, api)", http.host, self.http_port)
+        log.info("HTTP on http://%s:%d (panel, api, healthz, readyz, metrics)", http.host, self.http_port)
         return server, serving
 
     async def _check_running(self) -> None:
@@ -140,22 +158,17 @@ class Daemon:
             raise StartupError(self.phase)
 
     async def _work(self) -> None:
-        kafka = self.settings.kafka
         if self.settings.database.migrate_on_start:
             self.phase = "migrating the database"
             await self.backoff.persist("migrating the database", self.store.migrate)
         if self.settings.answers.enabled:
             self.phase = "loading the knowledge"
             await self._load_knowledge()
-        self.phase = "connecting to Kafka"
-        if kafka.create_topics:
-            topics = (kafka.input_topic, kafka.suggestions_topic, kafka.dlq_topic)
-            await self.backoff.persist(
-                "creating topics", lambda: ensure_topics(kafka, topics, partitions=kafka.partitions)
-            )
-        await self.backoff.persist("connecting the Kafka producer", self.publisher.start)
-        await self.backoff.persist("connecting the Kafka consumer", self.source.start)
-        log.info("consuming %s as group %s", kafka.input_topic, kafka.group_id)
+        if self.oidc is not None:
+            await self.oidc.start()
+        self.phase = "connecting to the brokers"
+        await self.transports.connect(self.backoff)
+        log.info("consuming from %s", ", ".join(source.name for source in self.transports.sources))
         # What start-up built lives as long as the process: keep it out of the cyclic GC's full collections,
         # which otherwise scan it all and stall the loop (~100 ms on this heap, every few seconds under load).
         gc.collect()
@@ -191,7 +204,7 @@ class Daemon:
                 log.warning("could not refresh the knowledge; will retry", exc_info=True)
 
     async def _stop_work(self, working: asyncio.Task[None]) -> None:
-        self.source.stop_intake()
+        self.transports.stop_intake()
         await asyncio.wait({working}, timeout=_INTAKE_STOP_S)
         if not working.done():
             working.cancel()
@@ -203,7 +216,10 @@ class Daemon:
         if self._refresher is not None:
             self._refresher.cancel()
             await asyncio.gather(self._refresher, return_exceptions=True)
-        for step in (self.source.close, self.publisher.close, self.drafter.aclose, self.store.close):
+        self.feed.close()
+        await self.transports.close()
+        closing = [self.drafter.aclose, self.store.close] + ([self.oidc.close] if self.oidc else [])
+        for step in closing:
             try:
                 await step()
             except Exception:

@@ -159,6 +159,7 @@ class Suggestion(BaseModel):
     created_at: AwareDatetime
     kind: SuggestionKind
     text: str
+    why: str | None = Field(default=None, description="Why vigil spoke, for the analyst.")
     confidence: Annotated[float, Field(ge=0.0, le=1.0)]
     sources: list[SourceRef] = []
     action: dict[str, Any] | None = None

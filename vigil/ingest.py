@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import partial
 
 from vigil.backoff import Backoff
@@ -25,19 +25,22 @@ log = logging.getLogger(__name__)
 
 
 class Ingest:
-    """Feeds one source into the pipeline until the source stops, then drains."""
+    """Feeds sources (Kafka, MQTT, or both) into one pipeline until they stop, then drains.
+
+    One set of lanes serves every source, so a conversation is handled in order even if it arrives on two.
+    """
 
     def __init__(
         self,
         *,
-        source: Source,
+        sources: Sequence[Source],
         pipeline: Pipeline,
         settings: IngestSettings,
         clock: Clock,
         metrics: Metrics,
         backoff: Backoff,
     ) -> None:
-        self._source = source
+        self._sources = tuple(sources)
         self._pipeline = pipeline
         self._settings = settings
         self._clock = clock
@@ -49,8 +52,13 @@ class Ingest:
         self._tasks: set[asyncio.Task[None]] = set()
 
     async def run(self) -> None:
-        """Take records from the source until its intake stops."""
-        async for delivery in self._source.deliveries():
+        """Take records from every source until their intake stops."""
+        async with asyncio.TaskGroup() as group:
+            for source in self._sources:
+                group.create_task(self._take(source), name=f"vigil-ingest-{source.name}")
+
+    async def _take(self, source: Source) -> None:
+        async for delivery in source.deliveries():
             await self._slots.acquire()
             self._start(delivery, self._clock.monotonic())
 

@@ -365,6 +365,11 @@ class KnowledgeStore:
             entry_id=entry_id, question=title, answer=body, similarity=top.similarity, margin=top.similarity - runner_up
         )
 
+    async def entry(self, entry_id: str) -> Entry | None:
+        """One entry with its passages (what a suggestion's source links to), or None."""
+        found = await self._entries([entry_id])
+        return found[0] if found else None
+
     async def stats(self) -> dict[str, int]:
         """How many entries of each kind, and passages in all."""
         async with self._engine.connect() as conn:

@@ -34,6 +34,12 @@ class Metrics:
         self.suggestions_suppressed = Counter(
             "vigil_suggestions_suppressed", "Proposals the gate kept quiet, by reason.", ["reason"], registry=registry
         )
+        self.feedback = Counter(
+            "vigil_feedback",
+            "Analysts' verdicts on suggestions, by the suggestion's kind and the verdict.",
+            ["kind", "verdict"],
+            registry=registry,
+        )
         self.skill_failures = Counter(
             "vigil_skill_failures", "Skills that raised while proposing, by skill.", ["skill"], registry=registry
         )

@@ -12,11 +12,13 @@ import uuid
 from collections.abc import Callable, Sequence
 from functools import partial
 
+from vigil import live
 from vigil.backoff import Backoff
 from vigil.cases import CaseState
 from vigil.clock import Clock
 from vigil.events import CaseEvent, Feedback, Message, Suggestion
 from vigil.gate import Gate
+from vigil.live import LiveFeed
 from vigil.metrics import Metrics
 from vigil.skills import Proposal, Skill
 from vigil.store import CaseStore
@@ -41,8 +43,10 @@ class Pipeline:
         metrics: Metrics,
         backoff: Backoff,
         default_tenant: str,
+        feed: LiveFeed | None = None,
     ) -> None:
         self._store = store
+        self._feed = feed
         self._default_tenant = default_tenant
         self._skills = tuple(skills)
         self._gate = gate
@@ -69,11 +73,20 @@ class Pipeline:
             )
             await self._publish(self._timely(leftover, event, superseded), received)
             return
+        self._observe(event, recorded.case, recorded.suggestion_kind)
         suggestions = [s for skill in self._skills for s in await self._consult(skill, event, recorded.case, received)]
         suggestions = self._timely(suggestions, event, superseded)
         for suggestion in suggestions:
             await self._backoff.persist("storing a suggestion", partial(self._store.save_suggestion, suggestion))
         await self._publish(suggestions, received)
+
+    def _observe(
+        self, event: Message | CaseEvent | Feedback, case: CaseState | None, suggestion_kind: str | None
+    ) -> None:
+        if isinstance(event, Feedback):
+            self._metrics.feedback.labels(suggestion_kind or "unknown", event.verdict).inc()
+        if self._feed is not None and case is not None:
+            self._feed.publish(live.recorded(event, case))
 
     async def _consult(
         self, skill: Skill, event: Message | CaseEvent | Feedback, case: CaseState | None, received: float
@@ -121,6 +134,7 @@ class Pipeline:
             created_at=self._clock.now(),
             kind=proposal.kind,
             text=proposal.text,
+            why=proposal.why or None,
             confidence=proposal.confidence,
             sources=list(proposal.sources),
             action=proposal.action,
@@ -146,6 +160,8 @@ class Pipeline:
                 await self._backoff.persist(f"publishing to {sink.name}", partial(sink.publish, suggestion))
             self._metrics.suggestions_published.labels(suggestion.kind).inc()
             self._metrics.suggestion_latency.observe(self._clock.monotonic() - received)
+            if self._feed is not None:
+                self._feed.publish(live.suggested(suggestion))
         await self._backoff.persist(
             "marking suggestions published", lambda: self._store.mark_published([s.suggestion_id for s in suggestions])
         )

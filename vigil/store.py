@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from importlib import resources
@@ -24,7 +24,7 @@ from pydantic import BaseModel
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from vigil import cases
-from vigil.cases import CASE_EVENT, CONVERSATION, MESSAGE, Recorded
+from vigil.cases import CASE_EVENT, CONVERSATION, FEEDBACK, MESSAGE, CaseState, Recorded
 from vigil.clock import Clock
 from vigil.errors import EventConflict, SettingsError, StoreError, StoreUnavailable
 from vigil.events import CaseEvent, Feedback, Message, SourceRef, Suggestion
@@ -61,12 +61,34 @@ class ConversationSummary(BaseModel):
     message_count: int
 
 
+class QueueItem(ConversationSummary):
+    """A live conversation in an analyst's queue."""
+
+    waiting_since: datetime | None
+    """When the customer's unanswered message came; None if the analyst has replied since."""
+    pending_suggestions: int
+    """Suggestions published that no analyst has judged yet."""
+
+
+class FeedbackView(BaseModel):
+    """An analyst's verdict on a suggestion."""
+
+    feedback_id: str
+    suggestion_id: str
+    verdict: str
+    by: str | None
+    at: datetime
+    text: str | None
+
+
 class ConversationView(ConversationSummary):
-    """A conversation with its messages in order and vigil's suggestions."""
+    """A conversation with its messages in order, vigil's suggestions and the analysts' verdicts on them."""
 
     closed_at: datetime | None
+    waiting_since: datetime | None
     messages: list[MessageView]
     suggestions: list[Suggestion]
+    feedback: list[FeedbackView]
 
 
 @dataclass(slots=True)
@@ -255,37 +277,70 @@ class CaseStore:
         return [_suggestion(row) for row in rows]
 
     async def conversation(self, conversation_id: str) -> ConversationView | None:
-        """A conversation with its messages in stream order and its suggestions, or None."""
+        """A conversation with its messages in stream order, its suggestions and their feedback, or None."""
         async with self._transaction() as conn:
             head = (await conn.execute(sa.select(CONVERSATION).where(CONVERSATION.c.id == conversation_id))).first()
             if head is None:
                 return None
-            messages = (
-                await conn.execute(
-                    sa.select(MESSAGE).where(MESSAGE.c.conversation_id == conversation_id).order_by(MESSAGE.c.seq)
-                )
-            ).all()
-            suggestions = (
-                await conn.execute(
-                    sa.select(SUGGESTION)
-                    .where(SUGGESTION.c.conversation_id == conversation_id)
-                    .order_by(SUGGESTION.c.created_at)
-                )
-            ).all()
+            messages = await _rows_of(conn, MESSAGE, conversation_id, MESSAGE.c.seq)
+            suggestions = await _rows_of(conn, SUGGESTION, conversation_id, SUGGESTION.c.created_at)
+            feedback = await _rows_of(conn, FEEDBACK, conversation_id, FEEDBACK.c.at, FEEDBACK.c.received_at)
         return ConversationView(
             **_summary(head).model_dump(),
             closed_at=head.closed_at,
+            waiting_since=CaseState.from_row(head).waiting_since,
             messages=[MessageView.model_validate(dict(m._mapping)) for m in messages],
             suggestions=[_suggestion(s) for s in suggestions],
+            feedback=[FeedbackView.model_validate(dict(f._mapping)) for f in feedback],
         )
 
-    async def recent_conversations(self, limit: int = 50) -> list[ConversationSummary]:
-        """The most recently active conversations, newest first."""
+    async def suggestion(self, suggestion_id: str) -> Suggestion | None:
+        """One suggestion by id, or None."""
+        stmt = sa.select(SUGGESTION).where(SUGGESTION.c.suggestion_id == suggestion_id)
+        async with self._transaction() as conn:
+            row = (await conn.execute(stmt)).first()
+        return _suggestion(row) if row is not None else None
+
+    async def recent_conversations(
+        self, limit: int = 50, *, tenants: Sequence[str] | None = None
+    ) -> list[ConversationSummary]:
+        """The most recently active conversations of ``tenants`` (None: all), newest first."""
         c = CONVERSATION.c
         stmt = sa.select(CONVERSATION).order_by(c.updated_at.desc(), c.id).limit(limit)
+        if tenants is not None:
+            stmt = stmt.where(c.tenant.in_(list(tenants)))
         async with self._transaction() as conn:
             rows = (await conn.execute(stmt)).all()
         return [_summary(row) for row in rows]
+
+    async def queue(self, *, tenants: Sequence[str] | None, limit: int = 200) -> list[QueueItem]:
+        """Open conversations of ``tenants`` (None: all): those waiting longest first, then the most recent."""
+        c, s = CONVERSATION.c, SUGGESTION.c
+        judged = sa.select(FEEDBACK.c.suggestion_id).where(FEEDBACK.c.suggestion_id == s.suggestion_id).exists()
+        pending = (
+            sa.select(sa.func.count())
+            .where(s.conversation_id == c.id, s.published_at.is_not(None), ~judged)
+            .scalar_subquery()
+        )
+        stmt = (
+            sa.select(CONVERSATION, pending.label("pending_suggestions"))
+            .where(c.status != "closed")
+            .order_by(c.updated_at.desc(), c.id)
+            .limit(limit)
+        )
+        if tenants is not None:
+            stmt = stmt.where(c.tenant.in_(list(tenants)))
+        async with self._transaction() as conn:
+            rows = (await conn.execute(stmt)).all()
+        items = [
+            QueueItem(
+                **_summary(row).model_dump(),
+                waiting_since=CaseState.from_row(row).waiting_since,
+                pending_suggestions=row.pending_suggestions,
+            )
+            for row in rows
+        ]
+        return sorted(items, key=lambda i: (i.waiting_since is None, i.waiting_since or i.updated_at))
 
     async def count_events(self) -> dict[str, int]:
         """How many messages, case events and conversations are stored."""
@@ -298,6 +353,22 @@ class CaseStore:
             ):
                 counts[name] = int(await conn.scalar(sa.select(sa.func.count()).select_from(table)) or 0)
         return counts
+
+    @contextlib.asynccontextmanager
+    async def reading(self) -> AsyncIterator[AsyncConnection]:
+        """A connection for reads (rolled back at the end) within the store's timeout; errors come out as vigil's.
+
+        Raises:
+            StoreUnavailable: the database could not be reached, or the reads took longer than the timeout.
+            StoreError: the database refused a query.
+        """
+        try:
+            async with asyncio.timeout(self._timeout_s), self.engine.connect() as conn:
+                yield conn
+        except StoreError:
+            raise
+        except Exception as exc:
+            raise _translate(exc) from exc
 
     @contextlib.asynccontextmanager
     async def _transaction(self) -> AsyncIterator[AsyncConnection]:
@@ -333,6 +404,14 @@ def _fail(batch: list[_Pending], error: Exception, cause: BaseException | None) 
     for pending in batch:
         if not pending.done.done():
             pending.done.set_exception(error)
+
+
+async def _rows_of(
+    conn: AsyncConnection, table: sa.Table, conversation_id: str, *order: sa.ColumnElement[Any]
+) -> Sequence[sa.Row[Any]]:
+    return (
+        await conn.execute(sa.select(table).where(table.c.conversation_id == conversation_id).order_by(*order))
+    ).all()
 
 
 def _summary(row: sa.Row[Any]) -> ConversationSummary:

@@ -113,9 +113,10 @@ class SuggestionRow(SQLModel, table=True):
     conversation_id: str = Field(index=True, max_length=ID_LENGTH)
     tenant: str = Field(max_length=ID_LENGTH)
     in_reply_to: str | None = Field(default=None, index=True, max_length=ID_LENGTH)
-    created_at: datetime = _when(nullable=False)
+    created_at: datetime = _when(index=True, nullable=False)
     kind: str = Field(max_length=32)
     text: str = Field(sa_type=sa.Text)
+    why: str | None = Field(default=None, sa_type=sa.Text)
     confidence: float
     sources: list[dict[str, Any]] = Field(default_factory=list, sa_column=sa.Column(sa.JSON, nullable=False))
     action: dict[str, Any] | None = Field(default=None, sa_column=sa.Column(sa.JSON))
@@ -133,7 +134,7 @@ class FeedbackRow(SQLModel, table=True):
     conversation_id: str = Field(index=True, max_length=ID_LENGTH)
     verdict: str = Field(max_length=16)
     by: str | None = Field(default=None, max_length=ID_LENGTH)
-    at: datetime = _when(nullable=False)
+    at: datetime = _when(index=True, nullable=False)
     received_at: datetime = _when(nullable=False)
     text: str | None = Field(default=None, sa_type=sa.Text)
 

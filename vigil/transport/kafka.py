@@ -333,3 +333,16 @@ async def ensure_topics(settings: KafkaSettings, names: Iterable[str], *, partit
         raise TransportError(f"cannot create topics: {exc!r}") from exc
     finally:
         await admin.close()
+
+
+class KafkaOutbox:
+    """Puts events vigil produces (analysts' feedback from the panel) on the input topic, keyed by conversation."""
+
+    name = "kafka"
+
+    def __init__(self, publisher: KafkaPublisher, topic: str) -> None:
+        self._publisher = publisher
+        self._topic = topic
+
+    async def submit(self, value: bytes, *, tenant: str, conversation_id: str) -> None:
+        await self._publisher.send(self._topic, value, conversation_id.encode())

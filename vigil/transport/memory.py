@@ -84,3 +84,14 @@ class MemorySink:
 
     async def close(self) -> None:
         """Nothing to close."""
+
+
+@dataclass
+class MemoryOutbox:
+    """Keeps every event submitted to it, as (tenant, conversation id, value)."""
+
+    name: str = "memory"
+    submitted: list[tuple[str, str, bytes]] = field(default_factory=list)
+
+    async def submit(self, value: bytes, *, tenant: str, conversation_id: str) -> None:
+        self.submitted.append((tenant, conversation_id, value))

@@ -1,0 +1,239 @@
+"""The panel over HTTP, in process: sign-in, bearer tokens, roles, tenants, CSRF, feedback, pages, headers.
+
+(The same panel in a real browser against a running daemon: tests/e2e/test_panel_browser.py.)
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+
+import httpx
+import pytest
+
+from vigil.api import create_app
+from vigil.clock import SystemClock
+from vigil.events import Message, Suggestion, parse
+from vigil.health import Health
+from vigil.metrics import Metrics
+from vigil.panel.auth import token_digest
+from vigil.settings import PanelSettings, PanelUser
+from vigil.store import CaseStore
+from vigil.transport.memory import MemoryOutbox
+
+NOW = datetime.now(UTC).replace(microsecond=0)
+TOKENS = {"ana": "ana-secret-token", "lee": "lee-secret-token", "root": "root-secret-token"}
+USERS = [
+    PanelUser(name="ana", role="analyst", tenants=["acme"], token_sha256=token_digest(TOKENS["ana"])),
+    PanelUser(name="lee", role="lead", tenants=["globex"], token_sha256=token_digest(TOKENS["lee"])),
+    PanelUser(name="root", role="admin", tenants=["*"], token_sha256=token_digest(TOKENS["root"])),
+]
+
+
+def bearer(name: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {TOKENS[name]}"}
+
+
+async def say(store: CaseStore, conversation: str, tenant: str, n: int, text: str, role: str = "customer") -> None:
+    raw = {
+        "type": "message",
+        "schema_version": 1,
+        "message_id": f"{conversation}-m{n}",
+        "conversation_id": conversation,
+        "tenant": tenant,
+        "sent_at": (NOW - timedelta(minutes=10 - n)).isoformat(),
+        "role": role,
+        "text": text,
+    }
+    event = parse(json.dumps(raw).encode(), max_event_bytes=1 << 20, max_text_bytes=1 << 16)
+    assert isinstance(event, Message)
+    await store.record(event)
+
+
+async def suggest(store: CaseStore, conversation: str, tenant: str, suggestion_id: str) -> None:
+    suggestion = Suggestion(
+        suggestion_id=suggestion_id,
+        conversation_id=conversation,
+        tenant=tenant,
+        in_reply_to=f"{conversation}-m1",
+        created_at=NOW,
+        kind="answer",
+        text="Your bill is taken on the 1st.",
+        why="matches the FAQ",
+        confidence=0.9,
+        latency_ms=12.0,
+    )
+    await store.save_suggestion(suggestion)
+    await store.mark_published([suggestion_id])
+
+
+@pytest.fixture
+async def seeded(store: CaseStore) -> CaseStore:
+    await say(store, "acme-1", "acme", 1, "When do you take the money?")
+    await suggest(store, "acme-1", "acme", "s-acme")
+    await say(store, "globex-1", "globex", 1, "Where is my parcel?")
+    await suggest(store, "globex-1", "globex", "s-globex")
+    return store
+
+
+@pytest.fixture
+def outbox() -> MemoryOutbox:
+    return MemoryOutbox()
+
+
+def panel_client(store: CaseStore, outbox: MemoryOutbox, registry, **panel: object) -> httpx.AsyncClient:  # type: ignore[no-untyped-def]
+    metrics = Metrics(registry)
+    settings = PanelSettings(**{"auth": "tokens", "users": USERS, **panel})  # type: ignore[arg-type]
+    app = create_app(
+        store=store,
+        health=Health({}, clock=SystemClock(), metrics=metrics, interval_s=1),
+        metrics=metrics,
+        outboxes=[outbox],
+        panel=settings,
+    )
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://vigil.test")
+
+
+@pytest.fixture
+async def client(seeded: CaseStore, outbox: MemoryOutbox, registry) -> AsyncIterator[httpx.AsyncClient]:  # type: ignore[no-untyped-def]
+    async with panel_client(seeded, outbox, registry) as c:
+        yield c
+
+
+async def sign_in(client: httpx.AsyncClient, name: str) -> str:
+    """Sign in through the form, as a browser does; returns the session's CSRF token."""
+    page = await client.get("/login")
+    csrf = re.search(r'name="csrf_token" value="([^"]+)"', page.text)
+    assert page.status_code == 200 and csrf
+    answer = await client.post(
+        "/login", data={"token": TOKENS[name], "csrf_token": csrf.group(1), "next": "/panel"}, follow_redirects=False
+    )
+    assert answer.status_code == 303 and answer.headers["location"] == "/panel"
+    panel = await client.get("/panel")
+    token = re.search(r'<meta name="csrf-token" content="([^"]+)"', panel.text)
+    assert token
+    return token.group(1)
+
+
+async def test_nobody_gets_in_without_signing_in(client: httpx.AsyncClient):
+    for path in ("/api/queue", "/api/conversations", "/api/conversations/acme-1", "/api/live", "/api/whoami"):
+        answer = await client.get(path)
+        assert answer.status_code == 401, path
+        assert answer.headers["www-authenticate"].startswith("Bearer")
+    page = await client.get("/panel/conversations/acme-1", headers={"Accept": "text/html"})
+    assert page.status_code == 303 and page.headers["location"] == "/login?next=/panel/conversations/acme-1"
+    assert (await client.get("/api/queue", headers={"Authorization": "Bearer not-a-token"})).status_code == 401
+    feedback = await client.post("/api/suggestions/s-acme/feedback", json={"verdict": "accepted"})
+    assert feedback.status_code == 401
+    # Operations stay open (probes and Prometheus do not sign in).
+    assert (await client.get("/healthz")).status_code == 200
+
+
+async def test_each_person_sees_only_their_tenants(client: httpx.AsyncClient):
+    queue = (await client.get("/api/queue", headers=bearer("ana"))).json()
+    assert [c["conversation_id"] for c in queue] == ["acme-1"]
+    assert queue[0]["pending_suggestions"] == 1 and queue[0]["waiting_since"] is not None
+    for path in ("/api/conversations/globex-1", "/panel/conversations/globex-1"):
+        refused = await client.get(path, headers=bearer("ana"))
+        assert refused.status_code == 404 and "Where is my parcel" not in refused.text
+    mine = await client.get("/api/conversations/acme-1", headers=bearer("ana"))
+    assert mine.status_code == 200 and mine.json()["suggestions"][0]["why"] == "matches the FAQ"
+    other = await client.post("/api/suggestions/s-globex/feedback", json={"verdict": "accepted"}, headers=bearer("ana"))
+    assert other.status_code == 404
+    everything = (await client.get("/api/conversations", headers=bearer("root"))).json()
+    assert {c["conversation_id"] for c in everything} == {"acme-1", "globex-1"}
+
+
+async def test_feedback_becomes_a_feedback_event_on_the_stream(client: httpx.AsyncClient, outbox: MemoryOutbox):
+    answer = await client.post(
+        "/api/suggestions/s-acme/feedback", json={"verdict": "edited", "text": "It is the 1st."}, headers=bearer("ana")
+    )
+    assert answer.status_code == 202
+    ((tenant, conversation, value),) = outbox.submitted
+    event = parse(value, max_event_bytes=1 << 20, max_text_bytes=1 << 16)
+    assert (tenant, conversation) == ("acme", "acme-1")
+    assert event.type == "feedback" and event.feedback_id == answer.json()["feedback_id"]
+    assert (event.suggestion_id, event.verdict, event.by, event.text, event.tenant) == (
+        "s-acme",
+        "edited",
+        "ana",
+        "It is the 1st.",
+        "acme",
+    )
+    no_text = await client.post("/api/suggestions/s-acme/feedback", json={"verdict": "edited"}, headers=bearer("ana"))
+    assert no_text.status_code == 422
+    bad_verdict = await client.post("/api/suggestions/s-acme/feedback", json={"verdict": "meh"}, headers=bearer("ana"))
+    assert bad_verdict.status_code == 422
+    assert len(outbox.submitted) == 1
+
+
+async def test_a_signed_in_browser_needs_the_csrf_token(client: httpx.AsyncClient, outbox: MemoryOutbox):
+    csrf = await sign_in(client, "ana")
+    assert (await client.get("/api/whoami")).json() == {"name": "ana", "role": "analyst", "tenants": ["acme"]}
+    url = "/api/suggestions/s-acme/feedback"
+    assert (await client.post(url, json={"verdict": "accepted"})).status_code == 403
+    wrong = await client.post(url, json={"verdict": "accepted"}, headers={"X-CSRF-Token": "guess"})
+    assert wrong.status_code == 403
+    elsewhere = await client.post(
+        url, json={"verdict": "accepted"}, headers={"X-CSRF-Token": csrf, "Origin": "https://evil.example"}
+    )
+    assert elsewhere.status_code == 403
+    assert outbox.submitted == []
+    ok = await client.post(url, json={"verdict": "dismissed", "text": "wrong plan"}, headers={"X-CSRF-Token": csrf})
+    assert ok.status_code == 202 and len(outbox.submitted) == 1
+    # Signing out needs the token too, and ends the session.
+    assert (await client.post("/logout", data={"csrf_token": "guess"})).status_code == 403
+    assert (await client.post("/logout", data={"csrf_token": csrf}, follow_redirects=False)).status_code == 303
+    assert (await client.get("/api/whoami")).status_code == 401
+
+
+async def test_sign_in_refuses_a_wrong_token_and_a_forged_form(client: httpx.AsyncClient):
+    page = await client.get("/login")
+    csrf = re.search(r'name="csrf_token" value="([^"]+)"', page.text)
+    assert csrf
+    wrong = await client.post("/login", data={"token": "nope", "csrf_token": csrf.group(1)})
+    assert wrong.status_code == 401 and "not valid" in wrong.text
+    forged = await client.post("/login", data={"token": TOKENS["ana"], "csrf_token": "x"})
+    assert forged.status_code == 403
+    assert (await client.get("/api/whoami")).status_code == 401
+    # After signing in, only paths on this site are followed.
+    answer = await client.post(
+        "/login", data={"token": TOKENS["ana"], "csrf_token": csrf.group(1), "next": "//evil.example/x"}
+    )
+    assert answer.status_code == 303 and answer.headers["location"] == "/panel"
+
+
+async def test_the_overview_is_for_leads(client: httpx.AsyncClient):
+    assert (await client.get("/panel/overview", headers=bearer("ana"))).status_code == 403
+    page = await client.get("/panel/overview", headers=bearer("lee"))
+    assert page.status_code == 200 and "<svg" in page.text
+
+
+async def test_pages_carry_a_strict_content_security_policy(client: httpx.AsyncClient):
+    page = await client.get("/panel", headers=bearer("ana"))
+    assert page.status_code == 200
+    policy = page.headers["content-security-policy"]
+    assert "script-src 'self'" in policy and "unsafe-inline" not in policy and "frame-ancestors 'none'" in policy
+    assert page.headers["x-content-type-options"] == "nosniff"
+
+
+async def test_customer_text_is_data_in_the_page_never_markup(seeded: CaseStore, outbox: MemoryOutbox, registry):  # type: ignore[no-untyped-def]
+    hostile = "</script><script>alert('x')</script><img src=x onerror=alert(1)>"
+    await say(seeded, "acme-2", "acme", 1, hostile)
+    async with panel_client(seeded, outbox, registry) as client:
+        page = await client.get("/panel/conversations/acme-2", headers=bearer("ana"))
+    assert page.status_code == 200
+    assert "<script>alert" not in page.text and "<img src=x" not in page.text
+    embedded = re.search(r'<script id="vigil-data" type="application/json">(.*?)</script>', page.text, re.S)
+    assert embedded and json.loads(embedded.group(1))["messages"][0]["text"] == hostile
+
+
+async def test_without_auth_everyone_on_loopback_is_a_local_admin(seeded: CaseStore, outbox: MemoryOutbox, registry):  # type: ignore[no-untyped-def]
+    async with panel_client(seeded, outbox, registry, auth="none", users=[]) as client:
+        assert (await client.get("/api/whoami")).json()["role"] == "admin"
+        assert len((await client.get("/api/queue")).json()) == 2
+        # CSRF still applies: a page on another site cannot make the local panel act.
+        answer = await client.post("/api/suggestions/s-acme/feedback", json={"verdict": "accepted"})
+        assert answer.status_code == 403

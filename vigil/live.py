@@ -1,0 +1,147 @@
+"""The live feed: what the pipeline has just stored or published, pushed to whoever watches (the panel).
+
+The pipeline calls ``publish`` after an event is committed or a suggestion is out; each watcher holds a bounded
+queue filtered by tenant (and, optionally, one conversation). A watcher that falls too far behind is dropped
+rather than allowed to hold memory: its stream ends and the browser reconnects and reloads. The feed carries
+what this process handles; with several replicas each feeds the conversations of its own partitions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from vigil.cases import CaseState
+from vigil.events import CaseEvent, Feedback, Message, Suggestion
+
+log = logging.getLogger(__name__)
+
+UpdateKind = Literal["message", "case", "suggestion", "feedback"]
+
+
+@dataclass(frozen=True, slots=True)
+class Update:
+    """One thing that happened to a conversation, as the panel shows it (``data`` is JSON-ready)."""
+
+    kind: UpdateKind
+    tenant: str
+    conversation_id: str
+    data: dict[str, Any]
+
+
+@dataclass(eq=False, slots=True)
+class Watcher:
+    """One subscriber's filter and queue; iterate it for updates until the feed or the watcher ends."""
+
+    tenants: tuple[str, ...] | None
+    conversation_id: str | None
+    queue: asyncio.Queue[Update | None]
+    dropped: bool = False
+
+    def wants(self, update: Update) -> bool:
+        if self.tenants is not None and update.tenant not in self.tenants:
+            return False
+        return self.conversation_id is None or self.conversation_id == update.conversation_id
+
+    def __aiter__(self) -> AsyncIterator[Update]:
+        return self._updates()
+
+    async def _updates(self) -> AsyncIterator[Update]:
+        while True:
+            update = await self.queue.get()
+            if update is None:
+                return
+            yield update
+
+
+@dataclass
+class LiveFeed:
+    """Fans updates out to watchers; never blocks the pipeline."""
+
+    max_queue: int = 1000
+    _watchers: set[Watcher] = field(default_factory=set)
+    _closed: bool = False
+
+    def publish(self, update: Update) -> None:
+        """Hand ``update`` to every watcher that wants it."""
+        for watcher in list(self._watchers):
+            if not watcher.wants(update):
+                continue
+            if watcher.queue.qsize() >= self.max_queue - 1:
+                self._drop(watcher, "fell behind")
+                continue
+            watcher.queue.put_nowait(update)
+
+    @contextlib.contextmanager
+    def watch(self, *, tenants: tuple[str, ...] | None, conversation_id: str | None = None) -> Iterator[Watcher]:
+        """A ``Watcher`` for updates of ``tenants`` (None: all), optionally of one conversation only."""
+        watcher = Watcher(tenants, conversation_id, asyncio.Queue(self.max_queue))
+        if self._closed:
+            watcher.queue.put_nowait(None)
+        else:
+            self._watchers.add(watcher)
+        try:
+            yield watcher
+        finally:
+            self._watchers.discard(watcher)
+
+    @property
+    def watchers(self) -> int:
+        """How many watchers are connected."""
+        return len(self._watchers)
+
+    def close(self) -> None:
+        """End every watcher's stream (shutdown), and refuse new ones."""
+        self._closed = True
+        for watcher in list(self._watchers):
+            self._drop(watcher, None)
+
+    def _drop(self, watcher: Watcher, why: str | None) -> None:
+        if why:
+            log.info("dropping a live watcher that %s; it will reconnect", why)
+        watcher.dropped = why is not None
+        self._watchers.discard(watcher)
+        with contextlib.suppress(asyncio.QueueFull):
+            watcher.queue.put_nowait(None)
+
+
+def case_data(case: CaseState) -> dict[str, Any]:
+    """A conversation's state as the panel's queue shows it."""
+    waiting = case.waiting_since
+    return {
+        "conversation_id": case.conversation_id,
+        "tenant": case.tenant,
+        "status": case.status,
+        "assignee": case.assignee,
+        "priority": case.priority,
+        "updated_at": case.updated_at.isoformat(),
+        "message_count": case.message_count,
+        "waiting_since": waiting.isoformat() if waiting else None,
+    }
+
+
+def recorded(event: Message | CaseEvent | Feedback, case: CaseState) -> Update:
+    """The update for an event just committed to ``case``."""
+    data: dict[str, Any] = {"case": case_data(case)}
+    if isinstance(event, Message):
+        data["message"] = {
+            "message_id": event.message_id,
+            "sent_at": event.sent_at.isoformat(),
+            "role": event.role,
+            "author": event.author,
+            "text": event.text,
+        }
+    elif isinstance(event, Feedback):
+        data["feedback"] = event.model_dump(mode="json", include={"suggestion_id", "verdict", "by", "at", "text"})
+    kind: UpdateKind = "message" if isinstance(event, Message) else event.type
+    return Update(kind, case.tenant, case.conversation_id, data)
+
+
+def suggested(suggestion: Suggestion) -> Update:
+    """The update for a suggestion just published."""
+    data = {"suggestion": suggestion.model_dump(mode="json", exclude={"type", "schema_version"})}
+    return Update("suggestion", suggestion.tenant, suggestion.conversation_id, data)

@@ -1,0 +1,172 @@
+"""The panel's JSON API (also for scripts, with a bearer token): queue, conversations, feedback, live updates.
+
+Everything is scoped to the caller's tenants: another tenant's conversation or suggestion is "not found".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from typing import Annotated, Any, Literal, TypeVar
+
+from fastapi import APIRouter, Depends, HTTPException, Query, Request
+from fastapi.sse import EventSourceResponse, ServerSentEvent
+from pydantic import BaseModel, Field
+
+from vigil.clock import Clock
+from vigil.errors import StoreError, TransportError
+from vigil.events import Feedback
+from vigil.live import LiveFeed
+from vigil.panel.auth import Authenticator
+from vigil.panel.identity import Identity
+from vigil.settings import PanelRole
+from vigil.store import CaseStore, ConversationSummary, ConversationView, QueueItem
+from vigil.transport import Outbox
+
+T = TypeVar("T")
+_UNAVAILABLE: dict[int | str, dict[str, Any]] = {503: {"description": "the case store or the broker is unavailable"}}
+_SUBMIT_TIMEOUT_S = 5.0
+
+
+class FeedbackRequest(BaseModel):
+    """An analyst's verdict on a suggestion, as the panel sends it."""
+
+    verdict: Literal["accepted", "edited", "dismissed"]
+    text: Annotated[str, Field(max_length=16_000)] | None = Field(
+        default=None, description="For edited: the reply as sent. For dismissed: the reason, if given."
+    )
+
+
+class FeedbackAccepted(BaseModel):
+    """The feedback event is on the input stream; vigil stores it as it consumes it."""
+
+    feedback_id: str
+
+
+class Caller:
+    """Dependencies that resolve who is calling: 401 when nobody is signed in, 403 below the needed role."""
+
+    def __init__(self, auth: Authenticator) -> None:
+        self.auth = auth
+
+    def __call__(self, request: Request) -> Identity:
+        identity = self.auth.identify(request)
+        if identity is None:
+            raise HTTPException(401, "sign in first", headers={"WWW-Authenticate": 'Bearer realm="vigil"'})
+        return identity
+
+    def with_role(self, role: PanelRole) -> Callable[[Request], Identity]:
+        """A dependency: the caller, if their role is ``role`` or above."""
+
+        def dependency(request: Request) -> Identity:
+            identity = self(request)
+            if not identity.at_least(role):
+                raise HTTPException(403, f"this needs the {role} role")
+            return identity
+
+        return dependency
+
+    def guard(self, request: Request) -> None:
+        """A dependency for state-changing routes: refuse the anonymous (401), then what fails the CSRF checks."""
+        self(request)
+        problem = self.auth.csrf_problem(request, None)
+        if problem:
+            raise HTTPException(403, problem)
+
+
+def api_routes(
+    *, store: CaseStore, feed: LiveFeed, outboxes: Sequence[Outbox], caller: Caller, clock: Clock
+) -> APIRouter:
+    """The ``/api`` routes."""
+    router = APIRouter(prefix="/api", tags=["panel"])
+    who_is = Depends(caller)
+
+    @router.get("/whoami")
+    async def whoami(who: Identity = who_is) -> dict[str, object]:
+        """The signed-in caller."""
+        return {"name": who.name, "role": who.role, "tenants": list(who.tenants)}
+
+    @router.get("/queue", responses=_UNAVAILABLE)
+    async def queue(who: Identity = who_is, limit: Annotated[int, Query(ge=1, le=500)] = 200) -> list[QueueItem]:
+        """Open conversations of the caller's tenants, those waiting longest first."""
+        return await _read(store.queue(tenants=who.tenant_filter, limit=limit))
+
+    @router.get("/conversations", responses=_UNAVAILABLE)
+    async def conversations(
+        who: Identity = who_is, limit: Annotated[int, Query(ge=1, le=500)] = 50
+    ) -> list[ConversationSummary]:
+        """The most recently active conversations of the caller's tenants, newest first."""
+        return await _read(store.recent_conversations(limit, tenants=who.tenant_filter))
+
+    @router.get(
+        "/conversations/{conversation_id:path}",
+        responses={404: {"description": "unknown conversation"}, **_UNAVAILABLE},
+    )
+    async def conversation(conversation_id: str, who: Identity = who_is) -> ConversationView:
+        """A conversation: its state, messages in order, vigil's suggestions and the verdicts on them."""
+        return await visible_conversation(store, conversation_id, who)
+
+    @router.post(
+        "/suggestions/{suggestion_id}/feedback",
+        status_code=202,
+        dependencies=[Depends(caller.guard)],
+        responses={404: {"description": "unknown suggestion"}, **_UNAVAILABLE},
+    )
+    async def feedback(suggestion_id: str, body: FeedbackRequest, who: Identity = who_is) -> FeedbackAccepted:
+        """Accept, edit or dismiss a suggestion: a ``feedback`` event goes onto the input stream."""
+        suggestion = await _read(store.suggestion(suggestion_id))
+        if suggestion is None or not who.may_see(suggestion.tenant):
+            raise HTTPException(404, "unknown suggestion")
+        if body.verdict == "edited" and not (body.text or "").strip():
+            raise HTTPException(422, "an edited suggestion needs the text as sent")
+        event = Feedback(
+            type="feedback",
+            schema_version=1,
+            feedback_id=str(uuid.uuid4()),
+            suggestion_id=suggestion.suggestion_id,
+            conversation_id=suggestion.conversation_id,
+            tenant=suggestion.tenant,
+            verdict=body.verdict,
+            by=who.name,
+            at=clock.now(),
+            text=(body.text or None) if body.text and body.text.strip() else None,
+        )
+        await _submit(outboxes, event)
+        return FeedbackAccepted(feedback_id=event.feedback_id)
+
+    @router.get("/live", response_class=EventSourceResponse)
+    async def live(who: Identity = who_is, conversation: str | None = None) -> AsyncIterator[ServerSentEvent]:
+        """Server-sent events: ``message``, ``case``, ``suggestion`` and ``feedback`` updates as they happen."""
+        with feed.watch(tenants=who.tenant_filter, conversation_id=conversation) as watcher:
+            yield ServerSentEvent(event="hello", data={"watching": conversation})
+            async for update in watcher:
+                yield ServerSentEvent(event=update.kind, data=update.data)
+
+    return router
+
+
+async def visible_conversation(store: CaseStore, conversation_id: str, who: Identity) -> ConversationView:
+    """The conversation if the caller may see it; 404 otherwise (another tenant's looks like none at all)."""
+    view = await _read(store.conversation(conversation_id))
+    if view is None or not who.may_see(view.tenant):
+        raise HTTPException(404, "unknown conversation")
+    return view
+
+
+async def _read(reading: Awaitable[T]) -> T:
+    try:
+        return await reading
+    except StoreError as exc:
+        raise HTTPException(503, "the case store is unavailable") from exc
+
+
+async def _submit(outboxes: Sequence[Outbox], event: Feedback) -> None:
+    if not outboxes:
+        raise HTTPException(503, "no stream to put feedback on")
+    value = event.model_dump_json(exclude_none=True).encode()
+    try:
+        async with asyncio.timeout(_SUBMIT_TIMEOUT_S):
+            await outboxes[0].submit(value, tenant=event.tenant or "", conversation_id=event.conversation_id)
+    except (TransportError, TimeoutError) as exc:
+        raise HTTPException(503, "the broker did not take the feedback; try again") from exc

@@ -1,0 +1,249 @@
+"""The panel's pages: the queue, a conversation, a knowledge source, the lead overview; signing in and out.
+
+Pages are server-rendered (Jinja, autoescaped); the queue and the conversation hand their data to
+``static/panel.js`` as JSON and it renders and updates them live, building DOM nodes with ``textContent`` only, so
+nothing a customer types can become markup.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import timedelta
+from importlib import resources
+from typing import Any
+from urllib.parse import parse_qs, quote
+
+from fastapi import APIRouter, HTTPException, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi.templating import Jinja2Templates
+from markupsafe import Markup
+
+from vigil.clock import Clock
+from vigil.errors import AuthError, AuthUnavailable
+from vigil.knowledge import KnowledgeStore
+from vigil.panel import charts
+from vigil.panel.api import visible_conversation
+from vigil.panel.auth import CSRF_FIELD, Authenticator
+from vigil.panel.charts import Series
+from vigil.panel.identity import Identity
+from vigil.panel.oidc import OidcClient, PendingLogin
+from vigil.panel.overview import Overview, Tally, overview
+from vigil.store import CaseStore
+
+log = logging.getLogger(__name__)
+
+TEMPLATES = Jinja2Templates(directory=str(resources.files("vigil.panel") / "templates"))
+WINDOWS = {"24h": (timedelta(hours=24), 3600), "7d": (timedelta(days=7), 6 * 3600), "30d": (timedelta(days=30), 86400)}
+VERDICTS = ("accepted", "edited", "dismissed")
+RATES = {"accepted": "accept_rate", "edited": "edit_rate", "dismissed": "dismiss_rate"}
+_MAX_FORM_BYTES = 8192
+
+
+class SignIn(Exception):
+    """The page needs a signed-in person: send the browser to the sign-in page."""
+
+    def __init__(self, next_path: str) -> None:
+        self.next_path = next_path
+
+
+def page_routes(
+    *,
+    store: CaseStore,
+    knowledge: KnowledgeStore | None,
+    auth: Authenticator,
+    oidc: OidcClient | None,
+    clock: Clock,
+) -> APIRouter:
+    """The HTML routes."""
+    router = APIRouter(include_in_schema=False)
+
+    def render(request: Request, name: str, who: Identity | None, status: int = 200, **context: Any) -> HTMLResponse:
+        context |= {"who": who, "csrf": auth.csrf_token(request), "auth_mode": auth.mode}
+        return TEMPLATES.TemplateResponse(request, name, context, status_code=status)
+
+    def viewer(request: Request) -> Identity:
+        who = auth.identify(request)
+        if who is None:
+            raise SignIn(request.url.path + (f"?{request.url.query}" if request.url.query else ""))
+        return who
+
+    @router.get("/")
+    async def home() -> RedirectResponse:
+        return RedirectResponse("/panel", status_code=303)
+
+    @router.get("/panel")
+    async def queue_page(request: Request) -> HTMLResponse:
+        who = viewer(request)
+        items = await store.queue(tenants=who.tenant_filter)
+        data = [item.model_dump(mode="json") for item in items]
+        return render(request, "queue.html", who, queue=data, now=clock.now().isoformat())
+
+    @router.get("/panel/conversations/{conversation_id:path}")
+    async def conversation_page(conversation_id: str, request: Request) -> HTMLResponse:
+        who = viewer(request)
+        view = await visible_conversation(store, conversation_id, who)
+        return render(request, "conversation.html", who, view=view, data=view.model_dump(mode="json"))
+
+    @router.get("/panel/knowledge/{entry_id:path}")
+    async def knowledge_page(entry_id: str, request: Request) -> HTMLResponse:
+        who = viewer(request)
+        entry = await knowledge.entry(entry_id) if knowledge is not None else None
+        if entry is None:
+            raise HTTPException(404, "unknown knowledge entry")
+        link = entry.url if entry.url and entry.url.startswith(("https://", "http://")) else None
+        return render(request, "knowledge.html", who, entry=entry, link=link)
+
+    @router.get("/panel/overview")
+    async def overview_page(request: Request, window: str = "24h") -> HTMLResponse:
+        who = viewer(request)
+        if not who.at_least("lead"):
+            raise HTTPException(403, "the overview is for leads and admins")
+        span, bucket_s = WINDOWS.get(window, WINDOWS["24h"])
+        until = clock.now()
+        report = await overview(store, tenants=who.tenant_filter, since=until - span, until=until, bucket_s=bucket_s)
+        return render(
+            request, "overview.html", who, report=report, window=window, windows=list(WINDOWS), charts=draw(report)
+        )
+
+    _sign_in_routes(router, render=render, auth=auth, oidc=oidc)
+    return router
+
+
+def _sign_in_routes(
+    router: APIRouter, *, render: Callable[..., HTMLResponse], auth: Authenticator, oidc: OidcClient | None
+) -> None:
+    @router.get("/login")
+    async def login_page(request: Request, next: str = "/panel") -> Response:
+        target = safe_next(next)
+        if auth.mode == "none":
+            return RedirectResponse(target, status_code=303)
+        if auth.mode == "oidc":
+            return RedirectResponse(f"/auth/oidc/login?next={quote(target)}", status_code=303)
+        return render(request, "login.html", None, next=target, error=None)
+
+    @router.post("/login")
+    async def login(request: Request) -> Response:
+        form = await _form(request)
+        target = safe_next(form.get("next", "/panel"))
+        problem = auth.csrf_problem(request, form.get(CSRF_FIELD))
+        if problem:
+            return render(request, "login.html", None, status=403, next=target, error=f"Refused: {problem}.")
+        user = auth.user_for_token(form.get("token", "").strip()) if auth.mode == "tokens" else None
+        if user is None:
+            return render(request, "login.html", None, status=401, next=target, error="That token is not valid.")
+        auth.sign_in(request, Identity(user.name, user.role, tuple(user.tenants)), via="token")
+        return RedirectResponse(target, status_code=303)
+
+    @router.post("/logout")
+    async def logout(request: Request) -> Response:
+        form = await _form(request)
+        problem = auth.csrf_problem(request, form.get(CSRF_FIELD))
+        if problem:
+            raise HTTPException(403, problem)
+        auth.sign_out(request)
+        return RedirectResponse("/login" if auth.mode != "none" else "/panel", status_code=303)
+
+    @router.get("/auth/oidc/login")
+    async def oidc_login(request: Request, next: str = "/panel") -> Response:
+        if oidc is None:
+            raise HTTPException(404, "OIDC sign-in is not configured")
+        try:
+            started = await oidc.begin()
+        except AuthError as exc:
+            return render(request, "login.html", None, status=503, next=safe_next(next), error=str(exc))
+        request.session["oidc"] = started.to_session() | {"next": safe_next(next)}
+        return RedirectResponse(started.url, status_code=303)
+
+    @router.get("/auth/oidc/callback")
+    async def oidc_callback(request: Request) -> Response:
+        if oidc is None:
+            raise HTTPException(404, "OIDC sign-in is not configured")
+        pending = request.session.pop("oidc", None)
+        target = safe_next(pending.get("next", "/panel") if isinstance(pending, dict) else "/panel")
+        q = request.query_params
+        try:
+            who = await oidc.finish(
+                PendingLogin.from_session(pending),
+                code=q.get("code"),
+                state=q.get("state"),
+                error=q.get("error"),
+                iss=q.get("iss"),
+            )
+        except AuthUnavailable as exc:
+            return render(request, "login.html", None, status=503, next=target, error=str(exc))
+        except AuthError as exc:
+            log.info("OIDC sign-in refused: %s", exc)
+            return render(request, "login.html", None, status=403, next=target, error=str(exc))
+        auth.sign_in(request, who, via="oidc")
+        return RedirectResponse(target, status_code=303)
+
+
+def draw(report: Overview) -> list[Markup]:
+    """The overview's charts: verdicts, rates per kind, answer latency, time to first response, knowledge size."""
+    t = report.buckets
+    all_kinds = report.all_kinds
+    drawn = [
+        charts.stacked_bar_chart(
+            t,
+            [[Series("shown", [x.shown for x in all_kinds])], [_tally(all_kinds, v) for v in VERDICTS]],
+            title="Suggestions shown, and the analysts' verdicts",
+            chart_id="verdicts",
+        )
+    ]
+    for kind, tallies in report.suggestions.items():
+        rates = [Series(verdict, [getattr(x, rate) for x in tallies]) for verdict, rate in RATES.items()]
+        drawn.append(
+            charts.line_chart(
+                t,
+                rates,
+                title=f"Verdict rates: {kind}",
+                value_format=charts.percent,
+                y_max=1.0,
+                chart_id=f"rates-{kind}",
+            )
+        )
+    drawn += [
+        charts.line_chart(
+            t,
+            [Series("p50", report.answer_latency_p50_ms), Series("p90", report.answer_latency_p90_ms)],
+            title="Answer latency",
+            value_format=charts.milliseconds,
+            chart_id="latency",
+        ),
+        charts.line_chart(
+            t,
+            [Series("median", report.first_response_median_s)],
+            title="Time to first response",
+            value_format=charts.seconds,
+            chart_id="first-response",
+        ),
+        charts.stacked_bar_chart(
+            t,
+            [[Series(kind, [float(n) for n in sizes]) for kind, sizes in report.knowledge.items()]],
+            title="Knowledge size, by kind",
+            chart_id="knowledge",
+        ),
+    ]
+    return drawn
+
+
+def _tally(tallies: list[Tally], verdict: str) -> Series:
+    return Series(verdict, [float(getattr(x, verdict)) for x in tallies])
+
+
+def safe_next(target: str) -> str:
+    """Where to go after signing in: a path on this site only (never another host)."""
+    if not target.startswith("/") or target.startswith("//") or "\\" in target or any(ord(c) < 32 for c in target):
+        return "/panel"
+    return target
+
+
+async def _form(request: Request) -> dict[str, str]:
+    """A small url-encoded form (sign-in, sign-out); anything else is refused."""
+    if not request.headers.get("content-type", "").startswith("application/x-www-form-urlencoded"):
+        raise HTTPException(415, "send a form")
+    body = await request.body()
+    if len(body) > _MAX_FORM_BYTES:
+        raise HTTPException(413, "form too large")
+    return {k: v[0] for k, v in parse_qs(body.decode("utf-8", "replace")).items()}

@@ -1,0 +1,334 @@
+// vigil panel: renders the queue and a conversation from the page's JSON, keeps them live over server-sent events,
+// and sends the analyst's verdicts. Every piece of text goes in with textContent: nothing typed by a customer (or
+// anyone) is ever parsed as HTML.
+"use strict";
+
+(() => {
+  const csrf = document.querySelector('meta[name="csrf-token"]')?.content || "";
+  const page = document.body.dataset.page;
+  const dataNode = document.getElementById("vigil-data");
+  const initial = dataNode ? JSON.parse(dataNode.textContent) : null;
+  const KIND_LABELS = {
+    answer: "Suggested answer",
+    next_step: "Next step",
+    follow_up: "Follow-up",
+    handover: "Handover brief",
+    escalation: "Escalation",
+    action: "Action",
+  };
+  const KNOWLEDGE_KINDS = new Set(["faq", "article", "document", "case"]);
+  const VERDICT_LABELS = { accepted: "Accepted", edited: "Edited and accepted", dismissed: "Dismissed" };
+
+  function el(tag, attrs = {}, ...children) {
+    const node = document.createElement(tag);
+    for (const [name, value] of Object.entries(attrs)) {
+      if (value === null || value === undefined || value === false) continue;
+      if (name === "class") node.className = value;
+      else if (name === "text") node.textContent = value;
+      else if (name.startsWith("on")) node.addEventListener(name.slice(2), value);
+      else node.setAttribute(name, value === true ? "" : String(value));
+    }
+    for (const child of children) {
+      if (child === null || child === undefined) continue;
+      node.append(typeof child === "string" ? document.createTextNode(child) : child);
+    }
+    return node;
+  }
+
+  function ago(iso) {
+    if (!iso) return "—";
+    const seconds = Math.max(0, Math.round((Date.now() - Date.parse(iso)) / 1000));
+    if (seconds < 60) return `${seconds}s`;
+    const minutes = Math.floor(seconds / 60);
+    if (minutes < 60) return `${minutes}m ${seconds % 60}s`;
+    const hours = Math.floor(minutes / 60);
+    return hours < 48 ? `${hours}h ${minutes % 60}m` : `${Math.floor(hours / 24)}d`;
+  }
+
+  function clock(iso) {
+    return iso ? new Date(iso).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" }) : "";
+  }
+
+  // Live updates: one EventSource; after a reconnection the page reloads its state from the API.
+  function live(url, handlers, resync) {
+    const status = document.getElementById("live-status");
+    let connectedOnce = false;
+    const source = new EventSource(url);
+    source.addEventListener("hello", () => {
+      if (status) {
+        status.textContent = "Live";
+        status.className = "live on";
+      }
+      document.body.dataset.live = "on";
+      if (connectedOnce && resync) resync();
+      connectedOnce = true;
+    });
+    source.addEventListener("error", () => {
+      if (status) {
+        status.textContent = "Reconnecting…";
+        status.className = "live off";
+      }
+      document.body.dataset.live = "off";
+    });
+    for (const [kind, handle] of Object.entries(handlers)) {
+      source.addEventListener(kind, (event) => handle(JSON.parse(event.data)));
+    }
+    return source;
+  }
+
+  async function api(method, path, body) {
+    const response = await fetch(path, {
+      method,
+      credentials: "same-origin",
+      headers: { "Content-Type": "application/json", "X-CSRF-Token": csrf, Accept: "application/json" },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    if (!response.ok) {
+      let detail = response.statusText;
+      try {
+        detail = (await response.json()).detail || detail;
+      } catch (_) {
+        /* not JSON */
+      }
+      throw new Error(typeof detail === "string" ? detail : JSON.stringify(detail));
+    }
+    return response.json();
+  }
+
+  // ---- the queue -------------------------------------------------------------------------------------------
+  function queuePage(items) {
+    const body = document.querySelector("#queue tbody");
+    const empty = document.getElementById("queue-empty");
+    const rows = new Map();
+
+    function upsert(item, flash) {
+      let row = rows.get(item.conversation_id);
+      if (!row) {
+        row = el("tr", { "data-conversation-id": item.conversation_id });
+        row.state = { pending_suggestions: 0 };
+        rows.set(item.conversation_id, row);
+        body.append(row);
+      }
+      Object.assign(row.state, item);
+      render(row);
+      if (flash) {
+        row.classList.remove("flash");
+        void row.offsetWidth;
+        row.classList.add("flash");
+      }
+      if (row.state.status === "closed") {
+        row.remove();
+        rows.delete(item.conversation_id);
+      }
+      sort();
+    }
+
+    function render(row) {
+      const s = row.state;
+      const href = `/panel/conversations/${encodeURIComponent(s.conversation_id)}`;
+      const pending = s.pending_suggestions || 0;
+      row.className = s.waiting_since ? "waiting" : "";
+      row.replaceChildren(
+        el("th", { scope: "row" }, el("a", { href, class: "mono", text: s.conversation_id })),
+        el("td", { text: s.tenant }),
+        el("td", { class: "status", text: s.status }),
+        el("td", { class: "waited", "data-since": s.waiting_since || "", text: s.waiting_since ? ago(s.waiting_since) : "—" }),
+        el("td", {}, el("span", { class: pending ? "badge hot" : "badge", text: String(pending), "aria-label": `${pending} new suggestions` })),
+        el("td", { text: String(s.message_count) }),
+        el("td", { text: ago(s.updated_at) + " ago" }),
+      );
+    }
+
+    function sort() {
+      const ordered = [...rows.values()].sort((a, b) => {
+        const wa = a.state.waiting_since, wb = b.state.waiting_since;
+        if (wa && wb) return Date.parse(wa) - Date.parse(wb);
+        if (wa || wb) return wa ? -1 : 1;
+        return Date.parse(b.state.updated_at) - Date.parse(a.state.updated_at);
+      });
+      body.append(...ordered);
+      empty.hidden = rows.size > 0;
+    }
+
+    function bump(conversationId, delta) {
+      const row = rows.get(conversationId);
+      if (!row) return;
+      row.state.pending_suggestions = Math.max(0, (row.state.pending_suggestions || 0) + delta);
+      render(row);
+    }
+
+    function reload() {
+      api("GET", "/api/queue").then((fresh) => {
+        rows.forEach((row) => row.remove());
+        rows.clear();
+        fresh.forEach((item) => upsert(item, false));
+      }).catch(() => {});
+    }
+
+    items.forEach((item) => upsert(item, false));
+    sort();
+    setInterval(() => rows.forEach(render), 1000);
+    live("/api/live", {
+      message: (d) => upsert(d.case, true),
+      case: (d) => upsert(d.case, true),
+      suggestion: (d) => { bump(d.suggestion.conversation_id, +1); rows.get(d.suggestion.conversation_id)?.classList.add("flash"); },
+      feedback: (d) => bump(d.case.conversation_id, -1),
+    }, reload);
+  }
+
+  // ---- a conversation --------------------------------------------------------------------------------------
+  function conversationPage(view) {
+    const id = view.conversation_id;
+    const messages = document.getElementById("messages");
+    const cards = document.getElementById("cards");
+    const noSuggestions = document.getElementById("no-suggestions");
+    const reply = document.getElementById("reply");
+    const replyNote = document.getElementById("reply-note");
+    const seenMessages = new Set();
+    const cardNodes = new Map();
+
+    function addMessage(m) {
+      if (seenMessages.has(m.message_id)) return;
+      seenMessages.add(m.message_id);
+      const who = m.author ? `${m.role} · ${m.author}` : m.role;
+      messages.append(
+        el("li", { class: `msg ${m.role}`, "data-message-id": m.message_id },
+          el("span", { class: "meta" }, `${who} · `, el("time", { datetime: m.sent_at, text: clock(m.sent_at) })),
+          el("span", { class: "text", text: m.text })));
+      messages.scrollTop = messages.scrollHeight;
+    }
+
+    function sourceItem(source) {
+      const label = source.title || source.id;
+      const body = KNOWLEDGE_KINDS.has(source.kind)
+        ? el("a", { href: `/panel/knowledge/${encodeURIComponent(source.id)}`, target: "_blank", rel: "noopener", text: label })
+        : el("span", { text: label });
+      return el("li", {}, el("span", { class: "mono", text: `${source.kind}: ` }), body);
+    }
+
+    function addCard(s) {
+      if (cardNodes.has(s.suggestion_id)) return;
+      const percent = Math.round(s.confidence * 100);
+      const text = el("p", { class: "text", text: s.text });
+      const verdict = el("p", { class: "verdict", role: "status", "aria-live": "polite" });
+      const buttons = el("div", { class: "buttons" });
+      const card = el("li", { class: "card", "data-suggestion-id": s.suggestion_id, "data-kind": s.kind, "data-state": "new", tabindex: "-1" },
+        el("header", {},
+          el("span", { class: "kind", text: KIND_LABELS[s.kind] || s.kind }),
+          el("span", { class: "confidence" },
+            el("meter", { min: "0", max: "1", value: String(s.confidence), "aria-label": `confidence ${percent}%` }),
+            `${percent}%`)),
+        text,
+        s.why ? el("p", { class: "why" }, el("strong", { text: "Why: " }), s.why) : null,
+        s.sources && s.sources.length ? el("ul", { class: "sources", "aria-label": "Sources" }, ...s.sources.map(sourceItem)) : null,
+        verdict,
+        buttons);
+      card.parts = { text, verdict, buttons, suggestion: s };
+      cardNodes.set(s.suggestion_id, card);
+      showButtons(card);
+      cards.prepend(card);
+      noSuggestions.hidden = true;
+    }
+
+    function showButtons(card) {
+      const s = card.parts.suggestion;
+      card.parts.buttons.replaceChildren(
+        el("button", { type: "button", onclick: () => accept(card), "aria-label": "Accept: copy into the reply" }, "Accept"),
+        el("button", { type: "button", class: "secondary", onclick: () => edit(card) }, "Edit"),
+        el("button", { type: "button", class: "secondary", onclick: () => dismiss(card) }, "Dismiss"));
+      card.parts.text.textContent = s.text;
+    }
+
+    function settle(card, verdict, by) {
+      card.dataset.state = verdict;
+      card.parts.buttons.replaceChildren();
+      card.parts.verdict.textContent = `${VERDICT_LABELS[verdict] || verdict}${by ? ` by ${by}` : ""}`;
+    }
+
+    async function send(card, verdict, text) {
+      const s = card.parts.suggestion;
+      card.parts.buttons.querySelectorAll("button").forEach((b) => { b.disabled = true; });
+      try {
+        await api("POST", `/api/suggestions/${encodeURIComponent(s.suggestion_id)}/feedback`, { verdict, text });
+        settle(card, verdict, null);
+        return true;
+      } catch (error) {
+        card.parts.verdict.textContent = `Could not record that: ${error.message}`;
+        card.parts.buttons.querySelectorAll("button").forEach((b) => { b.disabled = false; });
+        return false;
+      }
+    }
+
+    function useReply(text) {
+      reply.value = text;
+      reply.focus();
+      navigator.clipboard?.writeText(text).then(
+        () => { replyNote.textContent = "Copied to the clipboard."; },
+        () => { replyNote.textContent = ""; });
+    }
+
+    async function accept(card) {
+      if (await send(card, "accepted", null)) useReply(card.parts.suggestion.text);
+    }
+
+    function edit(card) {
+      const area = el("textarea", { rows: "5", "aria-label": "Edit the suggestion" });
+      area.value = card.parts.suggestion.text;
+      const editor = el("div", { class: "editor" }, area, el("div", { class: "buttons" },
+        el("button", { type: "button", onclick: async () => {
+          const edited = area.value.trim();
+          if (!edited) { area.focus(); return; }
+          if (await send(card, "edited", edited)) { editor.remove(); useReply(edited); }
+        } }, "Accept edited"),
+        el("button", { type: "button", class: "secondary", onclick: () => { editor.remove(); showButtons(card); } }, "Cancel")));
+      card.parts.buttons.replaceChildren();
+      card.parts.buttons.after(editor);
+      area.focus();
+    }
+
+    function dismiss(card) {
+      const reason = el("input", { type: "text", maxlength: "500", id: `why-${card.dataset.suggestionId}` });
+      const box = el("div", { class: "dismissal" },
+        el("label", { for: reason.id, text: "Why dismiss it? (optional)" }), reason,
+        el("div", { class: "buttons" },
+          el("button", { type: "button", onclick: async () => {
+            if (await send(card, "dismissed", reason.value.trim() || null)) box.remove();
+          } }, "Confirm dismiss"),
+          el("button", { type: "button", class: "secondary", onclick: () => { box.remove(); showButtons(card); } }, "Cancel")));
+      card.parts.buttons.replaceChildren();
+      card.parts.buttons.after(box);
+      reason.focus();
+    }
+
+    function applyFeedback(f) {
+      const card = cardNodes.get(f.suggestion_id);
+      if (card) settle(card, f.verdict, f.by);
+    }
+
+    function applyCase(c) {
+      for (const [name, value] of Object.entries({ status: c.status, assignee: c.assignee, priority: c.priority })) {
+        const node = document.querySelector(`[data-fact="${name}"]`);
+        if (node) node.textContent = value || "—";
+      }
+    }
+
+    function load(state) {
+      state.messages.forEach(addMessage);
+      state.suggestions.forEach(addCard);
+      state.feedback.forEach(applyFeedback);
+      applyCase(state);
+    }
+
+    document.getElementById("copy-reply").addEventListener("click", () => useReply(reply.value));
+    load(view);
+    live(`/api/live?conversation=${encodeURIComponent(id)}`, {
+      message: (d) => { addMessage(d.message); applyCase(d.case); },
+      case: (d) => applyCase(d.case),
+      suggestion: (d) => addCard(d.suggestion),
+      feedback: (d) => applyFeedback(d.feedback),
+    }, () => api("GET", `/api/conversations/${encodeURIComponent(id)}`).then(load).catch(() => {}));
+  }
+
+  if (page === "queue") queuePage(initial || []);
+  else if (page === "conversation") conversationPage(initial);
+})();

@@ -1,0 +1,88 @@
+"""The transports the settings ask for, built and connected together: Kafka, MQTT, or both."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from functools import partial
+
+from vigil.backoff import Backoff
+from vigil.settings import Settings
+from vigil.transport import Outbox, Sink, Source
+from vigil.transport.kafka import KafkaOutbox, KafkaPublisher, KafkaSink, KafkaSource, ensure_topics
+from vigil.transport.mqtt import MqttConnection, MqttOutbox, MqttSink, MqttSource
+
+log = logging.getLogger(__name__)
+
+Step = Callable[[], Awaitable[None]]
+
+
+@dataclass
+class Transports:
+    """Sources, sinks and outboxes, with the steps that connect and close them, in order."""
+
+    sources: list[Source] = field(default_factory=list)
+    sinks: list[Sink] = field(default_factory=list)
+    outboxes: list[Outbox] = field(default_factory=list)
+    checks: dict[str, Step] = field(default_factory=dict)
+    """Health checks by dependency name: ``broker`` (Kafka), ``mqtt``."""
+    _connect: list[tuple[str, Step]] = field(default_factory=list)
+    _close: list[Step] = field(default_factory=list)
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> Transports:
+        """Kafka if ``VIGIL_KAFKA__BOOTSTRAP_SERVERS`` is set, MQTT if ``VIGIL_MQTT__HOST`` is; nothing contacted."""
+        built = cls()
+        if settings.kafka.bootstrap_servers:
+            built._add_kafka(settings)
+        if settings.mqtt.host:
+            built._add_mqtt(settings)
+        return built
+
+    def _add_kafka(self, settings: Settings) -> None:
+        kafka = settings.kafka
+        publisher = KafkaPublisher(kafka)
+        source = KafkaSource(kafka, publisher, handover_timeout_s=settings.graceful_timeout_s)
+        self.sources.append(source)
+        self.sinks.append(KafkaSink(publisher, kafka.suggestions_topic))
+        self.outboxes.append(KafkaOutbox(publisher, kafka.input_topic))
+        self.checks["broker"] = source.check
+        if kafka.create_topics:
+            topics = (kafka.input_topic, kafka.suggestions_topic, kafka.dlq_topic)
+            self._connect.append(
+                ("creating topics", partial(ensure_topics, kafka, topics, partitions=kafka.partitions))
+            )
+        self._connect += [
+            ("connecting the Kafka producer", publisher.start),
+            ("connecting the Kafka consumer", source.start),
+        ]
+        self._close += [source.close, publisher.close]
+
+    def _add_mqtt(self, settings: Settings) -> None:
+        connection = MqttConnection(settings.mqtt)
+        source = MqttSource(connection)
+        self.sources.append(source)
+        self.sinks.append(MqttSink(connection))
+        self.outboxes.append(MqttOutbox(connection))
+        self.checks["mqtt"] = source.check
+        self._connect += [("connecting to MQTT", connection.start), ("subscribing to MQTT", source.start)]
+        self._close += [source.close, connection.close]
+
+    async def connect(self, backoff: Backoff) -> None:
+        """Connect everything, each step retried with back-off until it succeeds."""
+        for what, step in self._connect:
+            await backoff.persist(what, step)
+
+    def stop_intake(self) -> None:
+        """Stop every source taking new records."""
+        for source in self.sources:
+            source.stop_intake()
+
+    async def close(self) -> None:
+        """Acknowledge what is done and disconnect, in order; a failing step does not stop the others."""
+        for step in self._close:
+            try:
+                await step()
+            except Exception:
+                log.exception("error while closing a transport")
