@@ -7,7 +7,9 @@
     │   ├── StoreUnavailable     the database cannot be reached (retried with back-off)
     │   └── EventConflict        the event contradicts what is stored (dead-lettered)
     ├── TransportError       the broker failed a request (retried with back-off)
-    └── StartupError         a part did not start in time
+    ├── StartupError         a part did not start in time
+    └── AuthError            a panel sign-in was refused or failed (the message may be shown to the person)
+        └── AuthUnavailable      the sign-in provider cannot be reached or answered nonsense (try again later)
 
 Third-party errors are translated into these at the module that talks to the library, with ``raise ... from``.
 """
@@ -62,3 +64,11 @@ class TransportError(VigilError):
 
 class StartupError(VigilError):
     """A part of the daemon did not start."""
+
+
+class AuthError(VigilError):
+    """A panel sign-in was refused or failed; the message says why and is safe to show to the person signing in."""
+
+
+class AuthUnavailable(AuthError):
+    """The sign-in provider cannot be reached or gave an unusable answer; signing in may work later."""
