@@ -1,0 +1,312 @@
+"""The MQTT transport against a real Mosquitto, with mosquitto_pub and mosquitto_sub as the chat platform."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tests.conftest import wait_for
+from tests.mosquitto import Mosquitto, MosquittoSub, mosquitto_pub
+from vigil.broker import free_port
+from vigil.errors import Rejected, TransportError
+from vigil.events import Suggestion
+from vigil.settings import MqttSettings
+from vigil.transport.mqtt import (
+    MqttConnection,
+    MqttDelivery,
+    MqttOutbox,
+    MqttSink,
+    MqttSource,
+    decode_level,
+    encode_level,
+)
+
+Connect = Callable[[MqttSettings], Awaitable[MqttSource]]
+
+
+def settings_for(broker: Mosquitto, **overrides: object) -> MqttSettings:
+    values: dict[str, object] = {
+        "host": broker.host,
+        "port": broker.port,
+        "client_id": f"vigil-{uuid.uuid4().hex[:8]}",
+        "keepalive_s": 5,
+        "reconnect_initial_s": 0.05,
+        "reconnect_max_s": 0.3,
+    }
+    return MqttSettings(**(values | overrides))  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def mosquitto(tmp_path: Path) -> Iterator[Mosquitto]:
+    """A broker of the test's own: it starts in milliseconds, and tests stop and restart it."""
+    broker = Mosquitto(tmp_path / "mosquitto")
+    broker.start()
+    try:
+        yield broker
+    finally:
+        broker.stop()
+
+
+@pytest.fixture
+async def connect() -> AsyncIterator[Connect]:
+    """Starts vigil's side (a connection and its source); closes every one at the end of the test."""
+    opened: list[MqttConnection] = []
+
+    async def start(settings: MqttSettings) -> MqttSource:
+        connection = MqttConnection(settings)
+        opened.append(connection)
+        source = MqttSource(connection)
+        await source.start()
+        return source
+
+    yield start
+    for connection in opened:
+        await connection.close()
+
+
+async def take(source: MqttSource, count: int, timeout_s: float = 10.0) -> list[MqttDelivery]:
+    async with asyncio.timeout(timeout_s), contextlib.aclosing(source.deliveries()) as deliveries:
+        return [await anext(deliveries) for _ in range(count)]
+
+
+def values(deliveries: list[MqttDelivery]) -> list[bytes | None]:
+    return [d.record.value for d in deliveries]
+
+
+def suggestion(tenant: str, conversation_id: str) -> Suggestion:
+    return Suggestion(
+        suggestion_id=f"s-{uuid.uuid4().hex[:6]}",
+        conversation_id=conversation_id,
+        tenant=tenant,
+        created_at=datetime(2026, 11, 2, 9, 14, tzinfo=UTC),
+        kind="answer",
+        text="Restart the hub",
+        confidence=0.8,
+        latency_ms=12.5,
+    )
+
+
+async def test_events_from_mosquitto_pub_arrive_with_the_conversation_as_key(mosquitto: Mosquitto, connect: Connect):
+    source = await connect(settings_for(mosquitto))
+    await source.check()
+    payload = b'{"schema_version":1,"type":"message","conversation_id":"conv-1"}'
+
+    assert await mosquitto_pub(mosquitto, "vigil/acme/conv-1/suggestions", b"not an event") == 0
+    options = ("-D", "publish", "user-property", "trace", "abc-1")
+    assert await mosquitto_pub(mosquitto, "vigil/acme/conv-1/events", payload, *options) == 0
+
+    [delivery] = await take(source, 1)
+    assert delivery.record.value == payload  # and the suggestions topic, published first, was not subscribed
+    assert delivery.record.key == b"conv-1"
+    assert delivery.record.origin == {"topic": "vigil/acme/conv-1/events"}
+    assert ("trace", b"abc-1") in delivery.record.headers
+
+
+async def test_what_was_not_acknowledged_comes_again_after_a_restart_and_nothing_else(
+    mosquitto: Mosquitto, connect: Connect
+):
+    settings = settings_for(mosquitto)
+    first = await connect(settings)
+    for text in (b"one", b"two"):
+        assert await mosquitto_pub(mosquitto, "vigil/acme/c-1/events", text) == 0
+    one, _two = await take(first, 2)
+    one.ack()
+    await first._connection.close()  # vigil stops with "two" still in flight
+
+    second = await connect(settings)
+    assert await mosquitto_pub(mosquitto, "vigil/acme/c-1/events", b"three") == 0
+    # MQTT resends unacknowledged messages first, so "one" would have come before "three".
+    assert values(await take(second, 2)) == [b"two", b"three"]
+
+
+async def test_messages_sent_while_vigil_is_away_arrive_when_it_returns(mosquitto: Mosquitto, connect: Connect):
+    settings = settings_for(mosquitto)
+    await (await connect(settings))._connection.close()
+    sent = [f"away-{i}".encode() for i in range(3)]
+    for text in sent:
+        assert await mosquitto_pub(mosquitto, "vigil/acme/c-2/events", text) == 0
+
+    source = await connect(settings)
+    assert values(await take(source, 3)) == sent
+
+
+async def test_acknowledgements_out_of_order_go_to_the_broker_in_arrival_order(mosquitto: Mosquitto, connect: Connect):
+    settings = settings_for(mosquitto)
+    first = await connect(settings)
+    assert await mosquitto_pub(mosquitto, "vigil/acme/a/events", b"A") == 0
+    assert await mosquitto_pub(mosquitto, "vigil/acme/b/events", b"B") == 0
+    _a, b = await take(first, 2)
+    b.ack()  # conversation b finished first; its PUBACK must wait for A's
+    await first._connection.close()
+
+    second = await connect(settings)
+    a, b = await take(second, 2)
+    assert values([a, b]) == [b"A", b"B"]  # both came again: B was not acknowledged ahead of A
+    b.ack()
+    a.ack()
+    await second._connection.close()
+
+    third = await connect(settings)
+    assert await mosquitto_pub(mosquitto, "vigil/acme/a/events", b"C") == 0
+    assert values(await take(third, 1)) == [b"C"]  # both were acknowledged once A was
+
+
+async def test_a_broker_restart_mid_stream_loses_nothing_the_publisher_was_promised(
+    mosquitto: Mosquitto, connect: Connect
+):
+    source = await connect(settings_for(mosquitto))
+    connection = source._connection
+    received: set[bytes | None] = set()
+    promised: list[bytes] = []
+    refused: list[bytes] = []
+
+    async def consume() -> None:
+        async for delivery in source.deliveries():
+            received.add(delivery.record.value)
+            delivery.ack()
+
+    async def publish() -> None:
+        for i in range(60):
+            payload = f"m-{i}".encode()
+            code = await mosquitto_pub(mosquitto, f"vigil/acme/c-{i % 4}/events", payload, timeout_s=3)
+            (promised if code == 0 else refused).append(payload)
+
+    consumer = asyncio.create_task(consume())
+    publisher = asyncio.create_task(publish())
+    await wait_for(lambda: len(promised) >= 15)
+    mosquitto.stop()
+    await wait_for(lambda: not connection.connected)
+    with pytest.raises(TransportError):
+        await source.check()
+    await wait_for(lambda: len(refused) >= 3)  # the publisher keeps trying while the broker is down
+    mosquitto.start()
+    await publisher
+    await wait_for(lambda: set(promised) <= received)
+    assert connection.connected
+    await source.check()
+    assert len(promised) >= 40
+    source.stop_intake()
+    await consumer
+
+
+async def test_an_acknowledgement_from_an_earlier_connection_does_nothing(mosquitto: Mosquitto, connect: Connect):
+    settings = settings_for(mosquitto)
+    source = await connect(settings)
+    assert await mosquitto_pub(mosquitto, "vigil/acme/c-3/events", b"kept") == 0
+    [old] = await take(source, 1)
+    mosquitto.stop()
+    mosquitto.start()
+    [again] = await take(source, 1)  # the broker sends it again on the new connection, probably with the same id
+    assert again.record.value == b"kept" and old.stale and not again.stale
+    old.ack()  # must not acknowledge "again" (message ids are per connection)
+    await source._connection.close()
+
+    source = await connect(settings)
+    assert values(await take(source, 1)) == [b"kept"]
+
+
+async def test_a_dead_letter_keeps_the_payload_and_carries_the_reason(mosquitto: Mosquitto, connect: Connect):
+    settings = settings_for(mosquitto, dlq_topic=f"dlq/{uuid.uuid4().hex[:8]}")
+    reader = MosquittoSub(mosquitto, settings.dlq_topic, f"dlq-reader-{uuid.uuid4().hex[:8]}")
+    await reader.subscribe()
+    source = await connect(settings)
+    options = ("-D", "publish", "user-property", "trace", "abc-2")
+    assert await mosquitto_pub(mosquitto, "vigil/acme/c-4/events", b"{not json", *options) == 0
+    [delivery] = await take(source, 1)
+
+    await delivery.dead_letter(Rejected("invalid_json", "line 1\ncolumn 2: " + "é" * 2000))
+    delivery.ack()
+
+    [line] = await reader.read(1)
+    topic, properties, payload = line.split("|", 2)
+    assert (topic, payload) == (settings.dlq_topic, "{not json")
+    assert "vigil.dlq.reason:invalid_json" in properties.split(" ")
+    assert "vigil.source.topic:vigil/acme/c-4/events" in properties.split(" ")
+    assert "trace:abc-2" in properties.split(" ")
+    detail = re.search(r"vigil\.dlq\.detail:(.*) vigil\.source\.topic:", properties)
+    assert detail is not None and detail.group(1).startswith("line 1\\ncolumn 2: éé")
+    assert len(detail.group(1).encode()) <= 1024
+
+
+async def test_suggestions_go_to_their_conversation_topic(mosquitto: Mosquitto, connect: Connect):
+    source = await connect(settings_for(mosquitto))
+    reader = MosquittoSub(mosquitto, "vigil/acme/conv-7/suggestions", f"reader-{uuid.uuid4().hex[:8]}")
+    await reader.subscribe()
+    sink = MqttSink(source._connection)
+    await sink.start()
+    sent = suggestion("acme", "conv-7")
+
+    await sink.publish(sent)
+
+    assert await reader.read(1, fmt="%t|%p") == [f"vigil/acme/conv-7/suggestions|{sent.to_json().decode()}"]
+
+
+async def test_outbox_events_go_on_the_stream_vigil_reads(mosquitto: Mosquitto, connect: Connect):
+    source = await connect(settings_for(mosquitto))
+    reader = MosquittoSub(mosquitto, "vigil/+/+/events", f"reader-{uuid.uuid4().hex[:8]}")
+    await reader.subscribe()
+    feedback = b'{"schema_version":1,"type":"feedback","conversation_id":"conv-8"}'
+
+    await MqttOutbox(source._connection).submit(feedback, tenant="acme", conversation_id="conv-8")
+
+    assert await reader.read(1, fmt="%t|%p") == [f"vigil/acme/conv-8/events|{feedback.decode()}"]
+    [delivery] = await take(source, 1)
+    assert (delivery.record.value, delivery.record.key) == (feedback, b"conv-8")
+
+
+async def test_ids_that_are_not_topic_levels_round_trip(mosquitto: Mosquitto, connect: Connect):
+    tenant, conversation = "acme/eu", "c+1 #/%\x01$é"
+    encoded = "vigil/acme%2Feu/c%2B1 %23%2F%25%01%24é"
+    source = await connect(settings_for(mosquitto))
+    reader = MosquittoSub(mosquitto, f"{encoded}/suggestions", f"reader-{uuid.uuid4().hex[:8]}")
+    await reader.subscribe()
+
+    await MqttOutbox(source._connection).submit(b"{}", tenant=tenant, conversation_id=conversation)
+    [delivery] = await take(source, 1)
+    assert delivery.record.origin["topic"] == f"{encoded}/events"
+    assert delivery.record.key == conversation.encode()
+
+    await MqttSink(source._connection).publish(suggestion(tenant, conversation))
+    [line] = await reader.read(1, fmt="%t")
+    assert line == f"{encoded}/suggestions"
+    assert source._connection.connected  # the broker accepted every topic (it drops clients sending bad ones)
+
+
+@given(st.text())
+def test_encoded_levels_decode_to_the_id_and_hold_nothing_mqtt_refuses(value: str):
+    level = encode_level(value)
+    assert decode_level(level) == value
+    assert not set(level) & set("/+#$\x00")
+    assert all(0x20 <= ord(c) < 0x7F or ord(c) > 0x9F for c in level)
+    level.encode("utf-8")  # no lone surrogates
+
+
+async def test_publishing_while_the_broker_is_down_fails_as_a_transport_error(mosquitto: Mosquitto, connect: Connect):
+    source = await connect(settings_for(mosquitto))
+    assert await mosquitto_pub(mosquitto, "vigil/acme/c-5/events", b"x") == 0
+    [delivery] = await take(source, 1)
+    mosquitto.stop()
+    await wait_for(lambda: not source._connection.connected)
+
+    with pytest.raises(TransportError):
+        await MqttSink(source._connection).publish(suggestion("acme", "c-5"))
+    with pytest.raises(TransportError):
+        await MqttOutbox(source._connection).submit(b"{}", tenant="acme", conversation_id="c-5")
+    with pytest.raises(TransportError):
+        await delivery.dead_letter(Rejected("invalid_json", "x"))
+
+
+async def test_start_fails_as_a_transport_error_when_no_broker_listens():
+    connection = MqttConnection(MqttSettings(host="127.0.0.1", port=free_port()))
+    with pytest.raises(TransportError, match="cannot connect"):
+        await connection.start()
+    assert not connection.connected

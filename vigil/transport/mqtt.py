@@ -1,0 +1,415 @@
+"""MQTT transport (aiomqtt over paho-mqtt, MQTT v5): events from the chat-platform sidecar, suggestions back to it.
+
+At-least-once, like Kafka. vigil connects with a stable client id, ``clean_start`` off and a session expiry, so the
+broker keeps its subscription and queues QoS 1 messages while vigil or the connection is away. PUBACKs are manual: a
+message is acknowledged only once its record is fully handled and, as MQTT requires, in the order messages arrived,
+so a record finished early waits for the ones before it (a ledger per connection, like Kafka's per partition). What
+was received but not acknowledged when the connection dropped or vigil stopped is sent again by the broker (with DUP)
+on the next connection, and idempotent processing absorbs the repeats. Message ids belong to one connection: its
+ledger ends with it, and acknowledging a record from an earlier connection does nothing.
+
+The subscription is QoS 1 even when ``qos`` is 2: paho answers a QoS 2 message with PUBREC on receipt, which hands it
+over before vigil has stored it, so a crash would lose it. Suggestions, dead letters and outbox events are published
+at ``qos`` and each waits for the broker's acknowledgement.
+
+A tenant or conversation id is one topic level, UTF-8 percent-encoded where MQTT would read it as structure or the
+broker would refuse it: ``%``, ``/``, ``+``, ``#``, ``$``, control characters, surrogates and non-characters (``a/b``
+is ``a%2Fb``). Incoming levels are percent-decoded, so publishers encode ids the same way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import random
+import re
+import ssl
+import time
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from urllib.parse import unquote
+
+import aiomqtt
+from aiomqtt import MqttError
+from paho.mqtt.client import Client as PahoClient
+from paho.mqtt.packettypes import PacketTypes
+from paho.mqtt.properties import Properties
+from paho.mqtt.subscribeoptions import SubscribeOptions
+
+from vigil.errors import Rejected, SettingsError, TransportError
+from vigil.events import Suggestion
+from vigil.settings import MqttSettings
+from vigil.transport import Record
+
+log = logging.getLogger(__name__)
+
+SUBSCRIPTION_QOS = 1
+PUBLISH_TIMEOUT_S = 10.0
+DETAIL_MAX_BYTES = 1024
+PLACEHOLDER = re.compile(r"\{(tenant|conversation_id)\}")
+
+
+def _forbidden(char: str) -> bool:
+    """Characters Mosquitto refuses in topics and properties (it drops the connection as a malformed packet)."""
+    code = ord(char)
+    return (
+        code < 0x20
+        or 0x7F <= code <= 0x9F
+        or 0xD800 <= code <= 0xDFFF
+        or 0xFDD0 <= code <= 0xFDEF
+        or (code & 0xFFFE == 0xFFFE)
+    )
+
+
+def encode_level(value: str) -> str:
+    """An id as one topic level: percent-encoded where MQTT would read it as structure or refuse it."""
+    return "".join(
+        "".join(f"%{b:02X}" for b in c.encode("utf-8", "surrogatepass")) if c in "%/+#$" or _forbidden(c) else c
+        for c in value
+    )
+
+
+def decode_level(level: str) -> str:
+    """The id in a topic level (the inverse of ``encode_level``)."""
+    return unquote(level, errors="surrogatepass")
+
+
+def property_text(text: str, max_bytes: int = 65535) -> str:
+    """``text`` as a user property the broker accepts: forbidden characters backslash-escaped, at most ``max_bytes``."""
+    clean = "".join(c.encode("unicode_escape").decode() if _forbidden(c) else c for c in text)
+    return clean.encode()[:max_bytes].decode("utf-8", "ignore")
+
+
+def _properties(packet_type: int) -> Properties:
+    return Properties(packet_type)  # type: ignore[no-untyped-call]
+
+
+class TopicPattern:
+    """A topic template whose ``{tenant}`` and ``{conversation_id}`` stand for one encoded level each."""
+
+    def __init__(self, template: str) -> None:
+        self.template = template
+        levels = template.split("/")
+        self.filter = "/".join("+" if PLACEHOLDER.search(level) else level for level in levels)
+        seen: set[str] = set()
+        parts = []
+        for i, piece in enumerate(PLACEHOLDER.split(template)):  # literal, name, literal, ..., literal
+            if i % 2 == 0:
+                parts.append(re.escape(piece))
+            else:
+                parts.append(f"(?P={piece})" if piece in seen else f"(?P<{piece}>[^/]*)")
+                seen.add(piece)
+        self._regex = re.compile("".join(parts))
+
+    def topic(self, *, tenant: str, conversation_id: str) -> str:
+        """The topic of one conversation."""
+        ids = {"tenant": encode_level(tenant), "conversation_id": encode_level(conversation_id)}
+        return PLACEHOLDER.sub(lambda m: ids[m.group(1)], self.template)
+
+    def conversation_id(self, topic: str) -> str | None:
+        """The conversation id in ``topic``, or None if the topic does not follow the template."""
+        match = self._regex.fullmatch(topic)
+        return decode_level(match.group("conversation_id")) if match else None
+
+
+class _Ledger:
+    """One connection's messages in arrival order; PUBACKs go out in that order, up to the oldest in flight."""
+
+    def __init__(self, client: PahoClient) -> None:
+        self._client = client
+        self._pending: dict[int, tuple[int, int, bool]] = {}  # arrival number -> (mid, qos, done)
+        self._arrivals = itertools.count()
+        self.open = True
+
+    def add(self, mid: int, qos: int) -> int:
+        number = next(self._arrivals)
+        self._pending[number] = (mid, qos, False)
+        return number
+
+    def done(self, number: int) -> None:
+        if not self.open or number not in self._pending:
+            return
+        mid, qos, _ = self._pending[number]
+        self._pending[number] = (mid, qos, True)
+        while self._pending:
+            oldest = next(iter(self._pending))
+            mid, qos, finished = self._pending[oldest]
+            if not finished:
+                return
+            del self._pending[oldest]
+            if qos > 0:
+                self._client.ack(mid, qos)
+
+
+@dataclass(slots=True)
+class _Session:
+    """One live connection: its client, its ledger, and an event set when it ends."""
+
+    client: aiomqtt.Client
+    ledger: _Ledger
+    lost: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def publish(self, topic: str, payload: bytes, qos: int, properties: Properties | None) -> None:
+        """Publish and wait for the broker's acknowledgement, or fail as soon as the connection ends."""
+        sending = asyncio.ensure_future(
+            self.client.publish(topic, payload, qos=qos, properties=properties, timeout=PUBLISH_TIMEOUT_S)
+        )
+        lost = asyncio.ensure_future(self.lost.wait())
+        try:
+            done, _ = await asyncio.wait((sending, lost), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            lost.cancel()
+            if not sending.done():
+                sending.cancel()
+        if sending not in done:
+            raise MqttError("the connection was lost before the broker acknowledged")
+        sending.result()
+
+
+@dataclass(slots=True)
+class MqttDelivery:
+    """An MQTT message in flight; ``ack`` releases its PUBACK once every earlier message is acknowledged."""
+
+    record: Record
+    _ledger: _Ledger
+    _number: int
+    _connection: MqttConnection
+
+    @property
+    def stale(self) -> bool:
+        """Its connection has ended; the broker will send the message again."""
+        return not self._ledger.open
+
+    def ack(self) -> None:
+        self._ledger.done(self._number)
+
+    async def dead_letter(self, rejection: Rejected) -> None:
+        await self._connection.dead_letter(self.record, rejection)
+
+
+class MqttConnection:
+    """One MQTT client kept connected, shared by the source, the sink and the outbox.
+
+    Args:
+        settings: where the broker is, the topics and the session.
+        receive_maximum: messages the broker may have in flight to vigil (MQTT v5 Receive Maximum; Mosquitto
+            honours it instead of its ``max_inflight_messages``); about ``ingest.max_in_flight``.
+    """
+
+    def __init__(self, settings: MqttSettings, *, receive_maximum: int = 512) -> None:
+        if not settings.host:
+            raise SettingsError("VIGIL_MQTT__HOST", "required to use MQTT")
+        self.settings = settings
+        self.events = TopicPattern(settings.events_topic)
+        self.suggestions = TopicPattern(settings.suggestions_topic)
+        self.inbox: asyncio.Queue[MqttDelivery | None] = asyncio.Queue()
+        """Received messages waiting for the source; None when intake stops."""
+        self._receive_maximum = receive_maximum
+        self._where = f"{settings.host}:{settings.port}"
+        self._session: _Session | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._down_since: float | None = None
+
+    @property
+    def connected(self) -> bool:
+        """Whether the broker is connected now (for health checks)."""
+        return self._session is not None
+
+    async def start(self) -> None:
+        """Connect and subscribe, then stay connected in the background; does nothing if already started.
+
+        Raises:
+            TransportError: the first connection failed (the caller retries).
+        """
+        if self._task is not None:
+            return
+        ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        task = asyncio.create_task(self._run(ready), name="vigil-mqtt")
+        try:
+            await ready
+        except BaseException as exc:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            if isinstance(exc, MqttError | TransportError | OSError):
+                raise TransportError(f"cannot connect to the MQTT broker at {self._where}: {exc}") from exc
+            raise
+        self._task = task
+
+    async def _run(self, ready: asyncio.Future[None]) -> None:
+        delay = self.settings.reconnect_initial_s
+        while True:
+            try:
+                async with self._new_client() as client:
+                    session = await self._open(client)
+                    if not ready.done():
+                        ready.set_result(None)
+                    delay = self.settings.reconnect_initial_s
+                    await self._pump(session)
+            except Exception as exc:
+                if not ready.done():
+                    ready.set_exception(exc)
+                    return
+                self._lost(exc)
+            finally:
+                self._end()
+            await asyncio.sleep(delay * random.uniform(0.8, 1.2))
+            delay = min(delay * 2, self.settings.reconnect_max_s)
+
+    def _new_client(self) -> aiomqtt.Client:
+        settings = self.settings
+        properties = _properties(PacketTypes.CONNECT)
+        properties.SessionExpiryInterval = settings.session_expiry_s
+        properties.ReceiveMaximum = self._receive_maximum
+        client = aiomqtt.Client(
+            settings.host or "",
+            settings.port,
+            username=settings.username,
+            password=settings.password.get_secret_value() if settings.password else None,
+            identifier=settings.client_id,
+            protocol=aiomqtt.ProtocolVersion.V5,
+            clean_start=False,
+            keepalive=settings.keepalive_s,
+            properties=properties,
+            tls_context=ssl.create_default_context() if settings.tls else None,
+        )
+        # aiomqtt 2.5 has no manual acknowledgements; its paho client has (PUBACK only on ``ack(mid, qos)``).
+        client._client.manual_ack_set(True)
+        return client
+
+    async def _open(self, client: aiomqtt.Client) -> _Session:
+        options = SubscribeOptions(qos=SUBSCRIPTION_QOS, retainHandling=SubscribeOptions.RETAIN_SEND_IF_NEW_SUB)
+        codes = await client.subscribe(self.events.filter, options=options)
+        refused = [str(c) for c in codes if not isinstance(c, int) and c.is_failure]
+        if refused:
+            raise TransportError(f"the broker refused the subscription to {self.events.filter}: {refused[0]}")
+        if self._down_since is not None:
+            log.info(
+                "reconnected to the MQTT broker at %s after %.1fs", self._where, time.monotonic() - self._down_since
+            )
+            self._down_since = None
+        self._session = _Session(client, _Ledger(client._client))
+        return self._session
+
+    async def _pump(self, session: _Session) -> None:
+        async for message in session.client.messages:
+            number = session.ledger.add(message.mid, message.qos)
+            self.inbox.put_nowait(MqttDelivery(self._record(message), session.ledger, number, self))
+
+    def _record(self, message: aiomqtt.Message) -> Record:
+        topic = message.topic.value
+        conversation_id = self.events.conversation_id(topic)
+        user_properties = getattr(message.properties, "UserProperty", None) or []
+        return Record(
+            value=message.payload,
+            key=conversation_id.encode("utf-8", "surrogatepass") if conversation_id is not None else None,
+            headers=tuple((k, v.encode("utf-8", "surrogatepass")) for k, v in user_properties),
+            origin={"topic": topic},
+        )
+
+    def _lost(self, exc: Exception) -> None:
+        if self._down_since is None:
+            self._down_since = time.monotonic()
+            log.warning("lost the MQTT broker at %s; reconnecting", self._where, exc_info=exc)
+        else:
+            log.debug("reconnecting to the MQTT broker at %s failed: %s", self._where, exc)
+
+    def _end(self) -> None:
+        session, self._session = self._session, None
+        if session is not None:
+            session.ledger.open = False
+            session.lost.set()
+
+    async def publish(self, topic: str, payload: bytes, user_properties: Sequence[tuple[str, str]] = ()) -> None:
+        """Publish at the configured QoS and wait for the broker's acknowledgement.
+
+        Raises:
+            TransportError: not connected, the connection dropped meanwhile, or the broker refused or did not answer.
+        """
+        session = self._session
+        if session is None:
+            raise TransportError(f"not connected to the MQTT broker at {self._where}")
+        properties = None
+        if user_properties:
+            properties = _properties(PacketTypes.PUBLISH)
+            properties.UserProperty = [(property_text(k), property_text(v)) for k, v in user_properties]
+        try:
+            await session.publish(topic, payload, self.settings.qos, properties)
+        except (MqttError, ValueError) as exc:
+            raise TransportError(f"cannot publish to {topic}: {exc}") from exc
+
+    async def dead_letter(self, record: Record, rejection: Rejected) -> None:
+        """Publish a rejected record's payload, unchanged, to the DLQ topic with the reason in user properties."""
+        properties = [
+            *((k, v.decode("utf-8", "replace")) for k, v in record.headers),
+            ("vigil.dlq.reason", rejection.reason),
+            ("vigil.dlq.detail", property_text(rejection.detail, DETAIL_MAX_BYTES)),
+            *((f"vigil.source.{k}", v) for k, v in record.origin.items()),
+        ]
+        await self.publish(self.settings.dlq_topic, record.value or b"", properties)
+
+    async def close(self) -> None:
+        """Disconnect (the broker keeps the session, and re-sends what was not acknowledged)."""
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+
+class MqttSource:
+    """Conversation events from the events topics of every tenant and conversation."""
+
+    name = "mqtt"
+
+    def __init__(self, connection: MqttConnection) -> None:
+        self._connection = connection
+
+    async def start(self) -> None:
+        await self._connection.start()
+
+    async def deliveries(self) -> AsyncIterator[MqttDelivery]:
+        while (delivery := await self._connection.inbox.get()) is not None:
+            if not delivery.stale:  # from a connection that ended: the broker sends it again on the new one
+                yield delivery
+
+    def stop_intake(self) -> None:
+        self._connection.inbox.put_nowait(None)
+
+    async def check(self) -> None:
+        if not self._connection.connected:
+            raise TransportError(f"MQTT broker unreachable at {self._connection.settings.host}")
+
+    async def close(self) -> None:
+        """Nothing to commit: PUBACKs go out as records finish. The daemon closes the shared connection."""
+
+
+class MqttSink:
+    """Publishes each suggestion to its conversation's suggestions topic."""
+
+    name = "mqtt"
+
+    def __init__(self, connection: MqttConnection) -> None:
+        self._connection = connection
+
+    async def start(self) -> None:
+        await self._connection.start()
+
+    async def publish(self, suggestion: Suggestion) -> None:
+        topic = self._connection.suggestions.topic(tenant=suggestion.tenant, conversation_id=suggestion.conversation_id)
+        await self._connection.publish(topic, suggestion.to_json())
+
+    async def close(self) -> None:
+        """The daemon closes the shared connection."""
+
+
+class MqttOutbox:
+    """Puts events vigil produces (analysts' feedback) on their conversation's events topic."""
+
+    name = "mqtt"
+
+    def __init__(self, connection: MqttConnection) -> None:
+        self._connection = connection
+
+    async def submit(self, value: bytes, *, tenant: str, conversation_id: str) -> None:
+        topic = self._connection.events.topic(tenant=tenant, conversation_id=conversation_id)
+        await self._connection.publish(topic, value)
