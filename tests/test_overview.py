@@ -1,0 +1,278 @@
+"""The lead overview on SQLite and PostgreSQL: counts, latest verdicts, rates, percentiles, response, knowledge."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from tests.conftest import make_settings
+from vigil.clock import SystemClock
+from vigil.errors import StoreUnavailable
+from vigil.events import Feedback, Message, Suggestion
+from vigil.panel.overview import Overview, Tally, overview
+from vigil.store import CaseStore
+from vigil.tables import KnowledgeEntryRow
+
+T0 = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
+HOUR = 3600
+ENTRY = KnowledgeEntryRow.__table__  # type: ignore[attr-defined]
+
+
+def at(hours: float = 0, *, s: float = 0) -> datetime:
+    return T0 + timedelta(hours=hours, seconds=s)
+
+
+async def suggest(
+    store: CaseStore, sid: str, when: datetime, kind: str = "answer", latency_ms: float = 10.0, tenant: str = "acme"
+) -> None:
+    await store.save_suggestion(
+        Suggestion(
+            suggestion_id=sid,
+            conversation_id=f"conv-{sid}",
+            tenant=tenant,
+            created_at=when,
+            kind=kind,  # type: ignore[arg-type]
+            text="Try this",
+            confidence=0.8,
+            latency_ms=latency_ms,
+        )
+    )
+
+
+async def judge(store: CaseStore, sid: str, verdict: str, when: datetime, n: int = 0) -> None:
+    await store.record(
+        Feedback(
+            type="feedback",
+            schema_version=1,
+            feedback_id=f"fb-{sid}-{n}",
+            suggestion_id=sid,
+            conversation_id=f"conv-{sid}",
+            verdict=verdict,  # type: ignore[arg-type]
+            at=when,
+        )
+    )
+
+
+async def say(store: CaseStore, conversation: str, role: str, when: datetime, tenant: str = "acme") -> None:
+    await store.record(
+        Message(
+            type="message",
+            schema_version=1,
+            message_id=f"{conversation}-{role}-{when.isoformat()}",
+            conversation_id=conversation,
+            tenant=tenant,
+            role=role,  # type: ignore[arg-type]
+            sent_at=when,
+            text="hello",
+        )
+    )
+
+
+async def add_entry(store: CaseStore, entry_id: str, kind: str, when: datetime, status: str = "active") -> None:
+    row = {
+        "id": entry_id,
+        "kind": kind,
+        "title": entry_id,
+        "body": "body",
+        "origin": "test",
+        "tags": [],
+        "questions": [],
+        "digest": entry_id,
+        "status": status,
+        "created_at": when,
+        "updated_at": when,
+    }
+    async with store.engine.begin() as conn:
+        await conn.execute(sa.insert(ENTRY), [row])
+
+
+async def three_hours(store: CaseStore, tenants: list[str] | None = None, **extra: object) -> Overview:
+    return await overview(store, tenants=tenants, since=T0, until=at(3), bucket_s=HOUR, **extra)  # type: ignore[arg-type]
+
+
+def column(tallies: list[Tally], name: str) -> list[object]:
+    return [getattr(t, name) for t in tallies]
+
+
+async def test_suggestions_are_counted_by_kind_and_each_counts_its_latest_verdict_once(store: CaseStore):
+    await suggest(store, "a1", at(s=600), latency_ms=100)
+    await suggest(store, "a2", at(s=1200), latency_ms=300)
+    await suggest(store, "a3", at(1, s=300), latency_ms=200)
+    await suggest(store, "n1", at(1, s=1800), kind="next_step", latency_ms=5)
+    await judge(store, "a1", "accepted", at(s=900))
+    await judge(store, "a2", "edited", at(s=1500))
+    await judge(store, "a2", "dismissed", at(1, s=600), n=1)  # changed their mind: one dismissal, in the second hour
+    await judge(store, "a3", "accepted", at(1, s=360))
+    await judge(store, "n1", "approved", at(1, s=2400))  # approving an action accepts it
+    await judge(store, "ghost", "accepted", at(s=60))  # a suggestion vigil never made: no kind, no tenant
+
+    view = await three_hours(store)
+
+    assert view.buckets == [at(0), at(1), at(2)]
+    assert list(view.suggestions) == ["answer", "next_step"]
+    answer = view.suggestions["answer"]
+    assert column(answer, "shown") == [2, 1, 0]
+    assert column(answer, "accepted") == [1, 1, 0]
+    assert column(answer, "edited") == [0, 0, 0]
+    assert column(answer, "dismissed") == [0, 1, 0]
+    assert column(answer, "accept_rate") == [1.0, 0.5, None]
+    assert column(answer, "dismiss_rate") == [0.0, 0.5, None]
+    assert column(view.suggestions["next_step"], "accepted") == [0, 1, 0]
+    assert column(view.all_kinds, "shown") == [2, 2, 0]
+    assert column(view.all_kinds, "accept_rate") == [1.0, pytest.approx(2 / 3), None]
+    totals = view.totals.suggestions["answer"]
+    assert (totals.shown, totals.accepted, totals.edited, totals.dismissed) == (3, 2, 0, 1)
+    assert totals.accept_rate == pytest.approx(2 / 3) and totals.edit_rate == 0.0
+    assert view.totals.all_kinds.accepted == 3
+
+
+async def test_a_verdict_changed_after_the_window_counts_in_the_later_window(store: CaseStore):
+    await suggest(store, "a1", at(s=60))
+    await judge(store, "a1", "accepted", at(s=120))
+    await judge(store, "a1", "dismissed", at(3, s=60), n=1)
+    earlier = await three_hours(store)
+    later = await overview(store, tenants=None, since=at(3), until=at(4), bucket_s=HOUR)
+    assert earlier.totals.all_kinds.shown == 1
+    assert (earlier.totals.all_kinds.accepted, earlier.totals.all_kinds.dismissed) == (0, 0)
+    assert earlier.totals.all_kinds.accept_rate is None
+    assert later.totals.all_kinds.shown == 0 and later.totals.all_kinds.dismissed == 1
+
+
+async def test_answer_latency_percentiles_per_bucket_and_overall(store: CaseStore):
+    for n, (hours, ms) in enumerate([(0, 100), (0, 300), (0, 200), (0, 400), (1, 50)]):
+        await suggest(store, f"a{n}", at(hours, s=60 + n), latency_ms=ms)
+    await suggest(store, "x", at(s=30), kind="next_step", latency_ms=9000)  # not an answer
+    view = await three_hours(store)
+    # [100, 200, 300, 400]: p50 between 200 and 300, p90 at 0.7 of the way from 300 to 400
+    assert view.answer_latency_p50_ms == [250.0, 50.0, None]
+    assert view.answer_latency_p90_ms == [pytest.approx(370.0), 50.0, None]
+    assert view.totals.answer_latency_p50_ms == 200.0
+    assert view.totals.answer_latency_p90_ms == pytest.approx(360.0)
+    assert not view.truncated
+
+
+async def test_a_bounded_read_leaves_the_buckets_it_could_not_finish_empty(store: CaseStore):
+    for n, hours in enumerate([0, 1, 1, 2, 2]):
+        await suggest(store, f"a{n}", at(hours, s=60 + n), latency_ms=10 * (n + 1))
+    view = await three_hours(store, max_rows=3)
+    # the newest three rows: both of hour 2 and one of hour 1, so hour 1 may be missing rows
+    assert view.truncated
+    assert view.answer_latency_p50_ms == [None, None, 45.0]
+    assert view.totals.answer_latency_p50_ms is None
+    assert column(view.all_kinds, "shown") == [1, 2, 2]  # counts are not bounded
+
+
+async def test_time_to_first_response_by_the_bucket_of_the_first_customer_message(store: CaseStore):
+    conversations = {
+        "c1": (at(0), at(0, s=60)),  # on the window's start edge: 60 s
+        "c2": (at(0, s=1800), at(0, s=1980)),  # 180 s
+        "c3": (at(0, s=3599.9995), at(1, s=9.9995)),  # a hair before the hour: still the first bucket, 10 s
+        "c4": (at(1), None),  # on an edge, unanswered
+        "c5": (at(2, s=3599), at(3, s=1)),  # 2 s
+        "c6": (at(3), at(3, s=5)),  # at ``until``: outside
+        "c7": (at(0, s=-1), at(0, s=30)),  # before ``since``: outside
+    }
+    for name, (customer, analyst) in conversations.items():
+        await say(store, name, "customer", customer)
+        if analyst is not None:
+            await say(store, name, "analyst", analyst)
+    await say(store, "c2", "customer", at(0, s=1900))  # a second customer message changes nothing
+    view = await three_hours(store)
+    assert view.first_response_median_s == [pytest.approx(60.0), None, pytest.approx(2.0)]
+    assert view.conversations == [3, 1, 1]
+    assert view.unanswered == [0, 1, 0]
+    assert view.totals.first_response_median_s == pytest.approx(35.0)  # [2, 10, 60, 180]
+    assert (view.totals.conversations, view.totals.unanswered) == (5, 1)
+
+
+async def test_knowledge_size_grows_with_active_entries_for_every_tenant(store: CaseStore):
+    await add_entry(store, "faq-old", "faq", at(-1))
+    await add_entry(store, "art-1", "article", at(0, s=1800))
+    await add_entry(store, "faq-edge", "faq", at(1, s=3599))
+    await add_entry(store, "faq-on-edge", "faq", at(2))  # created at the second bucket's end: the third bucket
+    await add_entry(store, "draft", "article", at(1, s=1800), status="draft")
+    await add_entry(store, "faq-later", "faq", at(3, s=1))
+    view = await three_hours(store, tenants=["nobody"])
+    assert view.knowledge == {"article": [1, 1, 1], "faq": [1, 2, 3]}
+    assert view.totals.knowledge == {"article": 1, "faq": 3}
+
+
+async def test_tenants_see_only_their_own(store: CaseStore):
+    for tenant in ("acme", "globex"):
+        await suggest(store, f"{tenant}-1", at(s=60), tenant=tenant, latency_ms=100 if tenant == "acme" else 900)
+        await judge(store, f"{tenant}-1", "accepted" if tenant == "acme" else "dismissed", at(s=120))
+        await say(store, f"{tenant}-c", "customer", at(s=10), tenant=tenant)
+        await say(store, f"{tenant}-c", "analyst", at(s=10 + (30 if tenant == "acme" else 90)), tenant=tenant)
+    await suggest(store, "globex-2", at(1, s=60), tenant="globex")
+
+    acme = await three_hours(store, ["acme"])
+    assert column(acme.all_kinds, "shown") == [1, 0, 0]
+    assert (acme.totals.all_kinds.accepted, acme.totals.all_kinds.dismissed) == (1, 0)
+    assert acme.totals.answer_latency_p50_ms == 100.0 and acme.totals.first_response_median_s == 30.0
+    assert acme.tenants == ["acme"]
+    globex = await three_hours(store, ["globex"])
+    assert column(globex.all_kinds, "shown") == [1, 1, 0] and globex.totals.all_kinds.dismissed == 1
+    assert globex.totals.first_response_median_s == 90.0
+    both = await three_hours(store, None)
+    assert both.totals.all_kinds.shown == 3 and both.totals.conversations == 2
+    nobody = await three_hours(store, [])
+    assert nobody.suggestions == {} and nobody.totals.conversations == 0
+
+
+async def test_an_empty_window_has_buckets_and_no_values(store: CaseStore):
+    view = await three_hours(store)
+    assert len(view.buckets) == 3 and view.suggestions == {} and view.knowledge == {}
+    assert view.all_kinds == [Tally()] * 3
+    assert view.answer_latency_p50_ms == [None] * 3 and view.first_response_median_s == [None] * 3
+    assert view.conversations == [0, 0, 0] and view.unanswered == [0, 0, 0]
+    assert view.totals.all_kinds == Tally() and view.totals.answer_latency_p90_ms is None
+    assert not view.truncated
+
+
+async def test_the_last_bucket_is_cut_short_by_until_and_since_is_floored_to_the_second(store: CaseStore):
+    await suggest(store, "in", at(1, s=1799.9))
+    await suggest(store, "out", at(1, s=1800))
+    await suggest(store, "first", at(0))
+    since = (T0 + timedelta(microseconds=700_000)).astimezone(timezone(timedelta(hours=2)))  # 11:00:00.7 at +02:00
+    view = await overview(store, tenants=None, since=since, until=at(1, s=1800), bucket_s=HOUR)
+    assert view.since == T0 and view.buckets == [at(0), at(1)]
+    assert column(view.all_kinds, "shown") == [1, 1]
+
+
+async def test_minute_buckets_keep_a_row_a_hair_before_the_minute_in_its_minute(store: CaseStore):
+    await suggest(store, "a", at(0, s=59.9999))
+    await suggest(store, "b", at(0, s=60))
+    await suggest(store, "c", at(5, s=1799.9999))
+    await suggest(store, "d", at(11, s=3599))
+    view = await overview(store, tenants=None, since=T0, until=at(12), bucket_s=60)
+    shown = column(view.all_kinds, "shown")
+    assert len(shown) == 720 and shown[:2] == [1, 1] and shown[329] == 1 and shown[-1] == 1 and sum(shown) == 4
+
+
+@pytest.mark.parametrize(
+    ("since", "until", "bucket_s", "problem"),
+    [
+        (T0.replace(tzinfo=None), at(1), 60, "timezone-aware"),
+        (at(1), at(1), 60, "after since"),
+        (T0, at(1), 0, "at least 1"),
+        (T0, at(24), 60, "buckets"),
+    ],
+)
+async def test_a_window_that_makes_no_sense_is_refused(
+    store: CaseStore, since: datetime, until: datetime, bucket_s: int, problem: str
+):
+    with pytest.raises(ValueError, match=problem):
+        await overview(store, tenants=None, since=since, until=until, bucket_s=bucket_s)
+
+
+async def test_an_unreachable_database_is_store_unavailable(tmp_path: Path):
+    settings = make_settings(tmp_path=tmp_path, db_url="postgresql+asyncpg://postgres@127.0.0.1:1/none")
+    store = CaseStore.from_settings(settings, clock=SystemClock())
+    try:
+        with pytest.raises(StoreUnavailable):
+            await three_hours(store)
+    finally:
+        await store.close()

@@ -1,0 +1,328 @@
+"""The support lead's overview: suggestions shown and judged, answer latency, first response, knowledge size.
+
+Everything is counted in fixed buckets of ``bucket_s`` seconds from ``since`` (floored to the second) up to
+``until`` (exclusive); bucket times are UTC. Counts are aggregated in SQL; percentiles are taken in Python from at
+most ``max_rows`` rows per series, newest first, so a huge window costs a bounded read.
+
+How things are counted:
+
+- *shown*: suggestions by the bucket of their ``created_at``.
+- *verdicts*: each suggestion counts once, with its latest verdict (by ``at``, then arrival, then feedback id), in
+  the bucket of that verdict's ``at``: an analyst who accepts and then dismisses counts as one dismissal, at the
+  dismissal. So adjacent windows add up, and a past window changes when someone changes their mind later.
+  ``approved`` counts as accepted and ``rejected`` as dismissed (the two verdicts on actions). Feedback on a
+  suggestion vigil has no record of is left out (its kind and tenant are unknown).
+- *rates*: accepted, edited and dismissed over the suggestions that got a verdict in that bucket; None without any.
+- *answer latency*: p50 and p90 of ``latency_ms`` of ``answer`` suggestions (linear interpolation).
+- *first response*: median of ``first_response_at - first_customer_at`` in seconds, for conversations by the
+  bucket of ``first_customer_at``; those without a response yet are counted as ``unanswered`` instead, and a
+  response stamped before the customer's message (events out of order) is left out.
+- *knowledge size*: entries active now, by kind, created before each bucket's end. Removed entries are deleted and
+  statuses keep no history, so the past is what is active today as it grew; it is not filtered by tenant.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from typing import Any, get_args
+
+import sqlalchemy as sa
+from pydantic import BaseModel
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from vigil.events import SuggestionKind
+from vigil.panel.buckets import Buckets, Percentiles
+from vigil.store import CaseStore
+from vigil.tables import Conversation, FeedbackRow, KnowledgeEntryRow, SuggestionRow
+
+SUGGESTION = SuggestionRow.__table__  # type: ignore[attr-defined]
+FEEDBACK = FeedbackRow.__table__  # type: ignore[attr-defined]
+CONVERSATION = Conversation.__table__  # type: ignore[attr-defined]
+ENTRY = KnowledgeEntryRow.__table__  # type: ignore[attr-defined]
+
+MAX_ROWS = 50_000
+KINDS: tuple[str, ...] = get_args(SuggestionKind)
+# What each verdict counts as: approving an action accepts it, rejecting one dismisses it.
+VERDICTS = {
+    "accepted": "accepted",
+    "approved": "accepted",
+    "edited": "edited",
+    "dismissed": "dismissed",
+    "rejected": "dismissed",
+}
+
+
+class Tally(BaseModel):
+    """Suggestions shown and the verdicts on them; rates are over the suggestions that got a verdict."""
+
+    shown: int = 0
+    """Suggestions created."""
+    accepted: int = 0
+    """Latest verdicts ``accepted`` or ``approved``."""
+    edited: int = 0
+    """Latest verdicts ``edited``."""
+    dismissed: int = 0
+    """Latest verdicts ``dismissed`` or ``rejected``."""
+    accept_rate: float | None = None
+    """``accepted / (accepted + edited + dismissed)``; None without a verdict. Likewise the two below."""
+    edit_rate: float | None = None
+    dismiss_rate: float | None = None
+
+    @classmethod
+    def of(cls, shown: int, accepted: int, edited: int, dismissed: int) -> Tally:
+        """A tally with its rates worked out."""
+        judged = accepted + edited + dismissed
+        rates = [n / judged if judged else None for n in (accepted, edited, dismissed)]
+        counts = {"shown": shown, "accepted": accepted, "edited": edited, "dismissed": dismissed}
+        return cls(**counts, accept_rate=rates[0], edit_rate=rates[1], dismiss_rate=rates[2])
+
+    @classmethod
+    def total(cls, tallies: Iterable[Tally]) -> Tally:
+        """The sum of several tallies, with its own rates."""
+        items = list(tallies)
+        return cls.of(*(sum(getattr(t, f) for t in items) for f in ("shown", "accepted", "edited", "dismissed")))
+
+
+class Totals(BaseModel):
+    """The whole window at once (percentiles over all its rows, not over the buckets' values)."""
+
+    suggestions: dict[str, Tally]
+    all_kinds: Tally
+    answer_latency_p50_ms: float | None
+    answer_latency_p90_ms: float | None
+    first_response_median_s: float | None
+    conversations: int
+    unanswered: int
+    knowledge: dict[str, int]
+    """Active entries by kind at ``until``."""
+
+
+class Overview(BaseModel):
+    """The lead's overview of a window: series with one value per bucket (a None is a gap), and totals."""
+
+    tenants: list[str] | None
+    """The tenants counted; None for all."""
+    since: datetime
+    """The window's start (UTC, floored to the second): the first bucket's start."""
+    until: datetime
+    """The window's end (UTC, exclusive)."""
+    bucket_s: int
+    buckets: list[datetime]
+    """Each bucket's start (UTC)."""
+    suggestions: dict[str, list[Tally]]
+    """Per suggestion kind with anything shown or judged in the window (in the wire format's order)."""
+    all_kinds: list[Tally]
+    """All kinds together."""
+    answer_latency_p50_ms: list[float | None]
+    answer_latency_p90_ms: list[float | None]
+    first_response_median_s: list[float | None]
+    conversations: list[int]
+    """Conversations whose first customer message fell in the bucket."""
+    unanswered: list[int]
+    """Of those, the ones no analyst has answered yet."""
+    knowledge: dict[str, list[int]]
+    """Per knowledge kind with an active entry by ``until``: active entries at each bucket's end."""
+    totals: Totals
+    truncated: bool
+    """A percentile series read only its newest ``max_rows`` rows: its older buckets and its total are None."""
+
+
+class _Window(Buckets):
+    """The window's buckets, and the tenants to count."""
+
+    def __init__(self, since: datetime, until: datetime, bucket_s: int, tenants: Sequence[str] | None) -> None:
+        super().__init__(since, until, bucket_s)
+        self.tenants = list(tenants) if tenants is not None else None
+
+    def of_tenants(self, column: Any) -> Any:
+        """The SQL condition on a tenant column (true for all tenants)."""
+        return sa.true() if self.tenants is None else column.in_(self.tenants)
+
+
+async def overview(
+    store: CaseStore,
+    *,
+    tenants: Sequence[str] | None,
+    since: datetime,
+    until: datetime,
+    bucket_s: int,
+    max_rows: int = MAX_ROWS,
+) -> Overview:
+    """The lead's overview of ``[since, until)`` in buckets of ``bucket_s`` seconds.
+
+    Args:
+        store: the case store to read.
+        tenants: the tenants to count (None for all); knowledge size is not tenant-scoped.
+        since: the window's start (aware; floored to the second), the first bucket's start.
+        until: the window's end (aware, exclusive); the last bucket may be cut short by it.
+        bucket_s: the bucket length in seconds; at most ``buckets.MAX_BUCKETS`` (1000) buckets.
+        max_rows: how many rows a percentile series reads at most.
+
+    Raises:
+        ValueError: naive times, an empty window, or too many buckets.
+        StoreUnavailable: the database could not be reached, or the reads took longer than the store's timeout.
+        StoreError: the database refused a query.
+    """
+    w = _Window(since, until, bucket_s, tenants)
+    async with store.reading() as conn:
+        shown = await _counts(conn, _shown(w, conn.dialect.name))
+        verdicts = await _counts(conn, _latest_verdicts(w, conn.dialect.name))
+        latencies = await _newest(conn, _answer_latencies(w), max_rows)
+        responses = await _newest(conn, _first_responses(w), max_rows)
+        started = await _counts(conn, _started(w, conn.dialect.name))
+        knowledge = await _knowledge(conn, w)
+    latency = Percentiles(w, latencies, max_rows, (0.5, 0.9))
+    response = Percentiles(w, [(at, (answer - at).total_seconds()) for at, answer in responses], max_rows, (0.5,))
+    return _assemble(w, _by_kind(w, shown, verdicts), latency, response, started, knowledge)
+
+
+def _shown(w: _Window, dialect: str) -> sa.Subquery:
+    s = SUGGESTION.c
+    return (
+        sa.select(w.sql(s.created_at, dialect).label("bucket"), s.kind)
+        .where(w.holds(s.created_at), w.of_tenants(s.tenant))
+        .subquery()
+    )
+
+
+def _latest_verdicts(w: _Window, dialect: str) -> sa.Subquery:
+    """Each judged suggestion's latest verdict, if that verdict falls in the window: bucket, kind, verdict."""
+    f = FEEDBACK.c
+    order = (f.at.desc(), f.received_at.desc(), f.feedback_id.desc())
+    ranked = (
+        sa.select(
+            f.suggestion_id,
+            f.verdict,
+            f.at,
+            sa.func.row_number().over(partition_by=f.suggestion_id, order_by=order).label("rank"),
+        )
+        .where(f.suggestion_id.in_(sa.select(f.suggestion_id).where(w.holds(f.at))))
+        .subquery()
+    )
+    s = SUGGESTION.c
+    return (
+        sa.select(w.sql(ranked.c.at, dialect).label("bucket"), s.kind, ranked.c.verdict)
+        .join_from(ranked, SUGGESTION, s.suggestion_id == ranked.c.suggestion_id)
+        .where(ranked.c.rank == 1, w.holds(ranked.c.at), w.of_tenants(s.tenant))
+        .subquery()
+    )
+
+
+def _started(w: _Window, dialect: str) -> sa.Subquery:
+    """Conversations by the bucket of the customer's first message, and whether anyone has answered."""
+    c = CONVERSATION.c
+    return (
+        sa.select(
+            w.sql(c.first_customer_at, dialect).label("bucket"), c.first_response_at.is_not(None).label("answered")
+        )
+        .where(w.holds(c.first_customer_at), w.of_tenants(c.tenant))
+        .subquery()
+    )
+
+
+def _answer_latencies(w: _Window) -> sa.Select[Any]:
+    s = SUGGESTION.c
+    return sa.select(s.created_at, s.latency_ms).where(
+        s.kind == "answer", w.holds(s.created_at), w.of_tenants(s.tenant)
+    )
+
+
+def _first_responses(w: _Window) -> sa.Select[Any]:
+    c = CONVERSATION.c
+    return sa.select(c.first_customer_at, c.first_response_at).where(
+        w.holds(c.first_customer_at), w.of_tenants(c.tenant), c.first_response_at >= c.first_customer_at
+    )
+
+
+async def _counts(conn: AsyncConnection, rows: sa.Subquery) -> list[tuple[Any, ...]]:
+    """``(bucket, *other columns, count)`` for each group of equal rows."""
+    columns = list(rows.c)
+    result = await conn.execute(sa.select(*columns, sa.func.count()).group_by(*columns))
+    return [tuple(row) for row in result]
+
+
+async def _newest(conn: AsyncConnection, rows: sa.Select[Any], max_rows: int) -> list[tuple[datetime, Any]]:
+    """At most ``max_rows + 1`` rows, newest first by their first column (one more tells there were more)."""
+    first = rows.selected_columns[0]
+    result = await conn.execute(rows.order_by(first.desc()).limit(max_rows + 1))
+    return [(row[0], row[1]) for row in result]
+
+
+async def _knowledge(conn: AsyncConnection, w: _Window) -> dict[str, list[int]]:
+    """Active knowledge entries by kind at each bucket's end (the last one ends at ``until``)."""
+    e = ENTRY.c
+    active = e.status == "active"
+    before = await conn.execute(
+        sa.select(e.kind, sa.func.count()).where(active, e.created_at < w.since).group_by(e.kind)
+    )
+    sizes: dict[str, list[int]] = defaultdict(lambda: [0] * w.count)
+    for kind, n in before:
+        sizes[kind] = [int(n)] * w.count
+    added = sa.select(w.sql(e.created_at, conn.dialect.name).label("bucket"), e.kind)
+    for bucket, kind, n in await _counts(conn, added.where(active, w.holds(e.created_at)).subquery()):
+        series = sizes[kind]
+        for i in range(w.clamp(bucket), w.count):
+            series[i] += int(n)
+    return dict(sorted(sizes.items()))
+
+
+def _by_kind(w: _Window, shown: list[tuple[Any, ...]], verdicts: list[tuple[Any, ...]]) -> dict[str, list[Tally]]:
+    """Per suggestion kind (the kinds with any data), a tally per bucket."""
+    outcomes = ("accepted", "edited", "dismissed")
+    counts: dict[str, list[list[int]]] = {}  # kind -> [shown, accepted, edited, dismissed], each per bucket
+
+    def of(kind: str) -> list[list[int]]:
+        return counts.setdefault(kind, [[0] * w.count for _ in range(4)])
+
+    for bucket, kind, n in shown:
+        of(kind)[0][w.clamp(bucket)] += n
+    for bucket, kind, verdict, n in verdicts:
+        if verdict in VERDICTS:
+            of(kind)[1 + outcomes.index(VERDICTS[verdict])][w.clamp(bucket)] += n
+    order = sorted(counts, key=lambda k: (KINDS.index(k) if k in KINDS else len(KINDS), k))
+    return {kind: [Tally.of(*(c[i] for c in counts[kind])) for i in range(w.count)] for kind in order}
+
+
+def _assemble(
+    w: _Window,
+    kinds: dict[str, list[Tally]],
+    latency: Percentiles,
+    response: Percentiles,
+    started: list[tuple[Any, ...]],
+    knowledge: dict[str, list[int]],
+) -> Overview:
+    conversations, unanswered = [0] * w.count, [0] * w.count
+    for bucket, answered, n in started:
+        conversations[w.clamp(bucket)] += n
+        if not answered:
+            unanswered[w.clamp(bucket)] += n
+    all_kinds = [Tally.total(series[i] for series in kinds.values()) for i in range(w.count)]
+    totals = Totals(
+        suggestions={kind: Tally.total(series) for kind, series in kinds.items()},
+        all_kinds=Tally.total(all_kinds),
+        answer_latency_p50_ms=latency.totals[0],
+        answer_latency_p90_ms=latency.totals[1],
+        first_response_median_s=response.totals[0],
+        conversations=sum(conversations),
+        unanswered=sum(unanswered),
+        knowledge={kind: sizes[-1] for kind, sizes in knowledge.items()},
+    )
+    return Overview(
+        tenants=w.tenants,
+        since=w.since,
+        until=w.until,
+        bucket_s=w.bucket_s,
+        buckets=w.starts,
+        suggestions=kinds,
+        all_kinds=all_kinds,
+        answer_latency_p50_ms=latency.series[0],
+        answer_latency_p90_ms=latency.series[1],
+        first_response_median_s=response.series[0],
+        conversations=conversations,
+        unanswered=unanswered,
+        knowledge=knowledge,
+        totals=totals,
+        truncated=latency.truncated or response.truncated,
+    )

@@ -1,0 +1,148 @@
+"""The lead overview's charts: each draws one part of an ``Overview`` as an SVG chart.
+
+A verdict looks the same in every chart (accepted, edited, dismissed, shown keep their colour and pattern), and
+every chart has a fixed element id prefix, so one page can hold them all.
+"""
+
+from __future__ import annotations
+
+import re
+
+from markupsafe import Markup
+
+from vigil.panel.charts import Series, count, line_chart, milliseconds, percent, seconds, stacked_bar_chart
+from vigil.panel.overview import Overview, Tally
+
+STYLES = {"shown": 0, "accepted": 2, "edited": 1, "dismissed": 3}
+_PARTIAL = "The oldest buckets are empty: the window held more rows than the overview reads."
+
+
+def all_charts(overview: Overview, *, width: int = 640, height: int = 260) -> list[Markup]:
+    """Every chart of the overview, in the order a page shows them: verdicts, acceptance by kind, each kind's
+    verdict rates, answer latency, time to first response, knowledge size."""
+    w, h = width, height
+    return [
+        verdicts_chart(overview, width=w, height=h),
+        acceptance_chart(overview, width=w, height=h),
+        *(verdict_rates_chart(overview, kind, width=w, height=h) for kind in overview.suggestions),
+        latency_chart(overview, width=w, height=h),
+        first_response_chart(overview, width=w, height=h),
+        knowledge_chart(overview, width=w, height=h),
+    ]
+
+
+def verdict_rates_chart(overview: Overview, kind: str | None = None, *, width: int = 640, height: int = 260) -> Markup:
+    """Accepted, edited and dismissed as shares of the suggestions judged, per bucket, for one kind (None: all)."""
+    tallies = _tallies(overview, kind)
+    series = [
+        Series(verdict, [getattr(t, f"{rate}_rate") for t in tallies], style=STYLES[verdict])
+        for verdict, rate in (("accepted", "accept"), ("edited", "edit"), ("dismissed", "dismiss"))
+    ]
+    return line_chart(
+        overview.buckets,
+        series,
+        title=f"Verdicts on {_label(kind)}",
+        description="Share of the suggestions judged in each bucket, by their latest verdict.",
+        value_format=percent,
+        y_max=1.0,
+        width=width,
+        height=height,
+        chart_id=_chart_id("rates", kind),
+    )
+
+
+def acceptance_chart(overview: Overview, *, width: int = 640, height: int = 260) -> Markup:
+    """The accept rate of each suggestion kind, per bucket."""
+    series = [Series(_label(kind), [t.accept_rate for t in tallies]) for kind, tallies in overview.suggestions.items()]
+    return line_chart(
+        overview.buckets,
+        series,
+        title="Accepted, by kind of suggestion",
+        description="Share of the suggestions judged in each bucket that were accepted, one line per kind.",
+        value_format=percent,
+        y_max=1.0,
+        width=width,
+        height=height,
+        chart_id="overview-acceptance",
+    )
+
+
+def verdicts_chart(overview: Overview, kind: str | None = None, *, width: int = 640, height: int = 260) -> Markup:
+    """Per bucket, the suggestions shown next to the verdicts given (accepted, edited, dismissed stacked)."""
+    tallies = _tallies(overview, kind)
+
+    def of(name: str) -> Series:
+        return Series(name, [getattr(t, name) for t in tallies], style=STYLES[name])
+
+    return stacked_bar_chart(
+        overview.buckets,
+        [[of("shown")], [of("accepted"), of("edited"), of("dismissed")]],
+        title=f"Shown and judged: {_label(kind)}",
+        description="Per bucket, a bar of suggestions shown and a bar of the verdicts given in it.",
+        value_format=count,
+        width=width,
+        height=height,
+        chart_id=_chart_id("verdicts", kind),
+    )
+
+
+def latency_chart(overview: Overview, *, width: int = 640, height: int = 260) -> Markup:
+    """Answer latency, the 50th and 90th percentile per bucket."""
+    series = [Series("p50", overview.answer_latency_p50_ms), Series("p90", overview.answer_latency_p90_ms)]
+    return line_chart(
+        overview.buckets,
+        series,
+        title="Answer latency",
+        description=f"Time vigil took to suggest an answer, in milliseconds. {_partial(overview)}".strip(),
+        value_format=milliseconds,
+        width=width,
+        height=height,
+        chart_id="overview-latency",
+    )
+
+
+def first_response_chart(overview: Overview, *, width: int = 640, height: int = 260) -> Markup:
+    """The median time from a customer's first message to the first analyst reply, per bucket."""
+    return line_chart(
+        overview.buckets,
+        [Series("median", overview.first_response_median_s)],
+        title="Time to first response",
+        description=f"Median, by the bucket of the first customer message. {_partial(overview)}".strip(),
+        value_format=seconds,
+        width=width,
+        height=height,
+        chart_id="overview-first-response",
+    )
+
+
+def knowledge_chart(overview: Overview, *, width: int = 640, height: int = 260) -> Markup:
+    """Active knowledge entries at the end of each bucket, stacked by kind."""
+    series = [Series(kind, sizes) for kind, sizes in overview.knowledge.items()]
+    return stacked_bar_chart(
+        overview.buckets,
+        [series],
+        title="Knowledge size",
+        description="Active knowledge entries at the end of each bucket, by kind (all tenants).",
+        value_format=count,
+        width=width,
+        height=height,
+        chart_id="overview-knowledge",
+    )
+
+
+def _tallies(overview: Overview, kind: str | None) -> list[Tally]:
+    if kind is None:
+        return overview.all_kinds
+    return overview.suggestions.get(kind, [Tally()] * len(overview.buckets))
+
+
+def _label(kind: str | None) -> str:
+    return "all suggestions" if kind is None else kind.replace("_", " ")
+
+
+def _chart_id(chart: str, kind: str | None) -> str:
+    return f"overview-{chart}-{re.sub(r'[^A-Za-z0-9_-]', '-', kind or 'all')[:32]}"
+
+
+def _partial(overview: Overview) -> str:
+    return _PARTIAL if overview.truncated else ""
