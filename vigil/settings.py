@@ -103,7 +103,7 @@ class MqttSettings(BaseModel):
     )
     suggestions_topic: str = Field(default="vigil/{tenant}/{conversation_id}/suggestions")
     dlq_topic: str = Field(default="vigil/dlq", min_length=1, description="Rejected payloads, unchanged.")
-    qos: Literal[1, 2] = Field(default=1, description="QoS of the subscription and of what vigil publishes.")
+    qos: int = Field(default=1, ge=1, le=2, description="QoS of what vigil publishes (it subscribes at QoS 1).")
     session_expiry_s: int = Field(
         default=7 * 24 * 3600, ge=0, description="How long the broker keeps vigil's session while it is away."
     )

@@ -60,7 +60,8 @@ class Transports:
         self._close += [source.close, publisher.close]
 
     def _add_mqtt(self, settings: Settings) -> None:
-        connection = MqttConnection(settings.mqtt)
+        # The broker sends at most this many messages not yet acknowledged: the same bound as Kafka's intake.
+        connection = MqttConnection(settings.mqtt, receive_maximum=min(settings.ingest.max_in_flight, 65535))
         source = MqttSource(connection)
         self.sources.append(source)
         self.sinks.append(MqttSink(connection))
