@@ -20,8 +20,10 @@ from vigil.demo import DemoTraffic, bundled_conversations, bundled_knowledge, lo
 from vigil.errors import SettingsError, VigilError
 from vigil.events import json_schemas
 from vigil.knowledge import standalone
+from vigil.panel.auth import new_token, token_digest
+from vigil.panel.identity import ROLES
 from vigil.replay import replay
-from vigil.settings import Settings, load_settings
+from vigil.settings import PanelUser, Settings, load_settings
 from vigil.store import CaseStore
 from vigil.transport.kafka import KafkaPublisher
 
@@ -64,6 +66,11 @@ def _parser() -> argparse.ArgumentParser:
     db = commands.add_parser("db", help="database schema").add_subparsers(required=True, metavar="ACTION")
     db.add_parser("upgrade", help="apply migrations up to the newest").set_defaults(command=_db_upgrade)
     _kb_commands(commands.add_parser("kb", help="the knowledge store").add_subparsers(required=True, metavar="ACTION"))
+    token = commands.add_parser("token", help="make a panel sign-in token and its VIGIL_PANEL__USERS entry")
+    token.add_argument("name", help="who it is for")
+    token.add_argument("--role", choices=ROLES, default="analyst")
+    token.add_argument("--tenant", action="append", required=True, help="a tenant they may see (repeat; * for all)")
+    token.set_defaults(command=_token)
     schema = commands.add_parser("schema", help="print the JSON Schema of a wire format v1 type")
     schema.add_argument("type", choices=sorted(json_schemas()), help="the event type")
     schema.set_defaults(command=_schema)
@@ -215,6 +222,15 @@ async def _db_upgrade(args: argparse.Namespace, settings: Settings) -> int:
     finally:
         await store.close()
     print("database schema is up to date")
+    return 0
+
+
+async def _token(args: argparse.Namespace, settings: Settings) -> int:
+    token = new_token()
+    user = PanelUser(name=args.name, role=args.role, tenants=args.tenant, token_sha256=token_digest(token))
+    print(f"token (give it to {args.name}; it is not stored anywhere): {token}")
+    print("add to VIGIL_PANEL__USERS (a JSON list):")
+    print(user.model_dump_json())
     return 0
 
 

@@ -61,7 +61,7 @@ class Conversation(SQLModel, table=True):
     opened_at: datetime = _when(nullable=False)
     updated_at: datetime = _when(index=True, nullable=False)
     closed_at: datetime | None = _when()
-    first_customer_at: datetime | None = _when()
+    first_customer_at: datetime | None = _when(index=True)
     first_response_at: datetime | None = _when()
     last_customer_at: datetime | None = _when()
     last_analyst_at: datetime | None = _when()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import socket
 import time
@@ -13,6 +14,7 @@ from tests.conftest import Topics, create_topics
 from tests.e2e.harness import Database, VigilCli, case, message
 from tests.kafka_client import read_topic
 from vigil.broker import EmbeddedBroker
+from vigil.settings import PanelUser
 
 pytestmark = pytest.mark.e2e
 
@@ -162,3 +164,23 @@ def test_schema_prints_the_v1_json_schema_of_a_type(vigil: VigilCli, kind: str, 
     schema = json.loads(result.stdout)
     assert set(schema["required"]) >= required
     assert schema["properties"]["schema_version"]["const"] == 1
+
+
+def test_the_panel_is_never_open_beyond_loopback_without_sign_in(vigil: VigilCli, kafka: EmbeddedBroker) -> None:
+    result = vigil.call("run", timeout_s=30, VIGIL_KAFKA__BOOTSTRAP_SERVERS=kafka.bootstrap, VIGIL_HTTP__HOST="0.0.0.0")
+    assert result.returncode == 2, result.stderr
+    (line,) = result.stderr.splitlines()
+    assert line.startswith("vigil: invalid setting VIGIL_PANEL__AUTH: ") and "0.0.0.0" in line, line
+    tokens = vigil.call("run", timeout_s=30, VIGIL_KAFKA__BOOTSTRAP_SERVERS=kafka.bootstrap, VIGIL_PANEL__AUTH="tokens")
+    assert tokens.returncode == 2 and "VIGIL_PANEL__USERS is empty" in tokens.stderr, tokens.stderr
+
+
+def test_token_makes_a_token_and_the_users_entry_that_accepts_it(vigil: VigilCli) -> None:
+    result = vigil.call("token", "ana", "--role", "lead", "--tenant", "acme", "--tenant", "globex")
+    assert result.returncode == 0, result.stderr
+    first, _, entry = result.stdout.splitlines()
+    token = first.rsplit(" ", 1)[1]
+    user = PanelUser.model_validate_json(entry)
+    assert (user.name, user.role, user.tenants) == ("ana", "lead", ["acme", "globex"])
+    assert user.token_sha256 == hashlib.sha256(token.encode()).hexdigest() and len(token) >= 40
+    assert vigil.call("token", "bo").returncode == 2  # a tenant is required

@@ -17,26 +17,22 @@ from urllib.parse import parse_qs, quote
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
-from markupsafe import Markup
 
 from vigil.clock import Clock
 from vigil.errors import AuthError, AuthUnavailable
 from vigil.knowledge import KnowledgeStore
-from vigil.panel import charts
 from vigil.panel.api import visible_conversation
 from vigil.panel.auth import CSRF_FIELD, Authenticator
-from vigil.panel.charts import Series
 from vigil.panel.identity import Identity
 from vigil.panel.oidc import OidcClient, PendingLogin
-from vigil.panel.overview import Overview, Tally, overview
+from vigil.panel.overview import overview
+from vigil.panel.overview_charts import all_charts
 from vigil.store import CaseStore
 
 log = logging.getLogger(__name__)
 
 TEMPLATES = Jinja2Templates(directory=str(resources.files("vigil.panel") / "templates"))
 WINDOWS = {"24h": (timedelta(hours=24), 3600), "7d": (timedelta(days=7), 6 * 3600), "30d": (timedelta(days=30), 86400)}
-VERDICTS = ("accepted", "edited", "dismissed")
-RATES = {"accepted": "accept_rate", "edited": "edit_rate", "dismissed": "dismiss_rate"}
 _MAX_FORM_BYTES = 8192
 
 
@@ -103,7 +99,13 @@ def page_routes(
         until = clock.now()
         report = await overview(store, tenants=who.tenant_filter, since=until - span, until=until, bucket_s=bucket_s)
         return render(
-            request, "overview.html", who, report=report, window=window, windows=list(WINDOWS), charts=draw(report)
+            request,
+            "overview.html",
+            who,
+            report=report,
+            window=window,
+            windows=list(WINDOWS),
+            charts=all_charts(report),
         )
 
     _sign_in_routes(router, render=render, auth=auth, oidc=oidc)
@@ -177,59 +179,6 @@ def _sign_in_routes(
             return render(request, "login.html", None, status=403, next=target, error=str(exc))
         auth.sign_in(request, who, via="oidc")
         return RedirectResponse(target, status_code=303)
-
-
-def draw(report: Overview) -> list[Markup]:
-    """The overview's charts: verdicts, rates per kind, answer latency, time to first response, knowledge size."""
-    t = report.buckets
-    all_kinds = report.all_kinds
-    drawn = [
-        charts.stacked_bar_chart(
-            t,
-            [[Series("shown", [x.shown for x in all_kinds])], [_tally(all_kinds, v) for v in VERDICTS]],
-            title="Suggestions shown, and the analysts' verdicts",
-            chart_id="verdicts",
-        )
-    ]
-    for kind, tallies in report.suggestions.items():
-        rates = [Series(verdict, [getattr(x, rate) for x in tallies]) for verdict, rate in RATES.items()]
-        drawn.append(
-            charts.line_chart(
-                t,
-                rates,
-                title=f"Verdict rates: {kind}",
-                value_format=charts.percent,
-                y_max=1.0,
-                chart_id=f"rates-{kind}",
-            )
-        )
-    drawn += [
-        charts.line_chart(
-            t,
-            [Series("p50", report.answer_latency_p50_ms), Series("p90", report.answer_latency_p90_ms)],
-            title="Answer latency",
-            value_format=charts.milliseconds,
-            chart_id="latency",
-        ),
-        charts.line_chart(
-            t,
-            [Series("median", report.first_response_median_s)],
-            title="Time to first response",
-            value_format=charts.seconds,
-            chart_id="first-response",
-        ),
-        charts.stacked_bar_chart(
-            t,
-            [[Series(kind, [float(n) for n in sizes]) for kind, sizes in report.knowledge.items()]],
-            title="Knowledge size, by kind",
-            chart_id="knowledge",
-        ),
-    ]
-    return drawn
-
-
-def _tally(tallies: list[Tally], verdict: str) -> Series:
-    return Series(verdict, [float(getattr(x, verdict)) for x in tallies])
 
 
 def safe_next(target: str) -> str:

@@ -23,9 +23,11 @@ def upgrade() -> None:
         batch.add_column(sa.Column("why", sa.Text(), nullable=True))
     op.create_index(op.f("ix_suggestion_created_at"), "suggestion", ["created_at"], unique=False)
     op.create_index(op.f("ix_feedback_at"), "feedback", ["at"], unique=False)
+    op.create_index(op.f("ix_conversation_first_customer_at"), "conversation", ["first_customer_at"], unique=False)
 
 
 def downgrade() -> None:
+    op.drop_index(op.f("ix_conversation_first_customer_at"), table_name="conversation")
     op.drop_index(op.f("ix_feedback_at"), table_name="feedback")
     op.drop_index(op.f("ix_suggestion_created_at"), table_name="suggestion")
     with op.batch_alter_table("suggestion") as batch:
