@@ -23,6 +23,7 @@ from vigil.backoff import Backoff
 from vigil.clock import Clock, SystemClock
 from vigil.drafting import Drafter
 from vigil.errors import SettingsError, StartupError
+from vigil.fanout import Fanout
 from vigil.gate import Gate
 from vigil.health import Health
 from vigil.ingest import Ingest
@@ -69,6 +70,10 @@ class Daemon:
         if settings.answers.enabled:
             skills = [*skills, AnswerSkill(self.knowledge, settings.answers, drafter=self.drafter)]
         self.feed = LiveFeed()
+        self.fanout: Fanout | None = None
+        if settings.panel.fanout and self.store.engine.dialect.name == "postgresql":
+            self.fanout = Fanout(settings.database_url, self.feed, backoff=self.backoff)
+            self.feed.relay = self.fanout.send
         self.transports = Transports.from_settings(settings)
         self.pipeline = Pipeline(
             store=self.store,
@@ -118,6 +123,8 @@ class Daemon:
             StartupError: the HTTP port could not be bound, or a part failed for good.
         """
         server, serving = await self._serve_http()
+        if self.fanout is not None:
+            self.fanout.start()
         checking = asyncio.create_task(self.health.run_forever(), name="vigil-health")
         working = asyncio.create_task(self._work(), name="vigil-work")
         stopping = asyncio.create_task(shutdown.wait(), name="vigil-shutdown")
@@ -217,6 +224,8 @@ class Daemon:
             self._refresher.cancel()
             await asyncio.gather(self._refresher, return_exceptions=True)
         self.feed.close()
+        if self.fanout is not None:
+            await self.fanout.close()
         await self.transports.close()
         closing = [self.drafter.aclose, self.store.close] + ([self.oidc.close] if self.oidc else [])
         for step in closing:

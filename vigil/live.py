@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -63,11 +63,19 @@ class LiveFeed:
     """Fans updates out to watchers; never blocks the pipeline."""
 
     max_queue: int = 1000
+    relay: Callable[[Update], None] | None = None
+    """Where this process's updates also go: the fan-out to other replicas, when there is one."""
     _watchers: set[Watcher] = field(default_factory=set)
     _closed: bool = False
 
     def publish(self, update: Update) -> None:
-        """Hand ``update`` to every watcher that wants it."""
+        """An update of this process: to its watchers, and to the other replicas' (through ``relay``)."""
+        self.deliver(update)
+        if self.relay is not None:
+            self.relay(update)
+
+    def deliver(self, update: Update) -> None:
+        """Hand ``update`` to every watcher here that wants it."""
         for watcher in list(self._watchers):
             if not watcher.wants(update):
                 continue

@@ -163,6 +163,9 @@ class PanelSettings(BaseModel):
     )
     session_max_age_s: float = Field(default=12 * 3600, gt=0, description="A sign-in lasts this long.")
     secure_cookies: bool = Field(default=False, description="Send cookies over HTTPS only (set behind TLS).")
+    fanout: bool = Field(
+        default=True, description="On PostgreSQL, relay live updates between replicas (LISTEN/NOTIFY)."
+    )
     oidc: OidcSettings = OidcSettings()
 
 

@@ -220,7 +220,7 @@ async def test_edit_then_accept_and_dismiss_with_a_reason_are_stored(page: Page,
 async def test_a_script_in_a_customer_message_is_shown_as_text(page: Page, browser_daemon: Panel):
     panel = browser_daemon
     conversation = f"acme-{uuid.uuid4().hex[:6]}"
-    hostile = "<script>window.pwned = 1</script><img src=x onerror=\"window.pwned = 2\"><b>bold?</b>"
+    hostile = '<script>window.pwned = 1</script><img src=x onerror="window.pwned = 2"><b>bold?</b>'
     panel.say(conversation, "hello there")
     await panel.stored(conversation)
     await sign_in(page, panel, "ana", f"/panel/conversations/{conversation}")

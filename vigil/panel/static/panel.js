@@ -321,12 +321,14 @@
 
     document.getElementById("copy-reply").addEventListener("click", () => useReply(reply.value));
     load(view);
+    const reload = () => api("GET", `/api/conversations/${encodeURIComponent(id)}`).then(load).catch(() => {});
     live(`/api/live?conversation=${encodeURIComponent(id)}`, {
-      message: (d) => { addMessage(d.message); applyCase(d.case); },
+      // A message too long for the replicas' relay arrives cut short: fetch it whole.
+      message: (d) => { if (d.message.truncated) reload(); else addMessage(d.message); applyCase(d.case); },
       case: (d) => applyCase(d.case),
-      suggestion: (d) => addCard(d.suggestion),
+      suggestion: (d) => { if (d.suggestion.truncated) reload(); else addCard(d.suggestion); },
       feedback: (d) => applyFeedback(d.feedback),
-    }, () => api("GET", `/api/conversations/${encodeURIComponent(id)}`).then(load).catch(() => {}));
+    }, reload);
   }
 
   if (page === "queue") queuePage(initial || []);
