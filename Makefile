@@ -10,7 +10,7 @@ RUN_STAMP := $(VENV)/.run-$(HASH)
 DEV_STAMP := $(VENV)/.dev-$(HASH)
 PROMTOOL := .tools/bin/promtool
 
-.PHONY: run test lint format typecheck bench eval clean
+.PHONY: run test lint format typecheck bench eval screenshots clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -35,15 +35,15 @@ run: $(RUN_STAMP)
 	$(BIN)/vigil demo
 
 lint: $(DEV_STAMP)
-	$(BIN)/ruff format --check vigil tests bench
-	$(BIN)/ruff check vigil tests bench
+	$(BIN)/ruff format --check vigil tests bench docs
+	$(BIN)/ruff check vigil tests bench docs
 
 typecheck: $(DEV_STAMP)
 	$(BIN)/mypy vigil
 
 format: $(DEV_STAMP)
-	$(BIN)/ruff format vigil tests bench
-	$(BIN)/ruff check --fix vigil tests bench
+	$(BIN)/ruff format vigil tests bench docs
+	$(BIN)/ruff check --fix vigil tests bench docs
 
 test: $(DEV_STAMP) $(PROMTOOL) lint typecheck
 	PATH="$(CURDIR)/.tools/bin:$$PATH" $(BIN)/pytest
@@ -56,6 +56,10 @@ eval: $(DEV_STAMP)
 	$(BIN)/python -m bench.eval_questions --split test
 	$(BIN)/python -m bench.eval_retrieval
 	$(BIN)/python -m bench.calibrate
+
+# The panel's screenshots in docs/ (vigil demo in Debian's Chromium; needs `apt-get install chromium`).
+screenshots: $(DEV_STAMP)
+	$(BIN)/python docs/screenshots.py
 
 clean:
 	rm -rf $(VENV) .tools .vigil .pytest_cache .mypy_cache .ruff_cache

@@ -45,6 +45,10 @@
     return hours < 48 ? `${hours}h ${minutes % 60}m` : `${Math.floor(hours / 24)}d`;
   }
 
+  function label(value) {
+    return value ? value.replace(/_/g, " ") : "—";
+  }
+
   function clock(iso) {
     return iso ? new Date(iso).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" }) : "";
   }
@@ -131,7 +135,7 @@
       row.replaceChildren(
         el("th", { scope: "row" }, el("a", { href, class: "mono", text: s.conversation_id })),
         el("td", { text: s.tenant }),
-        el("td", { class: "status", text: s.status }),
+        el("td", { class: "status", text: label(s.status) }),
         el("td", { class: "waited", "data-since": s.waiting_since || "", text: s.waiting_since ? ago(s.waiting_since) : "—" }),
         el("td", {}, el("span", { class: pending ? "badge hot" : "badge", text: String(pending), "aria-label": `${pending} new suggestions` })),
         el("td", { text: String(s.message_count) }),
@@ -184,12 +188,12 @@
     const noSuggestions = document.getElementById("no-suggestions");
     const reply = document.getElementById("reply");
     const replyNote = document.getElementById("reply-note");
-    const seenMessages = new Set();
+    const seenMessages = new Map();  // message id -> text
     const cardNodes = new Map();
 
     function addMessage(m) {
       if (seenMessages.has(m.message_id)) return;
-      seenMessages.add(m.message_id);
+      seenMessages.set(m.message_id, m.text);
       const who = m.author ? `${m.role} · ${m.author}` : m.role;
       messages.append(
         el("li", { class: `msg ${m.role}`, "data-message-id": m.message_id },
@@ -212,12 +216,15 @@
       const text = el("p", { class: "text", text: s.text });
       const verdict = el("p", { class: "verdict", role: "status", "aria-live": "polite" });
       const buttons = el("div", { class: "buttons" });
+      const asked = seenMessages.get(s.in_reply_to);
+      const quote = asked ? (asked.length > 140 ? `${asked.slice(0, 140)}…` : asked) : null;
       const card = el("li", { class: "card", "data-suggestion-id": s.suggestion_id, "data-kind": s.kind, "data-state": "new", tabindex: "-1" },
         el("header", {},
           el("span", { class: "kind", text: KIND_LABELS[s.kind] || s.kind }),
           el("span", { class: "confidence" },
             el("meter", { min: "0", max: "1", value: String(s.confidence), "aria-label": `confidence ${percent}%` }),
             `${percent}%`)),
+        quote ? el("p", { class: "why" }, el("strong", { text: "In reply to: " }), `“${quote}”`) : null,
         text,
         s.why ? el("p", { class: "why" }, el("strong", { text: "Why: " }), s.why) : null,
         s.sources && s.sources.length ? el("ul", { class: "sources", "aria-label": "Sources" }, ...s.sources.map(sourceItem)) : null,
@@ -308,7 +315,7 @@
     function applyCase(c) {
       for (const [name, value] of Object.entries({ status: c.status, assignee: c.assignee, priority: c.priority })) {
         const node = document.querySelector(`[data-fact="${name}"]`);
-        if (node) node.textContent = value || "—";
+        if (node) node.textContent = label(value);
       }
     }
 
