@@ -157,7 +157,7 @@ class Daemon:
                 raise StartupError(f"cannot serve HTTP on {http.host}:{http.port}: {serving.exception()!r}")
             await asyncio.sleep(0.01)
         self.http_port = int(listener.getsockname()[1])
-        log.info("HTTP on http://%s:%d (panel, api, healthz, readyz, metrics)", http.host, self.http_port)
+        log.info("the panel is on http://%s:%d/panel (and api, healthz, readyz, metrics)", http.host, self.http_port)
         return server, serving
 
     async def _check_running(self) -> None:

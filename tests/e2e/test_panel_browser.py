@@ -170,7 +170,7 @@ async def test_an_analyst_sees_a_message_and_its_suggestion_live_and_accepts_it(
         view = panel.api(f"/api/conversations/{conversation}").json()
         return [f for f in view["feedback"] if f["suggestion_id"] == suggestion_id]
 
-    await eventually("the feedback stored", lambda: stored(), 20, panel.daemon)
+    await eventually("the feedback stored", stored, 20, panel.daemon)
     (verdict,) = stored()
     assert (verdict["verdict"], verdict["by"]) == ("accepted", "ana")
     assert panel.daemon.metric("vigil_feedback_total", kind="answer", verdict="accepted") >= 1
