@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from vigil.errors import Rejected
-from vigil.events import CaseEvent, Feedback, Message, Suggestion, json_schemas, parse
+from vigil.events import CaseEvent, Feedback, Message, Suggestion, addressed, json_schemas, parse
 
 LIMITS = {"max_event_bytes": 1024 * 1024, "max_text_bytes": 64 * 1024}
 
@@ -235,3 +235,17 @@ def test_published_schemas_match_the_models():
         assert json.dumps(schema, indent=2) in text, (
             f"docs/wire-format.md is out of date for {name}: run `vigil schema`"
         )
+
+
+def test_an_event_takes_the_tenant_its_topic_names_and_may_not_contradict_it():
+    anonymous = parse(encode({k: v for k, v in message().items() if k != "tenant"}), **LIMITS)
+    assert anonymous.tenant is None
+    filled = addressed(anonymous, tenant="acme", conversation_id=anonymous.conversation_id)
+    assert filled.tenant == "acme" and filled.id == anonymous.id
+    assert addressed(anonymous, tenant=None, conversation_id=None) is anonymous
+    named = parse(encode(message(tenant="acme")), **LIMITS)
+    assert addressed(named, tenant="acme", conversation_id=None) is named
+    for tenant, conversation in (("globex", None), (None, "another-conversation")):
+        with pytest.raises(Rejected) as refused:
+            addressed(named, tenant=tenant, conversation_id=conversation)
+        assert refused.value.reason == "address_mismatch"

@@ -17,6 +17,7 @@ from vigil.errors import StoreUnavailable
 from vigil.events import CaseEvent, Feedback, Message, SuggestionKind
 from vigil.gate import ConfidenceGate
 from vigil.ingest import Ingest
+from vigil.live import LiveFeed
 from vigil.metrics import Metrics
 from vigil.pipeline import Pipeline
 from vigil.settings import IngestSettings
@@ -82,7 +83,14 @@ class Echo:
         return ()
 
 
-def build(store: CaseStore, skills: Sequence[Skill], *, max_in_flight: int = 64, min_confidence: float = 0.5):
+def build(
+    store: CaseStore,
+    skills: Sequence[Skill],
+    *,
+    max_in_flight: int = 64,
+    min_confidence: float = 0.5,
+    feed: LiveFeed | None = None,
+):
     metrics = Metrics(CollectorRegistry())
     clock = SystemClock()
     backoff = Backoff(clock, metrics, 0.01, 0.05)
@@ -96,6 +104,7 @@ def build(store: CaseStore, skills: Sequence[Skill], *, max_in_flight: int = 64,
         metrics=metrics,
         backoff=backoff,
         default_tenant="default",
+        feed=feed,
     )
     source = MemorySource()
     ingest = Ingest(
@@ -247,3 +256,30 @@ async def test_a_passing_failure_is_retried_never_dead_lettered(store: CaseStore
     assert source.dead_letters == [] and len(source.acked) == 1
     assert [s.text for s in sink.published] == ["re: conf=0.9"]
     assert value(metrics, "vigil_retries_total", dependency="database") == 1
+
+
+async def test_feedback_is_counted_by_kind_and_verdict_and_everything_goes_out_live(store: CaseStore):
+    feed = LiveFeed()
+    source, sink, ingest, metrics = build(store, [Echo()], feed=feed)
+    with feed.watch(tenants=("acme",)) as watcher:
+        source.put([record(message(1, "c-1", "conf=0.9", tenant="acme"), 0)])
+        await ingest.run()
+        assert await ingest.drain(5)
+        (suggestion,) = sink.published
+        verdict = {
+            "type": "feedback",
+            "schema_version": 1,
+            "feedback_id": "f-1",
+            "suggestion_id": suggestion.suggestion_id,
+            "conversation_id": "c-1",
+            "verdict": "dismissed",
+            "by": "ana",
+            "at": "2026-11-02T09:01:00Z",
+        }
+        source.put([record(json.dumps(verdict).encode(), 1), record(json.dumps(verdict).encode(), 2)])  # re-sent
+        await ingest.run()
+        assert await ingest.drain(5)
+        updates = [watcher.queue.get_nowait() for _ in range(watcher.queue.qsize())]
+    assert [u.kind for u in updates if u] == ["message", "suggestion", "feedback"]
+    assert updates[2] is not None and updates[2].data["feedback"]["verdict"] == "dismissed"
+    assert value(metrics, "vigil_feedback_total", kind="answer", verdict="dismissed") == 1

@@ -101,3 +101,45 @@ def test_an_uncreatable_data_dir_is_a_settings_error(tmp_path: Path):
     with pytest.raises(SettingsError) as caught:
         CaseStore.from_settings(settings, clock=SystemClock())
     assert caught.value.setting == "VIGIL_DATA_DIR"
+
+
+@pytest.mark.parametrize(
+    ("host", "allowed"),
+    [("127.0.0.1", True), ("localhost", True), ("::1", True), ("[::1]", True), ("0.0.0.0", False), ("10.0.0.7", False)],
+)
+def test_the_panel_runs_without_sign_in_only_on_loopback(monkeypatch: pytest.MonkeyPatch, host: str, allowed: bool):
+    monkeypatch.setenv("VIGIL_HTTP__HOST", host)
+    if allowed:
+        assert load_settings().panel.auth == "none"
+        return
+    with pytest.raises(SettingsError) as refused:
+        load_settings()
+    assert refused.value.setting == "VIGIL_PANEL__AUTH" and host in refused.value.problem
+    monkeypatch.setenv("VIGIL_PANEL__AUTH", "tokens")
+    monkeypatch.setenv(
+        "VIGIL_PANEL__USERS", '[{"name": "ana", "tenants": ["acme"], "token_sha256": "' + "a" * 64 + '"}]'
+    )
+    assert load_settings().panel.users[0].role == "analyst"
+
+
+def test_sign_in_settings_must_be_complete(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("VIGIL_PANEL__AUTH", "tokens")
+    with pytest.raises(SettingsError, match="VIGIL_PANEL__USERS is empty"):
+        load_settings()
+    monkeypatch.setenv("VIGIL_PANEL__AUTH", "oidc")
+    monkeypatch.setenv("VIGIL_PANEL__OIDC__ISSUER", "https://login.example.com")
+    with pytest.raises(SettingsError, match="VIGIL_PANEL__OIDC__CLIENT_ID"):
+        load_settings()
+    monkeypatch.setenv("VIGIL_PANEL__USERS", '[{"name": "ana", "tenants": ["acme"], "token_sha256": "not-hex"}]')
+    with pytest.raises(SettingsError) as bad_user:
+        load_settings()
+    assert bad_user.value.setting.startswith("VIGIL_PANEL__USERS")
+
+
+def test_mqtt_settings_come_from_the_environment(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("VIGIL_MQTT__HOST", "127.0.0.1")
+    monkeypatch.setenv("VIGIL_MQTT__QOS", "2")
+    assert (load_settings().mqtt.host, load_settings().mqtt.qos) == ("127.0.0.1", 2)
+    monkeypatch.setenv("VIGIL_MQTT__EVENTS_TOPIC", "chat/+/events")
+    with pytest.raises(SettingsError, match="VIGIL_MQTT__EVENTS_TOPIC"):
+        load_settings()

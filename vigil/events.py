@@ -202,6 +202,28 @@ def parse(raw: bytes | None, *, max_event_bytes: int, max_text_bytes: int) -> Me
     return event
 
 
+def addressed(
+    event: Message | CaseEvent | Feedback, *, tenant: str | None, conversation_id: str | None
+) -> Message | CaseEvent | Feedback:
+    """``event`` as its transport addressed it (an MQTT topic names tenant and conversation): a tenant the event
+    leaves out is taken from the address; an event that contradicts its address is refused.
+
+    Raises:
+        Rejected: ``address_mismatch``, naming the field.
+    """
+    if conversation_id is not None and conversation_id != event.conversation_id:
+        raise Rejected(
+            "address_mismatch", f"conversation_id {event.conversation_id!r} but the topic names {conversation_id!r}"
+        )
+    if tenant is None:
+        return event
+    if event.tenant is None:
+        return event.model_copy(update={"tenant": tenant})
+    if event.tenant != tenant:
+        raise Rejected("address_mismatch", f"tenant {event.tenant!r} but the topic names {tenant!r}")
+    return event
+
+
 def _load_json(text: str) -> object:
     def no_constants(name: str) -> object:
         raise ValueError(f"{name} is not valid JSON")

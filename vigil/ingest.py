@@ -15,7 +15,7 @@ from functools import partial
 from vigil.backoff import Backoff
 from vigil.clock import Clock
 from vigil.errors import EventConflict, Rejected, StoreError
-from vigil.events import CaseEvent, Feedback, Message, parse
+from vigil.events import CaseEvent, Feedback, Message, addressed, parse
 from vigil.metrics import Metrics
 from vigil.pipeline import Pipeline
 from vigil.settings import IngestSettings
@@ -64,12 +64,14 @@ class Ingest:
 
     def _start(self, delivery: Delivery, received: float) -> None:
         self._metrics.in_flight.inc()
+        record = delivery.record
         try:
             event = parse(
-                delivery.record.value,
+                record.value,
                 max_event_bytes=self._settings.max_event_bytes,
                 max_text_bytes=self._settings.max_text_bytes,
             )
+            event = addressed(event, tenant=record.tenant, conversation_id=record.conversation_id)
         except Rejected as rejection:
             self._track(asyncio.create_task(self._reject(delivery, rejection, received)))
             return

@@ -72,9 +72,11 @@ def dumps(event: dict[str, Any]) -> bytes:
     return json.dumps(event, ensure_ascii=False).encode()
 
 
-async def publish(broker: Mosquitto, conversation_id: str, payload: bytes, *options: str) -> None:
+async def publish(
+    broker: Mosquitto, conversation_id: str, payload: bytes, *options: str, tenant: str = "default"
+) -> None:
     """One event with ``mosquitto_pub -V 5 -q 1``; the broker must acknowledge it."""
-    topic = events_topic(conversation_id)
+    topic = events_topic(conversation_id, tenant)
     if payload:
         assert await mosquitto_pub(broker, topic, payload, *options) == 0, f"not acknowledged: {payload[:60]!r}"
         return
@@ -285,9 +287,10 @@ async def test_malformed_payloads_are_dead_lettered_unchanged_with_their_reason(
     good_ids: list[str] = []
 
     async def good(n: int, tenant: str | None = None) -> None:
+        # On acme's topic: an event that leaves its tenant out takes the topic's.
         good_ids.append(f"dlq-good-{n:02d}")
         event = message("dlq-c1", f"dlq-good-{n:02d}", f"good {n}", sent_at=at(n))
-        await publish(mosquitto, "dlq-c1", dumps(event | ({"tenant": tenant} if tenant else {})))
+        await publish(mosquitto, "dlq-c1", dumps(event | ({"tenant": tenant} if tenant else {})), tenant="acme")
 
     # The same cases as on Kafka, each followed at once by a good event of the same conversation.
     await good(0, tenant="acme")
@@ -295,20 +298,30 @@ async def test_malformed_payloads_are_dead_lettered_unchanged_with_their_reason(
     for n, (value, reason) in enumerate(bad_records(), start=1):
         expected[value or b""] = reason
         options = ("-D", "publish", "user-property", "trace", f"t-{n}") if n == 1 else ()
-        await publish(mosquitto, "dlq-c1", value or b"", *options)
+        await publish(mosquitto, "dlq-c1", value or b"", *options, tenant="acme")
         await good(n)
+    # Another tenant's events for acme's conversation, on that tenant's topic: the conversation is acme's.
     for value in (
         dumps(message("dlq-c1", "dlq-other-tenant", "hi", tenant="globex")),
         dumps(case("dlq-c1", "dlq-other-tenant-case", "escalated", tenant="globex")),
     ):
         expected[value] = "tenant_mismatch"
-        await publish(mosquitto, "dlq-c1", value)
+        await publish(mosquitto, "dlq-c1", value, tenant="globex")
+    # Payloads that contradict the topic they came on.
+    for value in (
+        dumps(message("dlq-c1", "dlq-wrong-topic-tenant", "hi", tenant="globex")),
+        dumps(message("dlq-c2", "dlq-wrong-topic-conversation", "hi")),
+    ):
+        expected[value] = "address_mismatch"
+        await publish(mosquitto, "dlq-c1", value, tenant="acme")
     await good(99, tenant="acme")
+    # A new conversation whose events name no tenant belongs to the tenant of its topic.
+    await publish(mosquitto, "dlq-c3", dumps(message("dlq-c3", "dlq-c3-m1", "hello")), tenant="acme")
 
     db = Database(sqlite_url)
-    await db.reach("message", len(good_ids), daemon)
+    await db.reach("message", len(good_ids) + 1, daemon)
     assert db.message_ids("dlq-c1") == good_ids
-    assert db.query("SELECT id, tenant FROM conversation") == [("dlq-c1", "acme")]
+    assert db.query("SELECT id, tenant FROM conversation ORDER BY id") == [("dlq-c1", "acme"), ("dlq-c3", "acme")]
 
     letters = [dead_letter(line) for line in await dlq.read(len(expected), fmt="%t|%P|%x", timeout_s=20)]
     assert len(letters) == len(expected)
@@ -316,7 +329,7 @@ async def test_malformed_payloads_are_dead_lettered_unchanged_with_their_reason(
     for topic, properties, payload in letters:
         assert topic == "vigil/dlq"
         assert payload in expected, f"not a payload as it was published: {payload[:80]!r}"
-        assert properties["source"] == events_topic("dlq-c1")
+        assert properties["source"] in (events_topic("dlq-c1", "acme"), events_topic("dlq-c1", "globex"))
         assert properties["detail"], f"no detail for {properties['reason']}"
         seen[payload] = properties["reason"]
     assert seen == expected  # each payload once, unchanged, with its reason

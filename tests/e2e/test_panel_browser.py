@@ -19,7 +19,8 @@ from playwright.async_api import Browser, Page, async_playwright, expect
 from tests.conftest import Topics, create_topics, new_topics
 from tests.e2e.harness import VigilCli, VigilProcess, eventually, message, ready, record
 from tests.kafka_client import produce
-from vigil.broker import EmbeddedBroker
+from tests.oidc_provider import CLIENT_ID, CLIENT_SECRET, OidcProvider
+from vigil.broker import EmbeddedBroker, free_port
 from vigil.panel.auth import token_digest
 
 pytestmark = pytest.mark.e2e
@@ -254,3 +255,38 @@ async def test_a_lead_sees_the_overview_with_charts(page: Page, browser_daemon: 
         await expect(charts.filter(has_text=title)).to_have_count(1)
     await page.get_by_role("link", name="Last 7d").click()
     await expect(page).to_have_url(browser_daemon.url + "/panel/overview?window=7d")
+
+
+async def test_signing_in_through_the_oidc_provider(
+    page: Page, vigil: VigilCli, kafka: EmbeddedBroker, topics: Topics, sqlite_url: str
+) -> None:
+    port = free_port()
+    callback = f"http://127.0.0.1:{port}/auth/oidc/callback"
+    async with OidcProvider(redirect_uri=callback) as provider:
+        provider.user = {"sub": "u-9", "email": "lee@acme.example", "tenant": ["acme"], "vigil_role": "lead"}
+        await create_topics(kafka.bootstrap, topics)
+        daemon = vigil.daemon(
+            kafka.bootstrap,
+            topics,
+            sqlite_url,
+            VIGIL_HTTP__PORT=str(port),
+            VIGIL_PANEL__AUTH="oidc",
+            VIGIL_PANEL__OIDC__ISSUER=provider.issuer,
+            VIGIL_PANEL__OIDC__CLIENT_ID=CLIENT_ID,
+            VIGIL_PANEL__OIDC__CLIENT_SECRET=CLIENT_SECRET,
+            VIGIL_PANEL__OIDC__REDIRECT_URL=callback,
+        )
+        await ready(daemon, timeout_s=60)
+        # Not signed in: the panel sends the browser to the provider, which sends it back signed in.
+        await page.goto(daemon.base_url + "/panel/overview")
+        await expect(page).to_have_url(daemon.base_url + "/panel/overview")
+        await expect(page.locator(".who")).to_contain_text("lee@acme.example")
+        await expect(page.locator(".role")).to_have_text("lead")
+        assert provider.reads["token"] == 1
+        # A refusal at the provider is shown, and leaves the browser signed out.
+        await page.get_by_role("button", name="Sign out").click()
+        await expect(page.get_by_role("status")).to_have_text("You are signed out.")
+        provider.deny = "access_denied"
+        await page.get_by_role("link", name="Sign in with your company account").click()
+        await expect(page.get_by_role("alert")).to_contain_text("access_denied")
+        assert (await page.request.get(daemon.base_url + "/api/whoami")).status == 401

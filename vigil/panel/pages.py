@@ -116,13 +116,13 @@ def _sign_in_routes(
     router: APIRouter, *, render: Callable[..., HTMLResponse], auth: Authenticator, oidc: OidcClient | None
 ) -> None:
     @router.get("/login")
-    async def login_page(request: Request, next: str = "/panel") -> Response:
+    async def login_page(request: Request, next: str = "/panel", signed_out: bool = False) -> Response:
         target = safe_next(next)
         if auth.mode == "none":
             return RedirectResponse(target, status_code=303)
-        if auth.mode == "oidc":
+        if auth.mode == "oidc" and not signed_out:  # straight to the provider, unless they just left
             return RedirectResponse(f"/auth/oidc/login?next={quote(target)}", status_code=303)
-        return render(request, "login.html", None, next=target, error=None)
+        return render(request, "login.html", None, next=target, error=None, signed_out=signed_out)
 
     @router.post("/login")
     async def login(request: Request) -> Response:
@@ -144,7 +144,7 @@ def _sign_in_routes(
         if problem:
             raise HTTPException(403, problem)
         auth.sign_out(request)
-        return RedirectResponse("/login" if auth.mode != "none" else "/panel", status_code=303)
+        return RedirectResponse("/login?signed_out=true" if auth.mode != "none" else "/panel", status_code=303)
 
     @router.get("/auth/oidc/login")
     async def oidc_login(request: Request, next: str = "/panel") -> Response:

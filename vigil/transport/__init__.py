@@ -24,6 +24,10 @@ class Record:
     headers: tuple[tuple[str, bytes], ...] = ()
     origin: dict[str, str] = field(default_factory=dict)
     """Where it came from (for Kafka: topic, partition, offset), copied into dead-letter headers."""
+    tenant: str | None = None
+    """The tenant the transport's addressing names (an MQTT topic level), if any."""
+    conversation_id: str | None = None
+    """The conversation the transport's addressing names (an MQTT topic level), if any."""
 
 
 class Delivery(Protocol):

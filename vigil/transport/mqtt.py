@@ -109,8 +109,12 @@ class TopicPattern:
 
     def conversation_id(self, topic: str) -> str | None:
         """The conversation id in ``topic``, or None if the topic does not follow the template."""
+        return self.ids(topic).get("conversation_id")
+
+    def ids(self, topic: str) -> dict[str, str]:
+        """The tenant and conversation id ``topic`` names (those the template has), or nothing if it does not fit."""
         match = self._regex.fullmatch(topic)
-        return decode_level(match.group("conversation_id")) if match else None
+        return {name: decode_level(level) for name, level in match.groupdict().items() if level} if match else {}
 
 
 class _Ledger:
@@ -298,13 +302,16 @@ class MqttConnection:
 
     def _record(self, message: aiomqtt.Message) -> Record:
         topic = message.topic.value
-        conversation_id = self.events.conversation_id(topic)
+        ids = self.events.ids(topic)
+        conversation_id = ids.get("conversation_id")
         user_properties = getattr(message.properties, "UserProperty", None) or []
         return Record(
             value=message.payload,
             key=conversation_id.encode("utf-8", "surrogatepass") if conversation_id is not None else None,
             headers=tuple((k, v.encode("utf-8", "surrogatepass")) for k, v in user_properties),
             origin={"topic": topic},
+            tenant=ids.get("tenant"),
+            conversation_id=conversation_id,
         )
 
     def _lost(self, exc: Exception) -> None:
