@@ -10,22 +10,21 @@ import signal
 import sys
 from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vigil import __version__
-from vigil.broker import EmbeddedBroker
 from vigil.clock import SystemClock
-from vigil.daemon import Daemon
-from vigil.demo import DemoTraffic, bundled_conversations, bundled_knowledge, load_conversations
 from vigil.errors import SettingsError, VigilError
 from vigil.events import json_schemas
-from vigil.knowledge import standalone
 from vigil.panel.auth import new_token, token_digest
 from vigil.panel.identity import ROLES
-from vigil.replay import replay
 from vigil.settings import PanelUser, Settings, load_settings
-from vigil.store import CaseStore
-from vigil.transport.kafka import KafkaPublisher
+
+if TYPE_CHECKING:
+    from vigil.daemon import Daemon
+
+# Each command imports what it needs when it runs: the daemon's parts (torch, Chroma, the LLM SDK) take seconds to
+# import, which `vigil schema` or `vigil token` should not pay.
 
 log = logging.getLogger("vigil")
 
@@ -92,6 +91,8 @@ def _kb_commands(kb: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
 
 
 async def _kb_import(args: argparse.Namespace, settings: Settings) -> int:
+    from vigil.knowledge import standalone
+
     async with standalone(settings) as knowledge:
         report = await knowledge.import_files(args.paths, prune=args.prune)
     print(f"{report.added} added, {report.updated} updated, {report.unchanged} unchanged, {report.removed} removed")
@@ -99,6 +100,8 @@ async def _kb_import(args: argparse.Namespace, settings: Settings) -> int:
 
 
 async def _kb_search(args: argparse.Namespace, settings: Settings) -> int:
+    from vigil.knowledge import standalone
+
     async with standalone(settings) as knowledge:
         queries = sys.stdin if args.text == "-" else [args.text]
         for query in queries:
@@ -113,6 +116,8 @@ async def _kb_search(args: argparse.Namespace, settings: Settings) -> int:
 
 
 async def _kb_stats(args: argparse.Namespace, settings: Settings) -> int:
+    from vigil.knowledge import standalone
+
     async with standalone(settings, searchable=False) as knowledge:
         stats = await knowledge.stats()
     for kind, count in sorted(stats.items()):
@@ -121,6 +126,8 @@ async def _kb_stats(args: argparse.Namespace, settings: Settings) -> int:
 
 
 async def _kb_export(args: argparse.Namespace, settings: Settings) -> int:
+    from vigil.knowledge import standalone
+
     async with standalone(settings, searchable=False) as knowledge:
         for entry in await knowledge.export():
             print(json.dumps(entry, ensure_ascii=False))
@@ -144,12 +151,18 @@ async def _until_signalled(work: Callable[[asyncio.Event], Awaitable[None]]) -> 
 
 
 async def _run(args: argparse.Namespace, settings: Settings) -> int:
+    from vigil.daemon import Daemon
+
     daemon = Daemon(settings)
     await _until_signalled(daemon.run)
     return 0
 
 
 async def _demo(args: argparse.Namespace, settings: Settings) -> int:
+    from vigil.broker import EmbeddedBroker
+    from vigil.daemon import Daemon
+    from vigil.demo import bundled_knowledge
+
     broker: EmbeddedBroker | None = None
     if not settings.kafka.bootstrap_servers:
         settings.data_dir.mkdir(parents=True, exist_ok=True)
@@ -173,6 +186,9 @@ async def _demo(args: argparse.Namespace, settings: Settings) -> int:
 
 
 async def _demo_with_traffic(daemon: Daemon, settings: Settings, stop: asyncio.Event, traffic: bool) -> None:
+    from vigil.demo import DemoTraffic, bundled_conversations, load_conversations
+    from vigil.transport.kafka import KafkaPublisher
+
     publisher = KafkaPublisher(settings.kafka)
     player = None
     if traffic:
@@ -198,6 +214,9 @@ async def _demo_with_traffic(daemon: Daemon, settings: Settings, stop: asyncio.E
 
 
 async def _replay(args: argparse.Namespace, settings: Settings) -> int:
+    from vigil.replay import replay
+    from vigil.transport.kafka import KafkaPublisher
+
     kafka = settings.kafka
     if not kafka.bootstrap_servers:
         raise SettingsError("VIGIL_KAFKA__BOOTSTRAP_SERVERS", "not set; vigil replay needs a Kafka to publish to")
@@ -216,6 +235,8 @@ async def _replay(args: argparse.Namespace, settings: Settings) -> int:
 
 
 async def _db_upgrade(args: argparse.Namespace, settings: Settings) -> int:
+    from vigil.store import CaseStore
+
     store = CaseStore.from_settings(settings, clock=SystemClock())
     try:
         await store.migrate()

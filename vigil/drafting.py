@@ -15,13 +15,14 @@ import logging
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
-
-import anthropic
+from typing import TYPE_CHECKING, Any
 
 from vigil.clock import Clock
 from vigil.metrics import Metrics
 from vigil.settings import LlmSettings
+
+if TYPE_CHECKING:  # the SDK takes seconds to import: only a drafter with an API key loads it
+    import anthropic
 
 log = logging.getLogger(__name__)
 
@@ -97,6 +98,8 @@ class Drafter:
         self._clock = clock
         self._client = client
         if client is None and settings.api_key is not None:
+            import anthropic  # noqa: PLC0415
+
             self._client = anthropic.AsyncAnthropic(
                 api_key=settings.api_key.get_secret_value(),
                 base_url=settings.base_url,
@@ -123,6 +126,8 @@ class Drafter:
         """
         if self._client is None or not question.strip() or not sources:
             return None
+        import anthropic  # noqa: PLC0415  (loaded already by the client)
+
         started = self._clock.monotonic()
         outcome, detail, result = "error", "", None
         try:
