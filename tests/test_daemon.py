@@ -94,3 +94,35 @@ async def test_a_taken_http_port_stops_start_up(kafka: EmbeddedBroker, topics: T
         )
         with pytest.raises(StartupError):
             await asyncio.wait_for(Daemon(settings).run(asyncio.Event()), 10)
+
+
+async def test_panels_watching_live_do_not_hold_up_shutdown(kafka: EmbeddedBroker, topics: Topics, tmp_path):
+    await create_topics(kafka.bootstrap, topics)
+    settings = make_settings(
+        tmp_path=tmp_path, db_url=None, bootstrap=kafka.bootstrap, topics=topics, answers={"enabled": False}
+    )
+    daemon = Daemon(settings, skills=[Acknowledge()], gate=ConfidenceGate(0.5))
+    shutdown = asyncio.Event()
+    task = asyncio.create_task(daemon.run(shutdown))
+    await wait_for(lambda: daemon.health.ready, 20)
+    events: list[str] = []
+
+    async def watch() -> None:
+        async with (
+            httpx.AsyncClient(base_url=f"http://127.0.0.1:{daemon.http_port}", timeout=None) as client,
+            client.stream("GET", "/api/live") as stream,
+        ):
+            async for line in stream.aiter_lines():
+                if line.startswith("event: "):
+                    events.append(line.removeprefix("event: "))
+
+    watchers = [asyncio.create_task(watch()) for _ in range(3)]
+    await wait_for(lambda: events.count("hello") == 3, 10)
+    produce(kafka.bootstrap, topics.input, [message(1, "c-9", "is it live?")])
+    await wait_for(lambda: events.count("message") == 3 and events.count("suggestion") == 3, 20)
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    shutdown.set()
+    await asyncio.wait_for(task, 15)
+    assert loop.time() - started < 8, "open live streams held up the shutdown"
+    await asyncio.wait_for(asyncio.gather(*watchers), 5)  # the streams ended cleanly: the server closed them
