@@ -37,6 +37,8 @@ def main(argv: list[str] | None = None) -> int:
         logging.basicConfig(
             level=settings.log_level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
         )
+        # Alembic announces its plugins when it is imported, which a command does after logging is set up.
+        logging.getLogger("alembic.runtime.plugins").setLevel(logging.WARNING)
         command: Callable[[argparse.Namespace, Settings], Coroutine[Any, Any, int]] = args.command
         return asyncio.run(command(args, settings))
     except SettingsError as exc:

@@ -224,7 +224,7 @@
           el("span", { class: "confidence" },
             el("meter", { min: "0", max: "1", value: String(s.confidence), "aria-label": `confidence ${percent}%` }),
             `${percent}%`)),
-        quote ? el("p", { class: "why" }, el("strong", { text: "In reply to: " }), `“${quote}”`) : null,
+        quote ? el("p", { class: "asked" }, el("strong", { text: "In reply to: " }), `“${quote}”`) : null,
         text,
         s.why ? el("p", { class: "why" }, el("strong", { text: "Why: " }), s.why) : null,
         s.sources && s.sources.length ? el("ul", { class: "sources", "aria-label": "Sources" }, ...s.sources.map(sourceItem)) : null,
