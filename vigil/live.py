@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
+import json
 import logging
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
@@ -23,7 +25,7 @@ log = logging.getLogger(__name__)
 UpdateKind = Literal["message", "case", "suggestion", "feedback"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Update:
     """One thing that happened to a conversation, as the panel shows it (``data`` is JSON-ready)."""
 
@@ -31,6 +33,11 @@ class Update:
     tenant: str
     conversation_id: str
     data: dict[str, Any]
+
+    @functools.cached_property
+    def json(self) -> str:
+        """``data`` as JSON, encoded once however many watchers receive it."""
+        return json.dumps(self.data, ensure_ascii=False, separators=(",", ":"))
 
 
 @dataclass(eq=False, slots=True)

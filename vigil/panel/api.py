@@ -141,7 +141,7 @@ def api_routes(
         with feed.watch(tenants=who.tenant_filter, conversation_id=conversation) as watcher:
             yield ServerSentEvent(event="hello", data={"watching": conversation})
             async for update in watcher:
-                yield ServerSentEvent(event=update.kind, data=update.data)
+                yield ServerSentEvent(event=update.kind, raw_data=update.json)
 
     return router
 

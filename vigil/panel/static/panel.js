@@ -100,31 +100,48 @@
   }
 
   // ---- the queue -------------------------------------------------------------------------------------------
+  // Each update touches one row: it is rebuilt and moved to its place; the clock only rewrites the time texts.
   function queuePage(items) {
     const body = document.querySelector("#queue tbody");
     const empty = document.getElementById("queue-empty");
     const rows = new Map();
 
+    function before(a, b) {  // waiting longest first, then the most recently active
+      const wa = a.waiting_since, wb = b.waiting_since;
+      if (wa && wb) return Date.parse(wa) < Date.parse(wb);
+      if (wa || wb) return Boolean(wa);
+      return Date.parse(a.updated_at) > Date.parse(b.updated_at);
+    }
+
+    function place(row) {
+      let next = body.firstElementChild;
+      while (next && (next === row || before(next.state, row.state))) next = next.nextElementSibling;
+      if (row.nextElementSibling !== next || row.parentNode !== body) body.insertBefore(row, next);
+    }
+
     function upsert(item, flash) {
       let row = rows.get(item.conversation_id);
-      if (!row) {
-        row = el("tr", { "data-conversation-id": item.conversation_id });
-        row.state = { pending_suggestions: 0 };
-        rows.set(item.conversation_id, row);
-        body.append(row);
-      }
-      Object.assign(row.state, item);
-      render(row);
-      if (flash) {
-        row.classList.remove("flash");
-        void row.offsetWidth;
-        row.classList.add("flash");
-      }
-      if (row.state.status === "closed") {
-        row.remove();
+      if (item.status === "closed") {
+        row?.remove();
         rows.delete(item.conversation_id);
+      } else {
+        if (!row) {
+          row = el("tr", { "data-conversation-id": item.conversation_id });
+          row.state = { pending_suggestions: 0 };
+          rows.set(item.conversation_id, row);
+        }
+        Object.assign(row.state, item);
+        render(row);
+        place(row);
+        if (flash) highlight(row);
       }
-      sort();
+      empty.hidden = rows.size > 0;
+    }
+
+    function highlight(row) {
+      if (!window.matchMedia("(prefers-reduced-motion: reduce)").matches && row.animate) {
+        row.animate([{ backgroundColor: "#fef3c7" }, { backgroundColor: "transparent" }], { duration: 1200 });
+      }
     }
 
     function render(row) {
@@ -132,26 +149,24 @@
       const href = `/panel/conversations/${encodeURIComponent(s.conversation_id)}`;
       const pending = s.pending_suggestions || 0;
       row.className = s.waiting_since ? "waiting" : "";
+      row.waited = el("td", { class: "waited" });
+      row.active = el("td");
       row.replaceChildren(
         el("th", { scope: "row" }, el("a", { href, class: "mono", text: s.conversation_id })),
         el("td", { text: s.tenant }),
         el("td", { class: "status", text: label(s.status) }),
-        el("td", { class: "waited", "data-since": s.waiting_since || "", text: s.waiting_since ? ago(s.waiting_since) : "—" }),
+        row.waited,
         el("td", {}, el("span", { class: pending ? "badge hot" : "badge", text: String(pending), "aria-label": `${pending} new suggestions` })),
         el("td", { text: String(s.message_count) }),
-        el("td", { text: ago(s.updated_at) + " ago" }),
+        row.active,
       );
+      tick(row);
     }
 
-    function sort() {
-      const ordered = [...rows.values()].sort((a, b) => {
-        const wa = a.state.waiting_since, wb = b.state.waiting_since;
-        if (wa && wb) return Date.parse(wa) - Date.parse(wb);
-        if (wa || wb) return wa ? -1 : 1;
-        return Date.parse(b.state.updated_at) - Date.parse(a.state.updated_at);
-      });
-      body.append(...ordered);
-      empty.hidden = rows.size > 0;
+    function tick(row) {
+      const s = row.state;
+      row.waited.textContent = s.waiting_since ? ago(s.waiting_since) : "—";
+      row.active.textContent = `${ago(s.updated_at)} ago`;
     }
 
     function bump(conversationId, delta) {
@@ -159,6 +174,7 @@
       if (!row) return;
       row.state.pending_suggestions = Math.max(0, (row.state.pending_suggestions || 0) + delta);
       render(row);
+      if (delta > 0) highlight(row);
     }
 
     function reload() {
@@ -170,12 +186,12 @@
     }
 
     items.forEach((item) => upsert(item, false));
-    sort();
-    setInterval(() => rows.forEach(render), 1000);
+    empty.hidden = rows.size > 0;
+    setInterval(() => rows.forEach(tick), 1000);
     live("/api/live", {
       message: (d) => upsert(d.case, true),
       case: (d) => upsert(d.case, true),
-      suggestion: (d) => { bump(d.suggestion.conversation_id, +1); rows.get(d.suggestion.conversation_id)?.classList.add("flash"); },
+      suggestion: (d) => bump(d.suggestion.conversation_id, +1),
       feedback: (d) => bump(d.case.conversation_id, -1),
     }, reload);
   }
