@@ -59,7 +59,7 @@ eval: $(DEV_STAMP)
 
 # The panel's screenshots in docs/ (vigil demo in Debian's Chromium; needs `apt-get install chromium`).
 screenshots: $(DEV_STAMP)
-	$(BIN)/python docs/screenshots.py
+	PYTHONPATH=. $(BIN)/python docs/screenshots.py
 
 clean:
 	rm -rf $(VENV) .tools .vigil .pytest_cache .mypy_cache .ruff_cache

@@ -41,12 +41,12 @@ from typing import Any
 
 import httpx
 from aiokafka import AIOKafkaConsumer, TopicPartition
-from playwright.async_api import async_playwright
 
 from bench import answers, databases, report, traffic
 from bench.answers import _progress, _until_handled, _wait_ready
 from bench.daemon import VigilProcess
 from bench.linux import MachineTimes, cpu_seconds
+from tests.browser import chromium
 from vigil.broker import EmbeddedBroker
 from vigil.questions import classify
 from vigil.settings import KafkaSettings
@@ -55,9 +55,6 @@ from vigil.transport.kafka import ensure_topics
 TARGET_MS = 500.0
 QUANTILES = ("p50", "p90", "p99", "max")
 PARTITIONS = 6
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--disable-background-networking"]
-CHROMIUM_ARGS += ["--disable-component-update", "--disable-sync", "--no-first-run"]  # as tests/e2e
 
 # First sight of each row, non-zero badge, message and card: DOM time, and the start of the next frame.
 OBSERVER = """(() => {
@@ -240,8 +237,7 @@ async def run(
                 broker.bootstrap, topic, questions, rate=rate, seconds=3, tag=f"w{tag}", watched=watched
             )
             await _until_handled(vigil, handled + len(warm), timeout_s=60)
-            async with async_playwright() as playwright, httpx.AsyncClient(timeout=None) as client:
-                browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            async with chromium() as browser, httpx.AsyncClient(timeout=None) as client:
                 pages = []
                 for path in ("/panel", f"/panel/conversations/{watched}"):
                     pages.append(await browser.new_page(viewport={"width": 1366, "height": 860}))
@@ -276,7 +272,6 @@ async def run(
                 stamps = [await p.evaluate("window.__seen") for p in pages]
                 for task in tasks:
                     task.cancel()
-                await browser.close()
             suggestions = await published(broker.bootstrap, f"{topic}.suggestions")
         finally:
             for task in tasks:

@@ -1,7 +1,7 @@
 """Screenshots of the panel for the docs: `vigil demo` on a free port, Debian's Chromium driven by Playwright.
 
-Run: ``make screenshots`` (or ``python docs/screenshots.py``); writes docs/panel-*.png. Takes about a minute and
-a half: the demo imports the bundled knowledge, then plays its conversations for a while.
+Run: ``make screenshots`` (or ``PYTHONPATH=. python docs/screenshots.py``); writes docs/panel-*.png. Takes about a
+minute and a half: the demo imports the bundled knowledge, then plays its conversations for a while.
 """
 
 from __future__ import annotations
@@ -16,22 +16,13 @@ import time
 from pathlib import Path
 
 import httpx
-from playwright.async_api import Page, async_playwright
+from playwright.async_api import Page
 
+from tests.browser import chromium
 from vigil.broker import free_port
 
 DOCS = Path(__file__).resolve().parent
 VIGIL = Path(sys.executable).parent / "vigil"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 
 
 def wait_ready(url: str, timeout_s: float = 180) -> None:
@@ -73,8 +64,7 @@ async def judge(page: Page, url: str, conversations: int = 8) -> None:
 
 
 async def shoot(url: str) -> None:
-    async with async_playwright() as playwright:
-        browser = await playwright.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
+    async with chromium() as browser:
         page: Page = await browser.new_page(viewport={"width": 1366, "height": 820})
         await page.goto(url + "/panel")
         await page.wait_for_selector("body[data-live='on']")
@@ -88,7 +78,6 @@ async def shoot(url: str) -> None:
         await judge(page, url)
         await page.goto(url + "/panel/overview")
         await page.screenshot(path=DOCS / "panel-overview.png", full_page=True)
-        await browser.close()
 
 
 def main() -> int:

@@ -14,6 +14,7 @@ import psycopg
 import pytest
 from prometheus_client import CollectorRegistry
 
+from tests.mosquitto import Mosquitto
 from vigil.broker import EmbeddedBroker
 from vigil.clock import SystemClock
 from vigil.documents import Entry, discover, read
@@ -31,6 +32,17 @@ def kafka() -> Iterator[EmbeddedBroker]:
     """One Tansu broker for the whole session (tests use unique topics)."""
     with EmbeddedBroker() as broker:
         yield broker
+
+
+@pytest.fixture
+def mosquitto(tmp_path: Path) -> Iterator[Mosquitto]:
+    """A Mosquitto of the test's own, with persistence: tests stop and restart it on the same port and files."""
+    broker = Mosquitto(tmp_path / "mosquitto")
+    broker.start()
+    try:
+        yield broker
+    finally:
+        broker.stop()
 
 
 @pytest.fixture

@@ -6,9 +6,8 @@ import asyncio
 import contextlib
 import re
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime
-from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -43,17 +42,6 @@ def settings_for(broker: Mosquitto, **overrides: object) -> MqttSettings:
         "reconnect_max_s": 0.3,
     }
     return MqttSettings(**(values | overrides))  # type: ignore[arg-type]
-
-
-@pytest.fixture
-def mosquitto(tmp_path: Path) -> Iterator[Mosquitto]:
-    """A broker of the test's own: it starts in milliseconds, and tests stop and restart it."""
-    broker = Mosquitto(tmp_path / "mosquitto")
-    broker.start()
-    try:
-        yield broker
-    finally:
-        broker.stop()
 
 
 @pytest.fixture

@@ -14,7 +14,6 @@ import re
 import secrets
 import signal
 import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -33,17 +32,6 @@ KNOWLEDGE = Path(__file__).parent.parent.parent / "knowledge"
 EVENTS_TOPIC = "vigil/{tenant}/{conversation_id}/events"
 PUBLISH_DEADLINE_S = 60.0
 STARTUP_S = 60.0  # vigil imports for seconds, many on a busy machine
-
-
-@pytest.fixture
-def mosquitto(tmp_path: Path) -> Iterator[Mosquitto]:
-    """A broker of the test's own, with persistence: tests stop and restart it on the same port and files."""
-    broker = Mosquitto(tmp_path / "mosquitto")
-    broker.start()
-    try:
-        yield broker
-    finally:
-        broker.stop()
 
 
 def sidecar(

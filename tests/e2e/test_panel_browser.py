@@ -14,8 +14,9 @@ from pathlib import Path
 
 import httpx
 import pytest
-from playwright.async_api import Browser, Page, async_playwright, expect
+from playwright.async_api import Browser, Page, expect
 
+from tests.browser import chromium
 from tests.conftest import Topics, create_topics, new_topics
 from tests.e2e.harness import VigilCli, VigilProcess, eventually, message, ready, record
 from tests.kafka_client import produce
@@ -26,17 +27,6 @@ from vigil.panel.auth import token_digest
 pytestmark = pytest.mark.e2e
 
 KNOWLEDGE = Path(__file__).parent.parent.parent / "knowledge"
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 TOKENS = {"ana": uuid.uuid4().hex, "lee": uuid.uuid4().hex}
 USERS = [
     {"name": "ana", "role": "analyst", "tenants": ["acme"], "token_sha256": token_digest(TOKENS["ana"])},
@@ -97,12 +87,8 @@ async def browser_daemon(kafka: EmbeddedBroker, tmp_path_factory: pytest.TempPat
 
 @pytest.fixture(scope="module")
 async def browser() -> AsyncIterator[Browser]:
-    async with async_playwright() as playwright:
-        chromium = await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            yield chromium
-        finally:
-            await chromium.close()
+    async with chromium() as launched:
+        yield launched
 
 
 @pytest.fixture
