@@ -104,3 +104,12 @@ def test_updates_carry_what_the_queue_and_the_conversation_show():
         "at": "2026-11-30T09:00:00Z",
         "text": "wrong plan",
     }
+
+
+def test_the_feed_says_whether_anyone_listens():
+    feed = LiveFeed()
+    assert not feed.listening
+    with feed.watch(tenants=None):
+        assert feed.listening
+    assert not feed.listening
+    assert LiveFeed(relay=lambda _: None).listening

@@ -105,6 +105,11 @@ class LiveFeed:
             self._watchers.discard(watcher)
 
     @property
+    def listening(self) -> bool:
+        """Whether anyone would get an update now (a watcher here, or the relay): if not, do not build one."""
+        return bool(self._watchers) or self.relay is not None
+
+    @property
     def watchers(self) -> int:
         """How many watchers are connected."""
         return len(self._watchers)

@@ -85,7 +85,7 @@ class Pipeline:
     ) -> None:
         if isinstance(event, Feedback):
             self._metrics.feedback.labels(suggestion_kind or "unknown", event.verdict).inc()
-        if self._feed is not None and case is not None:
+        if self._feed is not None and self._feed.listening and case is not None:
             self._feed.publish(live.recorded(event, case))
 
     async def _consult(
@@ -160,7 +160,7 @@ class Pipeline:
                 await self._backoff.persist(f"publishing to {sink.name}", partial(sink.publish, suggestion))
             self._metrics.suggestions_published.labels(suggestion.kind).inc()
             self._metrics.suggestion_latency.observe(self._clock.monotonic() - received)
-            if self._feed is not None:
+            if self._feed is not None and self._feed.listening:
                 self._feed.publish(live.suggested(suggestion))
         await self._backoff.persist(
             "marking suggestions published", lambda: self._store.mark_published([s.suggestion_id for s in suggestions])
