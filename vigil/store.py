@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from importlib import resources
@@ -362,19 +362,21 @@ class CaseStore:
             StoreUnavailable: the database could not be reached, or the reads took longer than the timeout.
             StoreError: the database refused a query.
         """
-        try:
-            async with asyncio.timeout(self._timeout_s), self.engine.connect() as conn:
-                yield conn
-        except StoreError:
-            raise
-        except Exception as exc:
-            raise _translate(exc) from exc
+        async with self._guarded(self.engine.connect) as conn:
+            yield conn
 
     @contextlib.asynccontextmanager
     async def _transaction(self) -> AsyncIterator[AsyncConnection]:
         """One transaction with the store's timeout; database errors come out as vigil's."""
+        async with self._guarded(self.engine.begin) as conn:
+            yield conn
+
+    @contextlib.asynccontextmanager
+    async def _guarded(
+        self, opening: Callable[[], contextlib.AbstractAsyncContextManager[AsyncConnection]]
+    ) -> AsyncIterator[AsyncConnection]:
         try:
-            async with asyncio.timeout(self._timeout_s), self.engine.begin() as conn:
+            async with asyncio.timeout(self._timeout_s), opening() as conn:
                 yield conn
         except StoreError:
             raise
