@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import signal
+import time
 import uuid
 from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass
@@ -50,6 +53,34 @@ def own_kafka() -> Iterator[EmbeddedBroker]:
     """A broker of the test's own, for tests that freeze or kill it."""
     with EmbeddedBroker() as broker:
         yield broker
+
+
+@contextlib.contextmanager
+def frozen(broker: EmbeddedBroker, timeout_s: float = 5.0) -> Iterator[None]:
+    """The broker stopped with SIGSTOP, and thawed on exit.
+
+    A stop is delivered to each thread on its own time: a busy broker can still answer a request sent just after
+    ``kill`` returns. Wait until every thread of it is stopped, so what the test sends next meets a silent broker.
+    """
+    os.kill(broker.pid, signal.SIGSTOP)
+    try:
+        tasks = Path(f"/proc/{broker.pid}/task")
+        deadline = time.monotonic() + timeout_s
+        while not all(_thread_state(task) in {"T", "t", "X", "Z", None} for task in tasks.iterdir()):
+            if time.monotonic() > deadline:
+                raise AssertionError(f"the broker (pid {broker.pid}) did not stop within {timeout_s}s")
+            time.sleep(0.001)
+        yield
+    finally:
+        os.kill(broker.pid, signal.SIGCONT)
+
+
+def _thread_state(task: Path) -> str | None:
+    try:
+        stat = (task / "stat").read_text()
+    except FileNotFoundError:  # the thread ended meanwhile
+        return None
+    return stat[stat.rindex(")") + 2]
 
 
 @dataclass(frozen=True)

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
 
 import pytest
 from aiokafka import TopicPartition
 
-from tests.conftest import Topics, create_topics, make_settings
+from tests.conftest import Topics, create_topics, frozen, make_settings
 from tests.kafka_client import produce, read_topic
 from vigil.broker import EmbeddedBroker
 from vigil.errors import Rejected, TransportError
@@ -156,12 +154,8 @@ async def test_check_fails_while_the_broker_is_frozen(own_kafka: EmbeddedBroker,
     await source.start()
     try:
         await source.check()
-        os.kill(own_kafka.pid, signal.SIGSTOP)
-        try:
-            with pytest.raises(TransportError):
-                await source.check()
-        finally:
-            os.kill(own_kafka.pid, signal.SIGCONT)
+        with frozen(own_kafka), pytest.raises(TransportError):
+            await source.check()
         await source.check()
     finally:
         await source.close()

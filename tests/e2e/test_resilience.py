@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 import time
 
 import pytest
 
-from tests.conftest import Topics, create_topics
+from tests.conftest import Topics, create_topics, frozen
 from tests.e2e.harness import Database, VigilCli, chat, eventually, ready
 from tests.kafka_client import produce
 from vigil.broker import EmbeddedBroker, free_port
@@ -51,8 +50,7 @@ async def test_frozen_broker_makes_vigil_unready_then_it_resumes_by_itself(
     daemon = vigil.daemon(own_kafka.bootstrap, topics, sqlite_url)
     await ready(daemon)
     await db.reach("message", 300, daemon, at_least=True)
-    os.kill(own_kafka.pid, signal.SIGSTOP)
-    try:
+    with frozen(own_kafka):
         frozen_at = time.monotonic()
         await eventually("/readyz 503", lambda: daemon.status("/readyz") == 503, timeout_s=8, process=daemon)
         assert time.monotonic() - frozen_at < 6
@@ -66,8 +64,6 @@ async def test_frozen_broker_makes_vigil_unready_then_it_resumes_by_itself(
         while time.monotonic() - frozen_at < SESSION_TIMEOUT_S + 1:
             assert daemon.status("/readyz") == 503
             await asyncio.sleep(0.2)
-    finally:
-        os.kill(own_kafka.pid, signal.SIGCONT)
 
     await eventually("/readyz 200 again", lambda: daemon.status("/readyz") == 200, timeout_s=15, process=daemon)
     await db.reach("message", len(backlog), daemon, timeout_s=60)
