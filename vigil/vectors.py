@@ -13,9 +13,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-import chromadb
-from chromadb.config import Settings as ChromaSettings
-
 from vigil.embedding import Vectors
 from vigil.errors import StartupError
 
@@ -33,6 +30,9 @@ class VectorHit:
 
 def connect(*, path: Path, url: str | None) -> Any:
     """A Chroma client: a server when ``url`` is set, else an embedded store under ``path``."""
+    import chromadb  # noqa: PLC0415  (heavy: imported only when the knowledge store opens)
+    from chromadb.config import Settings as ChromaSettings  # noqa: PLC0415
+
     settings = ChromaSettings(anonymized_telemetry=False, allow_reset=False)
     if url:
         parts = urlparse(url)
