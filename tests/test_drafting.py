@@ -242,7 +242,7 @@ async def test_a_slow_reply_is_abandoned_at_the_budget(fake: FakeAnthropic, metr
         await drafter.aclose()
 
     assert result is None
-    assert 0.25 <= elapsed < 0.3 + 0.25
+    assert 0.25 <= elapsed < 0.3 + 1.0  # the slack is for a loaded machine; the server would wait 5 s
     assert outcomes(metrics) == {"timeout": 1.0}
     assert count(metrics, "vigil_llm_request_seconds_count") == 1
 
@@ -260,7 +260,7 @@ async def test_the_budget_covers_a_server_that_sends_headers_then_stalls(fake: F
     try:
         started = time.monotonic()
         assert await drafter.draft("How do I set up an eSIM?", SOURCES) is None
-        assert time.monotonic() - started < 0.3 + 0.25
+        assert time.monotonic() - started < 0.3 + 1.0
     finally:
         await drafter.aclose()
     assert outcomes(metrics) == {"timeout": 1.0}
