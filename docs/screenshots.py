@@ -40,7 +40,7 @@ def wait_ready(url: str, timeout_s: float = 180) -> None:
 def busiest(url: str) -> tuple[str, str]:
     """A conversation with a suggestion, and the knowledge entry its first suggestion cites."""
     for item in httpx.get(url + "/api/queue", timeout=5).json():
-        if item["pending_suggestions"]:
+        if item["unread_suggestions"]:
             view = httpx.get(f"{url}/api/conversations/{item['conversation_id']}", timeout=5).json()
             return item["conversation_id"], view["suggestions"][0]["sources"][0]["id"]
     raise LookupError("no conversation has a suggestion yet")
@@ -50,7 +50,7 @@ async def judge(page: Page, url: str, conversations: int = 8) -> None:
     """Work a few conversations as an analyst would, so the overview has verdicts to show."""
     async with httpx.AsyncClient(timeout=5) as client:
         queue = (await client.get(url + "/api/queue")).json()
-    waiting = [c["conversation_id"] for c in queue if c["pending_suggestions"]]
+    waiting = [c["conversation_id"] for c in queue if c["unread_suggestions"]]
     for n, conversation in enumerate(waiting[:conversations]):
         await page.goto(f"{url}/panel/conversations/{conversation}")
         card = page.locator(".card[data-state='new']").first

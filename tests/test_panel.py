@@ -134,7 +134,7 @@ async def test_nobody_gets_in_without_signing_in(client: httpx.AsyncClient):
 async def test_each_person_sees_only_their_tenants(client: httpx.AsyncClient):
     queue = (await client.get("/api/queue", headers=bearer("ana"))).json()
     assert [c["conversation_id"] for c in queue] == ["acme-1"]
-    assert queue[0]["pending_suggestions"] == 1 and queue[0]["waiting_since"] is not None
+    assert queue[0]["unread_suggestions"] == ["s-acme"] and queue[0]["waiting_since"] is not None
     for path in ("/api/conversations/globex-1", "/panel/conversations/globex-1"):
         refused = await client.get(path, headers=bearer("ana"))
         assert refused.status_code == 404 and "Where is my parcel" not in refused.text
@@ -144,6 +144,25 @@ async def test_each_person_sees_only_their_tenants(client: httpx.AsyncClient):
     assert other.status_code == 404
     everything = (await client.get("/api/conversations", headers=bearer("root"))).json()
     assert {c["conversation_id"] for c in everything} == {"acme-1", "globex-1"}
+
+
+async def test_reading_a_conversation_clears_its_unread_suggestions_for_the_reader_only(client: httpx.AsyncClient):
+    async def unread(name: str) -> dict[str, list[str]]:
+        queue = (await client.get("/api/queue", headers=bearer(name))).json()
+        return {c["conversation_id"]: c["unread_suggestions"] for c in queue}
+
+    assert await unread("root") == {"acme-1": ["s-acme"], "globex-1": ["s-globex"]}
+    read = await client.post("/api/conversations/acme-1/read", headers=bearer("ana"))
+    assert read.status_code == 204
+    assert await unread("ana") == {"acme-1": []}
+    assert await unread("root") == {"acme-1": ["s-acme"], "globex-1": ["s-globex"]}
+    for refused in ("globex-1", "nobody-1"):
+        answer = await client.post(f"/api/conversations/{refused}/read", headers=bearer("ana"))
+        assert answer.status_code == 404, refused
+    assert (await client.post("/api/conversations/acme-1/read")).status_code == 401
+    page = await client.get("/panel", headers=bearer("ana"))
+    data = re.search(r'<script id="vigil-data" type="application/json">(.*?)</script>', page.text, re.S)
+    assert data and [c["unread_suggestions"] for c in json.loads(data.group(1))] == [[]]
 
 
 async def test_feedback_becomes_a_feedback_event_on_the_stream(client: httpx.AsyncClient, outbox: MemoryOutbox):
@@ -181,6 +200,8 @@ async def test_a_signed_in_browser_needs_the_csrf_token(client: httpx.AsyncClien
     )
     assert elsewhere.status_code == 403
     assert outbox.submitted == []
+    assert (await client.post("/api/conversations/acme-1/read")).status_code == 403
+    assert (await client.post("/api/conversations/acme-1/read", headers={"X-CSRF-Token": csrf})).status_code == 204
     ok = await client.post(url, json={"verdict": "dismissed", "text": "wrong plan"}, headers={"X-CSRF-Token": csrf})
     assert ok.status_code == 202 and len(outbox.submitted) == 1
     # Signing out needs the token too, and ends the session.

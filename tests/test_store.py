@@ -180,6 +180,36 @@ async def test_unpublished_suggestions_are_found_until_marked(store: CaseStore):
     assert view is not None and [s.suggestion_id for s in view.suggestions] == ["s-1"]
 
 
+async def test_the_queue_shows_each_reader_what_was_suggested_since_they_last_read(store: CaseStore):
+    await store.record(msg(1))
+    await store.record(msg(1, conversation="c-2", tenant="acme"))
+    later = suggestion("s-2", "c-1-m1").model_copy(update={"created_at": datetime(2026, 11, 2, 9, 5, tzinfo=UTC)})
+    for made in (suggestion("s-1", "c-1-m1"), later, suggestion("s-3", "c-1-m1")):
+        await store.save_suggestion(made)
+    await store.mark_published(["s-1", "s-2"])  # s-3 is not out yet
+
+    async def unread(reader: str | None) -> dict[str, list[str]]:
+        return {
+            item.conversation_id: item.unread_suggestions for item in await store.queue(tenants=None, reader=reader)
+        }
+
+    assert await unread("ana") == {"c-1": ["s-1", "s-2"], "c-2": []}
+    assert await store.mark_read("ana", "c-1", datetime(2026, 11, 2, 9, 2, tzinfo=UTC), tenants=None)
+    assert (await unread("ana"))["c-1"] == ["s-2"]
+    assert (await unread("bo"))["c-1"] == ["s-1", "s-2"]
+    # A mark never moves back; another tenant's or an unknown conversation is not marked.
+    assert await store.mark_read("ana", "c-1", datetime(2026, 11, 2, 9, 1, tzinfo=UTC), tenants=None)
+    assert not await store.mark_read("ana", "c-1", datetime(2026, 11, 2, 9, 9, tzinfo=UTC), tenants=["acme"])
+    assert not await store.mark_read("ana", "nope", datetime(2026, 11, 2, 9, 9, tzinfo=UTC), tenants=None)
+    assert (await unread("ana"))["c-1"] == ["s-2"]
+    # A verdict, by anyone, settles a suggestion for everyone.
+    verdict = {"type": "feedback", "feedback_id": "f-1", "suggestion_id": "s-2", "conversation_id": "c-1"}
+    await store.record(event(**verdict, verdict="dismissed", at="2026-11-02T09:06:00Z"))
+    assert (await unread("bo"))["c-1"] == ["s-1"]
+    assert (await unread(None))["c-1"] == ["s-1"]
+    assert (await unread("ana"))["c-1"] == []
+
+
 async def test_unknown_conversation_is_none(store: CaseStore):
     assert await store.conversation("nope") is None
 

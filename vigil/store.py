@@ -29,11 +29,12 @@ from vigil.clock import Clock
 from vigil.errors import EventConflict, SettingsError, StoreError, StoreUnavailable
 from vigil.events import CaseEvent, Feedback, Message, SourceRef, Suggestion
 from vigil.settings import Settings
-from vigil.tables import SuggestionRow
+from vigil.tables import ReadMark, SuggestionRow
 
 log = logging.getLogger(__name__)
 
 SUGGESTION = SuggestionRow.__table__  # type: ignore[attr-defined]
+READ_MARK = ReadMark.__table__  # type: ignore[attr-defined]
 SUPPORTED_DIALECTS = ("sqlite", "postgresql")
 
 
@@ -66,8 +67,8 @@ class QueueItem(ConversationSummary):
 
     waiting_since: datetime | None
     """When the customer's unanswered message came; None if the analyst has replied since."""
-    pending_suggestions: int
-    """Suggestions published that no analyst has judged yet."""
+    unread_suggestions: list[str]
+    """Suggestions out since the reader last read the conversation and not judged by anyone yet, oldest first."""
 
 
 class FeedbackView(BaseModel):
@@ -313,34 +314,64 @@ class CaseStore:
             rows = (await conn.execute(stmt)).all()
         return [_summary(row) for row in rows]
 
-    async def queue(self, *, tenants: Sequence[str] | None, limit: int = 200) -> list[QueueItem]:
-        """Open conversations of ``tenants`` (None: all): those waiting longest first, then the most recent."""
-        c, s = CONVERSATION.c, SUGGESTION.c
-        judged = sa.select(FEEDBACK.c.suggestion_id).where(FEEDBACK.c.suggestion_id == s.suggestion_id).exists()
-        pending = (
-            sa.select(sa.func.count())
-            .where(s.conversation_id == c.id, s.published_at.is_not(None), ~judged)
-            .scalar_subquery()
-        )
-        stmt = (
-            sa.select(CONVERSATION, pending.label("pending_suggestions"))
-            .where(c.status != "closed")
-            .order_by(c.updated_at.desc(), c.id)
-            .limit(limit)
-        )
+    async def queue(self, *, tenants: Sequence[str] | None, reader: str | None, limit: int = 200) -> list[QueueItem]:
+        """Open conversations of ``tenants`` (None: all): those waiting longest first, then the most recent; with
+        the suggestions that are unread to ``reader`` (None: every suggestion nobody has judged)."""
+        c, s, r = CONVERSATION.c, SUGGESTION.c, READ_MARK.c
+        stmt = sa.select(CONVERSATION).where(c.status != "closed").order_by(c.updated_at.desc(), c.id).limit(limit)
         if tenants is not None:
             stmt = stmt.where(c.tenant.in_(list(tenants)))
         async with self._transaction() as conn:
             rows = (await conn.execute(stmt)).all()
+            judged = sa.select(FEEDBACK.c.suggestion_id).where(FEEDBACK.c.suggestion_id == s.suggestion_id).exists()
+            unread_stmt = (
+                sa.select(s.conversation_id, s.suggestion_id)
+                .where(s.conversation_id.in_([row.id for row in rows]), s.published_at.is_not(None), ~judged)
+                .order_by(s.created_at, s.suggestion_id)
+            )
+            if reader is not None:
+                read_at = (
+                    sa.select(r.read_at)
+                    .where(r.reader == reader, r.conversation_id == s.conversation_id)
+                    .scalar_subquery()
+                )
+                unread_stmt = unread_stmt.where(sa.or_(read_at.is_(None), s.created_at > read_at))
+            unread: dict[str, list[str]] = {row.id: [] for row in rows}
+            for conversation_id, suggestion_id in (await conn.execute(unread_stmt)).all():
+                unread[conversation_id].append(suggestion_id)
         items = [
             QueueItem(
                 **_summary(row).model_dump(),
                 waiting_since=CaseState.from_row(row).waiting_since,
-                pending_suggestions=row.pending_suggestions,
+                unread_suggestions=unread[row.id],
             )
             for row in rows
         ]
         return sorted(items, key=lambda i: (i.waiting_since is None, i.waiting_since or i.updated_at))
+
+    async def mark_read(
+        self, reader: str, conversation_id: str, at: datetime, *, tenants: Sequence[str] | None
+    ) -> bool:
+        """``reader`` has read ``conversation_id`` up to ``at``: suggestions made until then are no longer unread
+        to them (made, not published: the panel shows a suggestion before its publication is recorded). A mark never
+        moves back. False, and nothing marked, if the conversation is not one of ``tenants``' (None: all)."""
+        c = CONVERSATION.c
+        visible = sa.select(c.id).where(c.id == conversation_id)
+        if tenants is not None:
+            visible = visible.where(c.tenant.in_(list(tenants)))
+        row = {"reader": reader, "conversation_id": conversation_id, "read_at": at}
+        async with self._transaction() as conn:
+            if await conn.scalar(visible) is None:
+                return False
+            insert = cases.upsert(conn, READ_MARK).values(row)
+            await conn.execute(
+                insert.on_conflict_do_update(
+                    index_elements=[READ_MARK.c.reader, READ_MARK.c.conversation_id],
+                    set_={"read_at": insert.excluded.read_at},
+                    where=READ_MARK.c.read_at < insert.excluded.read_at,
+                )
+            )
+        return True
 
     async def count_events(self) -> dict[str, int]:
         """How many messages, case events and conversations are stored."""

@@ -139,6 +139,19 @@ class FeedbackRow(SQLModel, table=True):
     text: str | None = Field(default=None, sa_type=sa.Text)
 
 
+class ReadMark(SQLModel, table=True):
+    """How far an analyst has read a conversation in the panel: suggestions published later are unread to them.
+
+    The analyst's own view of the queue, not part of the case: the panel writes it directly, not through the stream.
+    """
+
+    __tablename__ = "read_mark"
+
+    reader: str = Field(primary_key=True, max_length=ID_LENGTH)
+    conversation_id: str = Field(primary_key=True, max_length=ID_LENGTH)
+    read_at: datetime = _when(nullable=False)
+
+
 class KnowledgeEntryRow(SQLModel, table=True):
     """A knowledge entry (article, FAQ, document, mined case knowledge): the source a suggestion cites."""
 

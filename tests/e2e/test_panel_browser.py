@@ -169,6 +169,31 @@ async def test_an_analyst_sees_a_message_and_its_suggestion_live_and_accepts_it(
     await expect(faq.get_by_role("heading", level=1)).to_have_text("Can I take my broadband with me when I move?")
 
 
+async def test_a_suggestion_is_unread_in_the_queue_until_the_analyst_opens_its_conversation(
+    page: Page, browser_daemon: Panel
+):
+    panel = browser_daemon
+    conversation = f"acme-{uuid.uuid4().hex[:6]}"
+    await sign_in(page, panel, "ana")
+
+    panel.say(conversation, "Can I take my broadband with me when I move?")
+    badge = page.locator(f'tr[data-conversation-id="{conversation}"] .badge')
+    await expect(badge).to_have_text("1", timeout=SEEN)
+
+    def unread(who: str) -> list[str]:
+        queue = panel.api("/api/queue", who).json()
+        return next(c["unread_suggestions"] for c in queue if c["conversation_id"] == conversation)
+
+    assert len(unread("lee")) == 1
+    await page.locator(f'tr[data-conversation-id="{conversation}"]').get_by_role("link").click()
+    await expect(page.locator(".card")).to_have_count(1, timeout=SEEN)
+    await eventually("read in the panel", lambda: unread("ana") == [], 10, panel.daemon)
+    await page.go_back()
+    await page.reload()
+    await expect(badge).to_have_text("0", timeout=SEEN)
+    assert len(unread("lee")) == 1  # read by ana, still unread to the lead
+
+
 async def test_edit_then_accept_and_dismiss_with_a_reason_are_stored(page: Page, browser_daemon: Panel):
     panel = browser_daemon
     conversation = f"acme-{uuid.uuid4().hex[:6]}"

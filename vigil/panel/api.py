@@ -90,7 +90,7 @@ def api_routes(
     @router.get("/queue", responses=_UNAVAILABLE)
     async def queue(who: Identity = who_is, limit: Annotated[int, Query(ge=1, le=500)] = 200) -> list[QueueItem]:
         """Open conversations of the caller's tenants, those waiting longest first."""
-        return await _read(store.queue(tenants=who.tenant_filter, limit=limit))
+        return await _read(store.queue(tenants=who.tenant_filter, reader=who.name, limit=limit))
 
     @router.get("/conversations", responses=_UNAVAILABLE)
     async def conversations(
@@ -106,6 +106,17 @@ def api_routes(
     async def conversation(conversation_id: str, who: Identity = who_is) -> ConversationView:
         """A conversation: its state, messages in order, vigil's suggestions and the verdicts on them."""
         return await visible_conversation(store, conversation_id, who)
+
+    @router.post(
+        "/conversations/{conversation_id:path}/read",
+        status_code=204,
+        dependencies=[Depends(caller.guard)],
+        responses={404: {"description": "unknown conversation"}, **_UNAVAILABLE},
+    )
+    async def read(conversation_id: str, who: Identity = who_is) -> None:
+        """The caller has read the conversation: its suggestions so far are no longer unread in their queue."""
+        if not await _read(store.mark_read(who.name, conversation_id, clock.now(), tenants=who.tenant_filter)):
+            raise HTTPException(404, "unknown conversation")
 
     @router.post(
         "/suggestions/{suggestion_id}/feedback",

@@ -71,7 +71,7 @@ def page_routes(
     @router.get("/panel")
     async def queue_page(request: Request) -> HTMLResponse:
         who = viewer(request)
-        items = await store.queue(tenants=who.tenant_filter)
+        items = await store.queue(tenants=who.tenant_filter, reader=who.name)
         data = [item.model_dump(mode="json") for item in items]
         return render(request, "queue.html", who, queue=data, now=clock.now().isoformat())
 

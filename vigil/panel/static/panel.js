@@ -96,7 +96,7 @@
       }
       throw new Error(typeof detail === "string" ? detail : JSON.stringify(detail));
     }
-    return response.json();
+    return response.status === 204 ? null : response.json();
   }
 
   // ---- the queue -------------------------------------------------------------------------------------------
@@ -127,10 +127,12 @@
       } else {
         if (!row) {
           row = el("tr", { "data-conversation-id": item.conversation_id });
-          row.state = { pending_suggestions: 0 };
+          row.state = {};
+          row.unread = new Set();
           rows.set(item.conversation_id, row);
         }
         Object.assign(row.state, item);
+        if (item.unread_suggestions) row.unread = new Set(item.unread_suggestions);
         render(row);
         place(row);
         if (flash) highlight(row);
@@ -147,7 +149,7 @@
     function render(row) {
       const s = row.state;
       const href = `/panel/conversations/${encodeURIComponent(s.conversation_id)}`;
-      const pending = s.pending_suggestions || 0;
+      const unread = row.unread.size;
       row.className = s.waiting_since ? "waiting" : "";
       row.waited = el("td", { class: "waited" });
       row.active = el("td");
@@ -156,7 +158,7 @@
         el("td", { text: s.tenant }),
         el("td", { class: "status", text: label(s.status) }),
         row.waited,
-        el("td", {}, el("span", { class: pending ? "badge hot" : "badge", text: String(pending), "aria-label": `${pending} new suggestions` })),
+        el("td", {}, el("span", { class: unread ? "badge hot" : "badge", text: String(unread), "aria-label": `${unread} unread suggestions` })),
         el("td", { text: String(s.message_count) }),
         row.active,
       );
@@ -169,12 +171,14 @@
       row.active.textContent = `${ago(s.updated_at)} ago`;
     }
 
-    function bump(conversationId, delta) {
+    // A new suggestion is unread until this analyst opens the conversation; a verdict by anyone settles it.
+    function unread(conversationId, suggestionId, isNew) {
       const row = rows.get(conversationId);
-      if (!row) return;
-      row.state.pending_suggestions = Math.max(0, (row.state.pending_suggestions || 0) + delta);
+      if (!row || row.unread.has(suggestionId) === isNew) return;
+      if (isNew) row.unread.add(suggestionId);
+      else row.unread.delete(suggestionId);
       render(row);
-      if (delta > 0) highlight(row);
+      if (isNew) highlight(row);
     }
 
     function reload() {
@@ -191,8 +195,8 @@
     live("/api/live", {
       message: (d) => upsert(d.case, true),
       case: (d) => upsert(d.case, true),
-      suggestion: (d) => bump(d.suggestion.conversation_id, +1),
-      feedback: (d) => bump(d.case.conversation_id, -1),
+      suggestion: (d) => unread(d.suggestion.conversation_id, d.suggestion.suggestion_id, true),
+      feedback: (d) => unread(d.case.conversation_id, d.feedback.suggestion_id, false),
     }, reload);
   }
 
@@ -335,6 +339,20 @@
       }
     }
 
+    // What this analyst has seen is no longer unread in their queue: marked when the page is shown and when a card
+    // arrives while it is in view (once for a burst).
+    let unseen = true;
+    let marking = null;
+    function markRead() {
+      if (!unseen || document.visibilityState !== "visible" || marking) return;
+      marking = setTimeout(() => {
+        marking = null;
+        unseen = false;
+        api("POST", `/api/conversations/${encodeURIComponent(id)}/read`).catch(() => { unseen = true; });
+      }, 250);
+    }
+    document.addEventListener("visibilitychange", markRead);
+
     function load(state) {
       state.messages.forEach(addMessage);
       state.suggestions.forEach(addCard);
@@ -344,12 +362,17 @@
 
     document.getElementById("copy-reply").addEventListener("click", () => useReply(reply.value));
     load(view);
+    markRead();
     const reload = () => api("GET", `/api/conversations/${encodeURIComponent(id)}`).then(load).catch(() => {});
     live(`/api/live?conversation=${encodeURIComponent(id)}`, {
       // A message too long for the replicas' relay arrives cut short: fetch it whole.
       message: (d) => { if (d.message.truncated) reload(); else addMessage(d.message); applyCase(d.case); },
       case: (d) => applyCase(d.case),
-      suggestion: (d) => { if (d.suggestion.truncated) reload(); else addCard(d.suggestion); },
+      suggestion: (d) => {
+        if (d.suggestion.truncated) reload(); else addCard(d.suggestion);
+        unseen = true;
+        markRead();
+      },
       feedback: (d) => applyFeedback(d.feedback),
     }, reload);
   }
