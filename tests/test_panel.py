@@ -232,12 +232,17 @@ async def test_the_overview_is_for_leads(client: httpx.AsyncClient):
     assert page.status_code == 200 and "<svg" in page.text
 
 
-async def test_pages_carry_a_strict_content_security_policy(client: httpx.AsyncClient):
+async def test_pages_carry_a_strict_content_security_policy_and_are_never_cached(client: httpx.AsyncClient):
     page = await client.get("/panel", headers=bearer("ana"))
     assert page.status_code == 200
     policy = page.headers["content-security-policy"]
     assert "script-src 'self'" in policy and "unsafe-inline" not in policy and "frame-ancestors 'none'" in policy
     assert page.headers["x-content-type-options"] == "nosniff"
+    # Customer text stays out of caches, and Back never brings up a stale queue; the script may be cached.
+    assert page.headers["cache-control"] == "no-store"
+    assert (await client.get("/api/queue", headers=bearer("ana"))).headers["cache-control"] == "no-store"
+    script = await client.get("/panel/static/panel.js")
+    assert script.status_code == 200 and "cache-control" not in script.headers
 
 
 async def test_customer_text_is_data_in_the_page_never_markup(seeded: CaseStore, outbox: MemoryOutbox, registry):  # type: ignore[no-untyped-def]

@@ -124,7 +124,9 @@ def _error_pages(app: FastAPI) -> None:
 
 
 class SecurityHeaders:
-    """Adds the security headers to every response, and the content security policy to every page."""
+    """Adds the security headers to every response, and the content security policy to every page. What the panel
+    and the API answer is never cached (customer text; and a page brought back from a cache would show a stale
+    queue), except the panel's static files."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -138,6 +140,10 @@ class SecurityHeaders:
             if message["type"] == "http.response.start":
                 headers = list(message.get("headers", []))
                 headers += [*SECURITY_HEADERS, (b"content-security-policy", CSP.encode())]
+                if not scope["path"].startswith("/panel/static/") and not any(
+                    k == b"cache-control" for k, _ in headers
+                ):
+                    headers.append((b"cache-control", b"no-store"))
                 message["headers"] = headers
             await send(message)
 

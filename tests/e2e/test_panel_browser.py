@@ -189,7 +189,6 @@ async def test_a_suggestion_is_unread_in_the_queue_until_the_analyst_opens_its_c
     await expect(page.locator(".card")).to_have_count(1, timeout=SEEN)
     await eventually("read in the panel", lambda: unread("ana") == [], 10, panel.daemon)
     await page.go_back()
-    await page.reload()
     await expect(badge).to_have_text("0", timeout=SEEN)
     assert len(unread("lee")) == 1  # read by ana, still unread to the lead
 

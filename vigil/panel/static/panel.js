@@ -198,6 +198,9 @@
       suggestion: (d) => unread(d.suggestion.conversation_id, d.suggestion.suggestion_id, true),
       feedback: (d) => unread(d.case.conversation_id, d.feedback.suggestion_id, false),
     }, reload);
+    // Back from a conversation, or from another tab: what was read there is no longer unread here.
+    window.addEventListener("pageshow", (event) => { if (event.persisted) reload(); });
+    document.addEventListener("visibilitychange", () => { if (document.visibilityState === "visible") reload(); });
   }
 
   // ---- a conversation --------------------------------------------------------------------------------------
