@@ -140,7 +140,7 @@ class FeedbackRow(SQLModel, table=True):
 
 
 class ReadMark(SQLModel, table=True):
-    """How far an analyst has read a conversation in the panel: suggestions published later are unread to them.
+    """How far an analyst has read a conversation in the panel: suggestions made later are unread to them.
 
     The analyst's own view of the queue, not part of the case: the panel writes it directly, not through the stream.
     """
