@@ -12,6 +12,7 @@ from datetime import UTC, datetime, timedelta
 
 import httpx
 import pytest
+from prometheus_client import CollectorRegistry
 
 from vigil.api import create_app
 from vigil.clock import SystemClock
@@ -83,7 +84,9 @@ def outbox() -> MemoryOutbox:
     return MemoryOutbox()
 
 
-def panel_client(store: CaseStore, outbox: MemoryOutbox, registry, **panel: object) -> httpx.AsyncClient:  # type: ignore[no-untyped-def]
+def panel_client(  # type: ignore[no-untyped-def]
+    store: CaseStore, outbox: MemoryOutbox, registry, base_url: str = "http://vigil.test", **panel: object
+) -> httpx.AsyncClient:
     metrics = Metrics(registry)
     settings = PanelSettings(**{"auth": "tokens", "users": USERS, **panel})  # type: ignore[arg-type]
     app = create_app(
@@ -93,7 +96,7 @@ def panel_client(store: CaseStore, outbox: MemoryOutbox, registry, **panel: obje
         outboxes=[outbox],
         panel=settings,
     )
-    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://vigil.test")
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=base_url)
 
 
 @pytest.fixture
@@ -257,9 +260,19 @@ async def test_customer_text_is_data_in_the_page_never_markup(seeded: CaseStore,
 
 
 async def test_without_auth_everyone_on_loopback_is_a_local_admin(seeded: CaseStore, outbox: MemoryOutbox, registry):  # type: ignore[no-untyped-def]
-    async with panel_client(seeded, outbox, registry, auth="none", users=[]) as client:
+    async with panel_client(seeded, outbox, registry, "http://127.0.0.1:8080", auth="none", users=[]) as client:
         assert (await client.get("/api/whoami")).json()["role"] == "admin"
         assert len((await client.get("/api/queue")).json()) == 2
         # CSRF still applies: a page on another site cannot make the local panel act.
         answer = await client.post("/api/suggestions/s-acme/feedback", json={"verdict": "accepted"})
         assert answer.status_code == 403
+        # Nor read it by rebinding its own name to 127.0.0.1: the request names that site, and is nobody's.
+        rebound = await client.get("/api/queue", headers={"Host": "evil.example:8080"})
+        assert rebound.status_code == 401
+    ipv6 = panel_client(seeded, outbox, CollectorRegistry(), "http://[::1]:8080", auth="none", users=[])
+    async with ipv6 as client:
+        page = await client.get("/panel")
+        csrf = re.search(r'<meta name="csrf-token" content="([^"]+)"', page.text)
+        assert page.status_code == 200 and csrf
+        headers = {"X-CSRF-Token": csrf.group(1), "Origin": "http://[::1]:8080"}
+        assert (await client.post("/api/conversations/acme-1/read", headers=headers)).status_code == 204

@@ -120,6 +120,11 @@ def test_the_panel_runs_without_sign_in_only_on_loopback(monkeypatch: pytest.Mon
         "VIGIL_PANEL__USERS", '[{"name": "ana", "tenants": ["acme"], "token_sha256": "' + "a" * 64 + '"}]'
     )
     assert load_settings().panel.users[0].role == "analyst"
+    # The API is served with the panel off too: switching the panel off does not lift the rule.
+    monkeypatch.setenv("VIGIL_PANEL__AUTH", "none")
+    monkeypatch.setenv("VIGIL_PANEL__ENABLED", "false")
+    with pytest.raises(SettingsError):
+        load_settings()
 
 
 def test_sign_in_settings_must_be_complete(monkeypatch: pytest.MonkeyPatch):

@@ -255,7 +255,8 @@ class Settings(BaseSettings):
     @model_validator(mode="after")
     def _panel_is_guarded(self) -> Settings:
         panel = self.panel
-        if panel.enabled and panel.auth == "none" and not is_loopback(self.http.host):
+        # The API (/api/*) is served with the panel off too: the rule guards both.
+        if panel.auth == "none" and not is_loopback(self.http.host):
             raise ValueError(
                 f"VIGIL_PANEL__AUTH is none but VIGIL_HTTP__HOST {self.http.host!r} is not a loopback address; "
                 "set VIGIL_PANEL__AUTH to tokens or oidc"

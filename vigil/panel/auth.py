@@ -4,7 +4,8 @@ An API client sends ``Authorization: Bearer TOKEN``; a browser signs in once (wi
 OIDC provider) and then carries a signed, HttpOnly session cookie. Tokens are never stored: the settings hold
 their SHA-256. Every state-changing request made with the cookie must carry the session's CSRF token (header
 ``X-CSRF-Token`` or form field ``csrf_token``) and, when the browser sends one, a same-origin ``Origin``.
-With ``VIGIL_PANEL__AUTH=none`` (allowed on a loopback host only) everyone is a local admin, CSRF still applies.
+With ``VIGIL_PANEL__AUTH=none`` (allowed on a loopback host only) everyone is a local admin, CSRF still applies;
+a request that names another host (a DNS-rebinding page reaching the loopback port) is nobody.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any
 from starlette.requests import Request
 
 from vigil.panel.identity import Identity
-from vigil.settings import PanelSettings, PanelUser
+from vigil.settings import PanelSettings, PanelUser, is_loopback
 
 CSRF_HEADER = "X-CSRF-Token"
 CSRF_FIELD = "csrf_token"
@@ -55,7 +56,7 @@ class Authenticator:
             user = self.user_for_token(credential.strip())
             return _identity(user) if user else None
         if self.mode == "none":
-            return LOCAL
+            return LOCAL if is_loopback(request.url.hostname or "") else None
         who: dict[str, Any] | None = request.session.get("who")
         if not who:
             return None
@@ -127,4 +128,5 @@ def _own_origin(request: Request) -> str:
     url = request.url
     default = {"http": 80, "https": 443}.get(url.scheme)
     port = f":{url.port}" if url.port and url.port != default else ""
-    return f"{url.scheme}://{url.hostname}{port}"
+    host = f"[{url.hostname}]" if url.hostname and ":" in url.hostname else url.hostname  # IPv6, as in an Origin
+    return f"{url.scheme}://{host}{port}"
