@@ -53,13 +53,13 @@ async def say(store: CaseStore, conversation: str, tenant: str, n: int, text: st
     await store.record(event)
 
 
-async def suggest(store: CaseStore, conversation: str, tenant: str, suggestion_id: str) -> None:
+async def suggest(store: CaseStore, conversation: str, tenant: str, suggestion_id: str, made: datetime = NOW) -> None:
     suggestion = Suggestion(
         suggestion_id=suggestion_id,
         conversation_id=conversation,
         tenant=tenant,
         in_reply_to=f"{conversation}-m1",
-        created_at=NOW,
+        created_at=made,
         kind="answer",
         text="Your bill is taken on the 1st.",
         why="matches the FAQ",
@@ -149,23 +149,43 @@ async def test_each_person_sees_only_their_tenants(client: httpx.AsyncClient):
     assert {c["conversation_id"] for c in everything} == {"acme-1", "globex-1"}
 
 
-async def test_reading_a_conversation_clears_its_unread_suggestions_for_the_reader_only(client: httpx.AsyncClient):
+def through(at: datetime) -> dict[str, str]:
+    return {"through": at.isoformat()}
+
+
+async def test_reading_a_conversation_clears_its_unread_suggestions_for_the_reader_only(
+    client: httpx.AsyncClient, seeded: CaseStore
+):
     async def unread(name: str) -> dict[str, list[str]]:
         queue = (await client.get("/api/queue", headers=bearer(name))).json()
         return {c["conversation_id"]: c["unread_suggestions"] for c in queue}
 
     assert await unread("root") == {"acme-1": ["s-acme"], "globex-1": ["s-globex"]}
-    read = await client.post("/api/conversations/acme-1/read", headers=bearer("ana"))
+    # Read through an earlier suggestion than s-acme: s-acme stays unread.
+    earlier = await client.post(
+        "/api/conversations/acme-1/read", json=through(NOW - timedelta(minutes=1)), headers=bearer("ana")
+    )
+    assert earlier.status_code == 204 and await unread("ana") == {"acme-1": ["s-acme"]}
+    read = await client.post("/api/conversations/acme-1/read", json=through(NOW), headers=bearer("ana"))
     assert read.status_code == 204
     assert await unread("ana") == {"acme-1": []}
     assert await unread("root") == {"acme-1": ["s-acme"], "globex-1": ["s-globex"]}
+    # A time still to come counts as now: a suggestion made later stays unread.
+    ahead = through(datetime.now(UTC) + timedelta(days=1))
+    assert (await client.post("/api/conversations/acme-1/read", json=ahead, headers=bearer("ana"))).status_code == 204
+    await suggest(seeded, "acme-1", "acme", "s-acme-later", made=datetime.now(UTC) + timedelta(hours=1))
+    assert await unread("ana") == {"acme-1": ["s-acme-later"]}
     for refused in ("globex-1", "nobody-1"):
-        answer = await client.post(f"/api/conversations/{refused}/read", headers=bearer("ana"))
+        answer = await client.post(f"/api/conversations/{refused}/read", json=through(NOW), headers=bearer("ana"))
         assert answer.status_code == 404, refused
-    assert (await client.post("/api/conversations/acme-1/read")).status_code == 401
+    naive = await client.post(
+        "/api/conversations/acme-1/read", json={"through": "2026-11-30T10:00:00"}, headers=bearer("ana")
+    )
+    assert naive.status_code == 422
+    assert (await client.post("/api/conversations/acme-1/read", json=through(NOW))).status_code == 401
     page = await client.get("/panel", headers=bearer("ana"))
     data = re.search(r'<script id="vigil-data" type="application/json">(.*?)</script>', page.text, re.S)
-    assert data and [c["unread_suggestions"] for c in json.loads(data.group(1))] == [[]]
+    assert data and [c["unread_suggestions"] for c in json.loads(data.group(1))] == [["s-acme-later"]]
 
 
 async def test_feedback_becomes_a_feedback_event_on_the_stream(client: httpx.AsyncClient, outbox: MemoryOutbox):
@@ -203,8 +223,9 @@ async def test_a_signed_in_browser_needs_the_csrf_token(client: httpx.AsyncClien
     )
     assert elsewhere.status_code == 403
     assert outbox.submitted == []
-    assert (await client.post("/api/conversations/acme-1/read")).status_code == 403
-    assert (await client.post("/api/conversations/acme-1/read", headers={"X-CSRF-Token": csrf})).status_code == 204
+    read = "/api/conversations/acme-1/read"
+    assert (await client.post(read, json=through(NOW))).status_code == 403
+    assert (await client.post(read, json=through(NOW), headers={"X-CSRF-Token": csrf})).status_code == 204
     ok = await client.post(url, json={"verdict": "dismissed", "text": "wrong plan"}, headers={"X-CSRF-Token": csrf})
     assert ok.status_code == 202 and len(outbox.submitted) == 1
     # Signing out needs the token too, and ends the session.
@@ -275,4 +296,5 @@ async def test_without_auth_everyone_on_loopback_is_a_local_admin(seeded: CaseSt
         csrf = re.search(r'<meta name="csrf-token" content="([^"]+)"', page.text)
         assert page.status_code == 200 and csrf
         headers = {"X-CSRF-Token": csrf.group(1), "Origin": "http://[::1]:8080"}
-        assert (await client.post("/api/conversations/acme-1/read", headers=headers)).status_code == 204
+        answer = await client.post("/api/conversations/acme-1/read", json=through(NOW), headers=headers)
+        assert answer.status_code == 204

@@ -227,6 +227,24 @@ async def test_edit_then_accept_and_dismiss_with_a_reason_are_stored(page: Page,
         "dismissed": ("ana", "customer has a physical SIM"),
     }
 
+    # Someone else judges a card while this analyst has its dismissal form open: the form goes, and the card cannot
+    # be judged a second time.
+    panel.say(conversation, "Can I take my broadband with me when I move?")
+    third = page.locator(".card[data-state='new']").first
+    await expect(third).to_be_visible(timeout=SEEN)
+    suggestion_id = await third.get_attribute("data-suggestion-id")
+    third = page.locator(f'.card[data-suggestion-id="{suggestion_id}"]')
+    await third.get_by_role("button", name="Dismiss").click()
+    elsewhere = httpx.post(
+        f"{panel.url}/api/suggestions/{suggestion_id}/feedback",
+        json={"verdict": "accepted"},
+        headers={"Authorization": f"Bearer {TOKENS['lee']}"},
+        timeout=5,
+    )
+    assert elsewhere.status_code == 202
+    await expect(third.locator(".verdict")).to_have_text("Accepted by lee", timeout=SEEN)
+    await expect(third.get_by_role("button")).to_have_count(0)
+
 
 async def test_a_script_in_a_customer_message_is_shown_as_text(page: Page, browser_daemon: Panel):
     panel = browser_daemon

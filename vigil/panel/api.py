@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal, TypeVar
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from fastapi.sse import EventSourceResponse, ServerSentEvent
-from pydantic import BaseModel, Field
+from pydantic import AwareDatetime, BaseModel, Field
 
 from vigil.clock import Clock
 from vigil.errors import StoreError, TransportError
@@ -35,6 +35,15 @@ class FeedbackRequest(BaseModel):
     verdict: Literal["accepted", "edited", "dismissed"]
     text: Annotated[str, Field(max_length=16_000)] | None = Field(
         default=None, description="For edited: the reply as sent. For dismissed: the reason, if given."
+    )
+
+
+class ReadRequest(BaseModel):
+    """How far the analyst has read a conversation."""
+
+    through: AwareDatetime = Field(
+        description="When the newest suggestion the analyst was shown was made (its created_at); a time still to "
+        "come counts as now."
     )
 
 
@@ -113,9 +122,11 @@ def api_routes(
         dependencies=[Depends(caller.guard)],
         responses={404: {"description": "unknown conversation"}, **_UNAVAILABLE},
     )
-    async def read(conversation_id: str, who: Identity = who_is) -> None:
-        """The caller has read the conversation: its suggestions so far are no longer unread in their queue."""
-        if not await _read(store.mark_read(who.name, conversation_id, clock.now(), tenants=who.tenant_filter)):
+    async def read(conversation_id: str, body: ReadRequest, who: Identity = who_is) -> None:
+        """The caller has read the conversation through a suggestion they were shown: it and those before it are no
+        longer unread in their queue (a suggestion made meanwhile, not yet shown, stays unread)."""
+        through = min(body.through, clock.now())
+        if not await _read(store.mark_read(who.name, conversation_id, through, tenants=who.tenant_filter)):
             raise HTTPException(404, "unknown conversation")
 
     @router.post(

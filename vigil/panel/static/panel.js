@@ -68,8 +68,10 @@
       connectedOnce = true;
     });
     source.addEventListener("error", () => {
+      // The browser retries by itself unless the server refused the stream (a sign-in that ended, say).
+      const closed = source.readyState === EventSource.CLOSED;
       if (status) {
-        status.textContent = "Reconnecting…";
+        status.textContent = closed ? "Offline: reload the page" : "Reconnecting…";
         status.className = "live off";
       }
       document.body.dataset.live = "off";
@@ -181,8 +183,11 @@
       if (isNew) highlight(row);
     }
 
+    let reloads = 0;  // only the newest reload may replace the rows: an older answer would undo newer updates
     function reload() {
+      const mine = ++reloads;
       api("GET", "/api/queue").then((fresh) => {
+        if (mine !== reloads) return;
         rows.forEach((row) => row.remove());
         rows.clear();
         fresh.forEach((item) => upsert(item, false));
@@ -258,33 +263,38 @@
       showButtons(card);
       cards.prepend(card);
       noSuggestions.hidden = true;
+      if (!newest || Date.parse(s.created_at) > Date.parse(newest)) newest = s.created_at;
+      unseen = true;
+      markRead();
     }
 
     function showButtons(card) {
-      const s = card.parts.suggestion;
+      if (card.dataset.state !== "new") return;  // judged meanwhile (here, or by someone else, live)
       card.parts.buttons.replaceChildren(
         el("button", { type: "button", onclick: () => accept(card), "aria-label": "Accept: copy into the reply" }, "Accept"),
         el("button", { type: "button", class: "secondary", onclick: () => edit(card) }, "Edit"),
         el("button", { type: "button", class: "secondary", onclick: () => dismiss(card) }, "Dismiss"));
-      card.parts.text.textContent = s.text;
     }
 
     function settle(card, verdict, by) {
       card.dataset.state = verdict;
+      card.parts.form?.remove();
+      card.parts.form = null;
       card.parts.buttons.replaceChildren();
       card.parts.verdict.textContent = `${VERDICT_LABELS[verdict] || verdict}${by ? ` by ${by}` : ""}`;
     }
 
     async function send(card, verdict, text) {
       const s = card.parts.suggestion;
-      card.parts.buttons.querySelectorAll("button").forEach((b) => { b.disabled = true; });
+      const buttons = card.querySelectorAll("button");  // the card's and its open form's: one verdict per click
+      buttons.forEach((b) => { b.disabled = true; });
       try {
         await api("POST", `/api/suggestions/${encodeURIComponent(s.suggestion_id)}/feedback`, { verdict, text });
         settle(card, verdict, null);
         return true;
       } catch (error) {
         card.parts.verdict.textContent = `Could not record that: ${error.message}`;
-        card.parts.buttons.querySelectorAll("button").forEach((b) => { b.disabled = false; });
+        buttons.forEach((b) => { b.disabled = false; });
         return false;
       }
     }
@@ -301,33 +311,35 @@
       if (await send(card, "accepted", null)) useReply(card.parts.suggestion.text);
     }
 
+    // Edit and dismiss open a small form in place of the card's buttons: a field, a confirm button and Cancel.
+    function openForm(card, kind, caption, field, confirmText, confirm) {
+      const form = el("div", { class: kind }, caption, field, el("div", { class: "buttons" },
+        el("button", { type: "button", onclick: confirm }, confirmText),
+        el("button", { type: "button", class: "secondary", onclick: () => {
+          form.remove();
+          card.parts.form = null;
+          showButtons(card);
+        } }, "Cancel")));
+      card.parts.form = form;
+      card.parts.buttons.replaceChildren();
+      card.parts.buttons.after(form);
+      field.focus();
+    }
+
     function edit(card) {
       const area = el("textarea", { rows: "5", "aria-label": "Edit the suggestion" });
       area.value = card.parts.suggestion.text;
-      const editor = el("div", { class: "editor" }, area, el("div", { class: "buttons" },
-        el("button", { type: "button", onclick: async () => {
-          const edited = area.value.trim();
-          if (!edited) { area.focus(); return; }
-          if (await send(card, "edited", edited)) { editor.remove(); useReply(edited); }
-        } }, "Accept edited"),
-        el("button", { type: "button", class: "secondary", onclick: () => { editor.remove(); showButtons(card); } }, "Cancel")));
-      card.parts.buttons.replaceChildren();
-      card.parts.buttons.after(editor);
-      area.focus();
+      openForm(card, "editor", null, area, "Accept edited", async () => {
+        const edited = area.value.trim();
+        if (!edited) { area.focus(); return; }
+        if (await send(card, "edited", edited)) useReply(edited);
+      });
     }
 
     function dismiss(card) {
       const reason = el("input", { type: "text", maxlength: "500", id: `why-${card.dataset.suggestionId}` });
-      const box = el("div", { class: "dismissal" },
-        el("label", { for: reason.id, text: "Why dismiss it? (optional)" }), reason,
-        el("div", { class: "buttons" },
-          el("button", { type: "button", onclick: async () => {
-            if (await send(card, "dismissed", reason.value.trim() || null)) box.remove();
-          } }, "Confirm dismiss"),
-          el("button", { type: "button", class: "secondary", onclick: () => { box.remove(); showButtons(card); } }, "Cancel")));
-      card.parts.buttons.replaceChildren();
-      card.parts.buttons.after(box);
-      reason.focus();
+      const caption = el("label", { for: reason.id, text: "Why dismiss it? (optional)" });
+      openForm(card, "dismissal", caption, reason, "Confirm dismiss", () => send(card, "dismissed", reason.value.trim() || null));
     }
 
     function applyFeedback(f) {
@@ -336,22 +348,24 @@
     }
 
     function applyCase(c) {
-      for (const [name, value] of Object.entries({ status: c.status, assignee: c.assignee, priority: c.priority })) {
+      for (const [name, value] of Object.entries({ status: label(c.status), assignee: c.assignee, priority: c.priority })) {
         const node = document.querySelector(`[data-fact="${name}"]`);
-        if (node) node.textContent = label(value);
+        if (node) node.textContent = value || "—";
       }
     }
 
     // What this analyst has seen is no longer unread in their queue: marked when the page is shown and when a card
-    // arrives while it is in view (once for a burst).
+    // arrives while it is in view, live or by a resync (once for a burst).
+    // Read "through" the newest card shown, not "until now": a suggestion made but not yet shown stays unread.
     let unseen = true;
     let marking = null;
+    let newest = null;  // the created_at of the newest card on the page
     function markRead() {
-      if (!unseen || document.visibilityState !== "visible" || marking) return;
+      if (!unseen || !newest || document.visibilityState !== "visible" || marking) return;
       marking = setTimeout(() => {
         marking = null;
         unseen = false;
-        api("POST", `/api/conversations/${encodeURIComponent(id)}/read`).catch(() => { unseen = true; });
+        api("POST", `/api/conversations/${encodeURIComponent(id)}/read`, { through: newest }).catch(() => { unseen = true; });
       }, 250);
     }
     document.addEventListener("visibilitychange", markRead);
@@ -371,11 +385,7 @@
       // A message too long for the replicas' relay arrives cut short: fetch it whole.
       message: (d) => { if (d.message.truncated) reload(); else addMessage(d.message); applyCase(d.case); },
       case: (d) => applyCase(d.case),
-      suggestion: (d) => {
-        if (d.suggestion.truncated) reload(); else addCard(d.suggestion);
-        unseen = true;
-        markRead();
-      },
+      suggestion: (d) => { if (d.suggestion.truncated) reload(); else addCard(d.suggestion); },
       feedback: (d) => applyFeedback(d.feedback),
     }, reload);
   }
