@@ -180,6 +180,20 @@ async def test_unpublished_suggestions_are_found_until_marked(store: CaseStore):
     assert view is not None and [s.suggestion_id for s in view.suggestions] == ["s-1"]
 
 
+async def test_the_queue_keeps_those_waiting_longest_whatever_its_limit(store: CaseStore):
+    await store.record(msg(1, conversation="waits-longest"))  # 09:00:01, unanswered
+    await store.record(msg(5, conversation="waits"))  # 09:00:05, unanswered
+    for n, conversation in ((7, "answered-earlier"), (9, "answered-later")):
+        await store.record(msg(n, conversation=conversation))
+        await store.record(msg(n + 1, conversation=conversation, role="analyst"))
+
+    async def queue(limit: int) -> list[str]:
+        return [item.conversation_id for item in await store.queue(tenants=None, reader=None, limit=limit)]
+
+    assert await queue(10) == ["waits-longest", "waits", "answered-later", "answered-earlier"]
+    assert await queue(1) == ["waits-longest"]  # the least recently updated, and the first to keep
+
+
 async def test_the_queue_shows_each_reader_what_was_suggested_since_they_last_read(store: CaseStore):
     await store.record(msg(1))
     await store.record(msg(1, conversation="c-2", tenant="acme"))

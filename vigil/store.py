@@ -318,7 +318,15 @@ class CaseStore:
         """Open conversations of ``tenants`` (None: all): those waiting longest first, then the most recent; with
         the suggestions that are unread to ``reader`` (None: every suggestion nobody has judged)."""
         c, s, r = CONVERSATION.c, SUGGESTION.c, READ_MARK.c
-        stmt = sa.select(CONVERSATION).where(c.status != "closed").order_by(c.updated_at.desc(), c.id).limit(limit)
+        # CaseState.waiting_since in SQL, so that the limit keeps those who have waited longest.
+        unanswered = sa.or_(c.last_analyst_at.is_(None), c.last_analyst_at < c.last_customer_at)
+        waiting_since = sa.case((sa.and_(c.last_customer_at.is_not(None), unanswered), c.last_customer_at))
+        stmt = (
+            sa.select(CONVERSATION)
+            .where(c.status != "closed")
+            .order_by(waiting_since.is_(None), waiting_since, c.updated_at.desc(), c.id)
+            .limit(limit)
+        )
         if tenants is not None:
             stmt = stmt.where(c.tenant.in_(list(tenants)))
         async with self._transaction() as conn:
@@ -339,7 +347,7 @@ class CaseStore:
             unread: dict[str, list[str]] = {row.id: [] for row in rows}
             for conversation_id, suggestion_id in (await conn.execute(unread_stmt)).all():
                 unread[conversation_id].append(suggestion_id)
-        items = [
+        return [
             QueueItem(
                 **_summary(row).model_dump(),
                 waiting_since=CaseState.from_row(row).waiting_since,
@@ -347,7 +355,6 @@ class CaseStore:
             )
             for row in rows
         ]
-        return sorted(items, key=lambda i: (i.waiting_since is None, i.waiting_since or i.updated_at))
 
     async def mark_read(
         self, reader: str, conversation_id: str, at: datetime, *, tenants: Sequence[str] | None
