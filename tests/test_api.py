@@ -21,7 +21,9 @@ from vigil.store import CaseStore
 
 def client_for(store: CaseStore, health: Health, metrics: Metrics) -> httpx.AsyncClient:
     app = create_app(store=store, health=health, metrics=metrics)
-    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://vigil")
+    return httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1:8080"
+    )  # no sign-in: loopback only
 
 
 @pytest.fixture
@@ -78,6 +80,10 @@ async def test_a_conversation_comes_back_with_messages_in_order(store: CaseStore
         assert [(c["conversation_id"], c["message_count"]) for c in listed] == [("c/1", 3)]
         assert (await client.get("/api/conversations?limit=0")).status_code == 422
         assert (await client.get("/api/conversations/unknown")).status_code == 404
+        # Paths and methods that do not exist get the same error handling: a page for browsers, JSON for the rest.
+        missing = await client.get("/no/such/page", headers={"Accept": "text/html"})
+        assert missing.status_code == 404 and missing.headers["content-type"].startswith("text/html")
+        assert (await client.get("/no/such/page")).json() == {"detail": "Not Found"}
 
 
 async def test_the_api_says_503_when_the_database_is_down(tmp_path, metrics: Metrics):
@@ -90,6 +96,10 @@ async def test_the_api_says_503_when_the_database_is_down(tmp_path, metrics: Met
         async with client_for(dead, health, metrics) as client:
             assert (await client.get("/api/conversations/c-1")).status_code == 503
             assert (await client.get("/api/conversations")).status_code == 503
+            assert (await client.get("/api/queue")).status_code == 503
+            # The pages too: a browser gets an error page that says so, not a bare 500.
+            page = await client.get("/panel", headers={"Accept": "text/html"})
+            assert page.status_code == 503 and "the case store is unavailable" in page.text
     finally:
         await dead.close()
 

@@ -12,15 +12,16 @@ from urllib.parse import quote
 
 import uvicorn
 from fastapi import FastAPI, Request, Response
-from fastapi.exceptions import HTTPException
 from fastapi.responses import JSONResponse, RedirectResponse
 from fastapi.staticfiles import StaticFiles
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from starlette.exceptions import HTTPException
 from starlette.middleware.sessions import SessionMiddleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from vigil import __version__
 from vigil.clock import Clock, SystemClock
+from vigil.errors import StoreError
 from vigil.health import Health
 from vigil.knowledge import KnowledgeStore
 from vigil.live import LiveFeed
@@ -109,7 +110,8 @@ def _operations(app: FastAPI, health: Health, metrics: Metrics) -> None:
 
 
 def _error_pages(app: FastAPI) -> None:
-    """Browsers get pages (and a sign-in redirect); API clients get JSON."""
+    """Browsers get pages (and a sign-in redirect); API clients get JSON. Starlette's HTTPException, the base of
+    FastAPI's, so that unknown paths and methods get the same treatment; a database that fails is a 503 anywhere."""
 
     @app.exception_handler(SignIn)
     async def sign_in(request: Request, exc: SignIn) -> Response:
@@ -121,6 +123,11 @@ def _error_pages(app: FastAPI) -> None:
             return JSONResponse({"detail": exc.detail}, status_code=exc.status_code, headers=exc.headers)
         context: dict[str, Any] = {"status": exc.status_code, "detail": exc.detail, "who": None, "csrf": ""}
         return TEMPLATES.TemplateResponse(request, "error.html", context, status_code=exc.status_code)
+
+    @app.exception_handler(StoreError)
+    async def store_error(request: Request, exc: StoreError) -> Response:
+        log.warning("%s %s: %s", request.method, request.url.path, exc)
+        return await http_error(request, HTTPException(503, "the case store is unavailable"))
 
 
 class SecurityHeaders:

@@ -277,10 +277,16 @@ class CaseStore:
             rows = (await conn.execute(stmt)).all()
         return [_suggestion(row) for row in rows]
 
-    async def conversation(self, conversation_id: str) -> ConversationView | None:
-        """A conversation with its messages in stream order, its suggestions and their feedback, or None."""
+    async def conversation(
+        self, conversation_id: str, *, tenants: Sequence[str] | None = None
+    ) -> ConversationView | None:
+        """A conversation with its messages in stream order, its suggestions and their feedback; None if there is
+        none of ``tenants`` (None: any) by that id."""
+        head_stmt = sa.select(CONVERSATION).where(CONVERSATION.c.id == conversation_id)
+        if tenants is not None:
+            head_stmt = head_stmt.where(CONVERSATION.c.tenant.in_(list(tenants)))
         async with self._transaction() as conn:
-            head = (await conn.execute(sa.select(CONVERSATION).where(CONVERSATION.c.id == conversation_id))).first()
+            head = (await conn.execute(head_stmt)).first()
             if head is None:
                 return None
             messages = await _rows_of(conn, MESSAGE, conversation_id, MESSAGE.c.seq)

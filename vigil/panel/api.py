@@ -7,15 +7,15 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from typing import Annotated, Any, Literal, TypeVar
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from fastapi.sse import EventSourceResponse, ServerSentEvent
 from pydantic import AwareDatetime, BaseModel, Field
 
 from vigil.clock import Clock
-from vigil.errors import StoreError, TransportError
+from vigil.errors import TransportError
 from vigil.events import Feedback
 from vigil.live import LiveFeed
 from vigil.panel.auth import Authenticator
@@ -24,7 +24,6 @@ from vigil.settings import PanelRole
 from vigil.store import CaseStore, ConversationSummary, ConversationView, QueueItem
 from vigil.transport import Outbox
 
-T = TypeVar("T")
 _UNAVAILABLE: dict[int | str, dict[str, Any]] = {503: {"description": "the case store or the broker is unavailable"}}
 _SUBMIT_TIMEOUT_S = 5.0
 
@@ -99,14 +98,14 @@ def api_routes(
     @router.get("/queue", responses=_UNAVAILABLE)
     async def queue(who: Identity = who_is, limit: Annotated[int, Query(ge=1, le=500)] = 200) -> list[QueueItem]:
         """Open conversations of the caller's tenants, those waiting longest first."""
-        return await _read(store.queue(tenants=who.tenant_filter, reader=who.name, limit=limit))
+        return await store.queue(tenants=who.tenant_filter, reader=who.name, limit=limit)
 
     @router.get("/conversations", responses=_UNAVAILABLE)
     async def conversations(
         who: Identity = who_is, limit: Annotated[int, Query(ge=1, le=500)] = 50
     ) -> list[ConversationSummary]:
         """The most recently active conversations of the caller's tenants, newest first."""
-        return await _read(store.recent_conversations(limit, tenants=who.tenant_filter))
+        return await store.recent_conversations(limit, tenants=who.tenant_filter)
 
     @router.get(
         "/conversations/{conversation_id:path}",
@@ -126,7 +125,7 @@ def api_routes(
         """The caller has read the conversation through a suggestion they were shown: it and those before it are no
         longer unread in their queue (a suggestion made meanwhile, not yet shown, stays unread)."""
         through = min(body.through, clock.now())
-        if not await _read(store.mark_read(who.name, conversation_id, through, tenants=who.tenant_filter)):
+        if not await store.mark_read(who.name, conversation_id, through, tenants=who.tenant_filter):
             raise HTTPException(404, "unknown conversation")
 
     @router.post(
@@ -137,7 +136,7 @@ def api_routes(
     )
     async def feedback(suggestion_id: str, body: FeedbackRequest, who: Identity = who_is) -> FeedbackAccepted:
         """Accept, edit or dismiss a suggestion: a ``feedback`` event goes onto the input stream."""
-        suggestion = await _read(store.suggestion(suggestion_id))
+        suggestion = await store.suggestion(suggestion_id)
         if suggestion is None or not who.may_see(suggestion.tenant):
             raise HTTPException(404, "unknown suggestion")
         if body.verdict == "edited" and not (body.text or "").strip():
@@ -170,17 +169,10 @@ def api_routes(
 
 async def visible_conversation(store: CaseStore, conversation_id: str, who: Identity) -> ConversationView:
     """The conversation if the caller may see it; 404 otherwise (another tenant's looks like none at all)."""
-    view = await _read(store.conversation(conversation_id))
-    if view is None or not who.may_see(view.tenant):
+    view = await store.conversation(conversation_id, tenants=who.tenant_filter)
+    if view is None:
         raise HTTPException(404, "unknown conversation")
     return view
-
-
-async def _read(reading: Awaitable[T]) -> T:
-    try:
-        return await reading
-    except StoreError as exc:
-        raise HTTPException(503, "the case store is unavailable") from exc
 
 
 async def _submit(outboxes: Sequence[Outbox], event: Feedback) -> None:
