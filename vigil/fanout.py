@@ -3,9 +3,10 @@
 With several replicas, each handles the conversations of its own partitions, while an analyst's browser talks to
 whichever replica the load balancer picked. Every replica therefore NOTIFYs what its pipeline stored or published
 on one channel and LISTENs to the others, handing what it hears to its own ``LiveFeed``. Best effort, like the
-feed itself: an update sent while the connection is down is lost, and the browser resynchronises from the API
-when its stream reconnects. A NOTIFY payload holds at most 8000 bytes: a longer message text is cut, and marked
-``truncated`` so the panel fetches the whole conversation.
+feed itself: updates wait for the connection in a bounded queue (beyond it they are dropped), updates NOTIFYed
+while another replica was disconnected never reach it, and a browser resynchronises from the API when its stream
+reconnects. Updates are encoded in the relay's task, not in the pipeline's call. A NOTIFY payload holds at most
+8000 bytes: a longer message text is cut, and marked ``truncated`` so the panel fetches the whole conversation.
 """
 
 from __future__ import annotations
@@ -39,30 +40,33 @@ def asyncpg_dsn(url: str) -> str:
 
 def encode(update: Update, origin: str) -> str:
     """The NOTIFY payload of an update; a text too long to fit is cut and its part marked ``truncated``."""
-    body = {"o": origin, "k": update.kind, "t": update.tenant, "c": update.conversation_id, "d": update.data}
-    payload = _json(body)
+    head = _json({"o": origin, "k": update.kind, "t": update.tenant, "c": update.conversation_id})[:-1]
+    payload = f'{head},"d":{update.json}}}'  # the data as the local watchers get it, encoded once
     excess = len(payload.encode()) - MAX_PAYLOAD_BYTES
     if excess <= 0:
         return payload
-    data = json.loads(_json(update.data))  # a copy to cut
+    data = json.loads(update.json)  # a copy to cut
     for part in ("message", "suggestion", "feedback"):
         text = (data.get(part) or {}).get("text")
         if isinstance(text, str) and len(_json(text).encode()) > excess:
-            room = max(0, len(_json(text).encode()) - excess - 64)
+            room = max(0, len(_json(text).encode()) - 2 - excess - 64)
             data[part]["text"] = text[: _fitting(text, room)]
             data[part]["truncated"] = True
-            return _json({**body, "d": data})
+            return f'{head},"d":{_json(data)}}}'
     raise ValueError(f"a {update.kind} update does not fit in a NOTIFY payload")
 
 
 def _fitting(text: str, room: int) -> int:
-    """How many characters of ``text`` fit in ``room`` bytes of JSON (escapes included)."""
-    size = 0
-    for index, char in enumerate(text):
-        size += len(_json(char).encode()) - 2
-        if size > room:
-            return index
-    return len(text)
+    """The longest prefix of ``text`` (in characters) whose JSON string fits in ``room`` bytes, escapes included
+    and quotes not: a binary search, since the size only grows with the prefix."""
+    low, high = 0, len(text)
+    while low < high:
+        middle = (low + high + 1) // 2
+        if len(_json(text[:middle]).encode()) - 2 <= room:
+            low = middle
+        else:
+            high = middle - 1
+    return low
 
 
 def _json(value: object) -> str:
@@ -86,7 +90,7 @@ class Fanout:
         self._feed = feed
         self._backoff = backoff
         self.origin = uuid.uuid4().hex
-        self._outgoing: asyncio.Queue[str] = asyncio.Queue(max_queue)
+        self._outgoing: asyncio.Queue[Update] = asyncio.Queue(max_queue)
         self._task: asyncio.Task[None] | None = None
         self.connected = asyncio.Event()
         self.connections = 0
@@ -95,11 +99,9 @@ class Fanout:
     def send(self, update: Update) -> None:
         """Queue ``update`` for the other replicas (dropped, with a log line, if the queue is full)."""
         try:
-            self._outgoing.put_nowait(encode(update, self.origin))
+            self._outgoing.put_nowait(update)
         except asyncio.QueueFull:
             log.warning("live fan-out queue full; an update is not relayed to other replicas")
-        except ValueError as exc:
-            log.warning("%s; not relayed to other replicas", exc)
 
     def start(self) -> None:
         """Connect and relay in the background until ``close``."""
@@ -153,8 +155,17 @@ class Fanout:
             batch = [getting.result()]
             while len(batch) < _BATCH and not self._outgoing.empty():
                 batch.append(self._outgoing.get_nowait())
-            await connection.execute(_SEND, batch)
+            payloads = [payload for payload in map(self._encode, batch) if payload is not None]
+            if payloads:
+                await connection.execute(_SEND, payloads)
         raise asyncpg.InterfaceError("connection closed")
+
+    def _encode(self, update: Update) -> str | None:
+        try:
+            return encode(update, self.origin)
+        except ValueError as exc:
+            log.warning("%s; not relayed to other replicas", exc)
+            return None
 
     def _heard(self, _connection: object, _pid: int, _channel: str, payload: str) -> None:
         decoded = decode(payload)
