@@ -148,3 +148,19 @@ def test_mqtt_settings_come_from_the_environment(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setenv("VIGIL_MQTT__EVENTS_TOPIC", "chat/+/events")
     with pytest.raises(SettingsError, match="VIGIL_MQTT__EVENTS_TOPIC"):
         load_settings()
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "problem"),
+    [
+        ("VIGIL_MQTT__DLQ_TOPIC", "vigil/dlq/#", "wildcards"),
+        ("VIGIL_MQTT__EVENTS_TOPIC", "{tenant}/{conversation_id}", "VIGIL_MQTT__DLQ_TOPIC"),  # +/+ matches vigil/dlq
+        ("VIGIL_MQTT__SUGGESTIONS_TOPIC", "vigil/{tenant}/{conversation_id}/events", "VIGIL_MQTT__SUGGESTIONS_TOPIC"),
+    ],
+)
+def test_vigil_never_subscribes_to_what_it_publishes(
+    monkeypatch: pytest.MonkeyPatch, variable: str, value: str, problem: str
+):
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(SettingsError, match=problem):
+        load_settings()

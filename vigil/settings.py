@@ -120,6 +120,32 @@ class MqttSettings(BaseModel):
             raise ValueError("must not contain MQTT wildcards; use {tenant} and {conversation_id}")
         return value
 
+    @field_validator("dlq_topic")
+    @classmethod
+    def _one_topic(cls, value: str) -> str:
+        if "+" in value or "#" in value:
+            raise ValueError("must not contain MQTT wildcards: it is one topic")
+        return value
+
+    @model_validator(mode="after")
+    def _events_are_not_vigils_own(self) -> MqttSettings:
+        """vigil must never read what it writes: a rejected payload would come back forever."""
+        from paho.mqtt.client import topic_matches_sub  # noqa: PLC0415
+
+        events = topic_filter(self.events_topic)
+        for name, topic in (("DLQ_TOPIC", self.dlq_topic), ("SUGGESTIONS_TOPIC", self.suggestions_topic)):
+            if topic_matches_sub(events, PLACEHOLDER.sub("x", topic)):
+                raise ValueError(f"VIGIL_MQTT__EVENTS_TOPIC would also receive VIGIL_MQTT__{name} ({topic!r})")
+        return self
+
+
+PLACEHOLDER = re.compile(r"\{(tenant|conversation_id)\}")
+
+
+def topic_filter(template: str) -> str:
+    """The MQTT subscription of a topic template: each level with a placeholder becomes ``+``."""
+    return "/".join("+" if PLACEHOLDER.search(level) else level for level in template.split("/"))
+
 
 PanelRole = Literal["analyst", "lead", "admin"]
 

@@ -39,7 +39,7 @@ from paho.mqtt.subscribeoptions import SubscribeOptions
 
 from vigil.errors import Rejected, SettingsError, TransportError
 from vigil.events import Suggestion
-from vigil.settings import MqttSettings
+from vigil.settings import PLACEHOLDER, MqttSettings, topic_filter
 from vigil.transport import Record
 
 log = logging.getLogger(__name__)
@@ -47,7 +47,6 @@ log = logging.getLogger(__name__)
 SUBSCRIPTION_QOS = 1
 PUBLISH_TIMEOUT_S = 10.0
 DETAIL_MAX_BYTES = 1024
-PLACEHOLDER = re.compile(r"\{(tenant|conversation_id)\}")
 
 
 def _forbidden(char: str) -> bool:
@@ -90,8 +89,7 @@ class TopicPattern:
 
     def __init__(self, template: str) -> None:
         self.template = template
-        levels = template.split("/")
-        self.filter = "/".join("+" if PLACEHOLDER.search(level) else level for level in levels)
+        self.filter = topic_filter(template)
         seen: set[str] = set()
         parts = []
         for i, piece in enumerate(PLACEHOLDER.split(template)):  # literal, name, literal, ..., literal
