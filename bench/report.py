@@ -18,6 +18,7 @@ import psycopg
 import vigil
 from bench.databases import PG_ADMIN
 from bench.phases import Latency, Throughput
+from vigil.panel import buckets
 
 TARGET_EVENTS_PER_S = 2000.0
 TARGET_P99_MS = 50.0
@@ -70,14 +71,9 @@ class VigilRun:
 
 
 def percentile(values: list[float], q: float) -> float:
-    """The ``q`` quantile of ``values``, interpolated between closest ranks."""
-    if not values:
-        return math.nan
-    ordered = sorted(values)
-    position = q * (len(ordered) - 1)
-    low = math.floor(position)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+    """The ``q`` quantile of ``values``, interpolated between closest ranks (NaN for none)."""
+    found = buckets.percentile(values, q)
+    return math.nan if found is None else found
 
 
 def medians(rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:

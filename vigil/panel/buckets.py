@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import numpy as np
 import sqlalchemy as sa
 
 MAX_BUCKETS = 1000
@@ -87,10 +88,4 @@ class Percentiles:
 
 def percentile(values: Sequence[float], q: float) -> float | None:
     """The ``q`` quantile (0..1) with linear interpolation between the closest ranks; None for no values."""
-    if not values:
-        return None
-    ordered = sorted(values)
-    position = (len(ordered) - 1) * q
-    low = int(position)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+    return float(np.quantile(values, q)) if len(values) else None

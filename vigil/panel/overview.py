@@ -32,15 +32,11 @@ import sqlalchemy as sa
 from pydantic import BaseModel
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from vigil.cases import CONVERSATION, FEEDBACK, SUGGESTION
 from vigil.events import SuggestionKind
+from vigil.knowledge import ENTRY
 from vigil.panel.buckets import Buckets, Percentiles
 from vigil.store import CaseStore
-from vigil.tables import Conversation, FeedbackRow, KnowledgeEntryRow, SuggestionRow
-
-SUGGESTION = SuggestionRow.__table__  # type: ignore[attr-defined]
-FEEDBACK = FeedbackRow.__table__  # type: ignore[attr-defined]
-CONVERSATION = Conversation.__table__  # type: ignore[attr-defined]
-ENTRY = KnowledgeEntryRow.__table__  # type: ignore[attr-defined]
 
 MAX_ROWS = 50_000
 KINDS: tuple[str, ...] = get_args(SuggestionKind)
