@@ -34,7 +34,6 @@ import uuid
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -56,7 +55,6 @@ from vigil.questions import classify
 from vigil.settings import AnswerSettings, KafkaSettings
 from vigil.transport.kafka import ensure_topics
 
-RESULTS = Path(__file__).resolve().parent / "results"
 KNOWLEDGE = Path(__file__).resolve().parent.parent / "knowledge"
 KNOWLEDGE_PATHS = (KNOWLEDGE / "articles", KNOWLEDGE / "faqs")
 TARGET_E2E_P99_MS = 150.0
@@ -664,17 +662,8 @@ def main(argv: list[str] | None = None) -> int:
     print(tables(live, scale))
     print()
     print("\n".join(verdicts(live)))
-    output = args.json or RESULTS / f"answers-{datetime.now(UTC):%Y%m%d-%H%M%S}.json"
-    output.parent.mkdir(parents=True, exist_ok=True)
-    document = {
-        "command": " ".join(["python -m bench.answers", *(argv if argv is not None else sys.argv[1:])]),
-        "plan": dataclasses.asdict(plan),
-        "revision": report.revision(),
-        "machine": report.machine(),
-        "end_to_end": live,
-        "store_at_scale": scale,
-    }
-    output.write_text(json.dumps(document, indent=2, default=str) + "\n")
+    results = {"end_to_end": live, "store_at_scale": scale}
+    output = report.save("answers", argv, dataclasses.asdict(plan), results, args.json)
     print(f"\nresults: {output}", file=sys.stderr)
     return 0
 

@@ -41,7 +41,6 @@ from vigil.broker import EmbeddedBroker
 from vigil.settings import KafkaSettings
 from vigil.transport.kafka import ensure_topics
 
-RESULTS = Path(__file__).resolve().parent / "results"
 _ROOT = Path(__file__).resolve().parent.parent
 _SHORTEST_CONVERSATION = 11  # events in the shortest demo conversation
 
@@ -213,18 +212,8 @@ def main(argv: list[str] | None = None) -> int:
     print(report.table(summary, bare_median, plan.repeats, plan.rate))
     print()
     print("\n".join(report.verdicts(summary)))
-    output = args.json or RESULTS / f"ingest-{datetime.now(UTC):%Y%m%d-%H%M%S}.json"
-    output.parent.mkdir(parents=True, exist_ok=True)
-    document = {
-        "command": " ".join(["python -m bench.ingest", *(argv if argv is not None else sys.argv[1:])]),
-        "plan": dataclasses.asdict(plan),
-        "revision": report.revision(),
-        "machine": report.machine(),
-        "bare_events_per_s": bare,
-        "runs": rows,
-        "medians": summary | {"bare": {"events_per_s": bare_median}},
-    }
-    output.write_text(json.dumps(document, indent=2) + "\n")
+    results = {"bare_events_per_s": bare, "runs": rows, "medians": summary | {"bare": {"events_per_s": bare_median}}}
+    output = report.save("ingest", argv, dataclasses.asdict(plan), results, args.json)
     print(f"\nevery run: {output}", file=sys.stderr)
     return 0
 

@@ -367,15 +367,8 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"{page} page: {t['count']} tasks over 50 ms, {t['total_ms']:.0f} ms in all, longest {t['max_ms']:.0f} ms"
         )
-    output = answers.RESULTS / f"panel-{datetime.now(UTC):%Y%m%d-%H%M%S}.json"
-    document = {
-        "command": " ".join(["python -m bench.panel", *(argv if argv is not None else sys.argv[1:])]),
-        "plan": {"rate": args.rate, "seconds": args.seconds, "watchers": args.watchers},
-        "revision": report.revision(),
-        "machine": report.machine(),
-        "result": result,
-    }
-    output.write_text(json.dumps(document, indent=2, default=str) + "\n")
+    plan = {"rate": args.rate, "seconds": args.seconds, "watchers": args.watchers}
+    output = report.save("panel", argv, plan, {"result": result})
     print(f"\nresults: {output}", file=sys.stderr)
     return 0
 

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import platform
 import sqlite3
 import statistics
 import subprocess
+import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -68,6 +72,27 @@ class VigilRun:
             "all_stored": self.stored == self.expected,
             "exit_code": self.exit_code,
         }
+
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def save(
+    kind: str, argv: Sequence[str] | None, plan: dict[str, Any], results: dict[str, Any], output: Path | None = None
+) -> Path:
+    """Write a run's results with what reproduces them (command, plan, revision, machine); by default to
+    ``bench/results/KIND-<UTC time>.json``. Returns the path."""
+    output = output or RESULTS / f"{kind}-{datetime.now(UTC):%Y%m%d-%H%M%S}.json"
+    output.parent.mkdir(parents=True, exist_ok=True)
+    document = {
+        "command": " ".join([f"python -m bench.{kind}", *(argv if argv is not None else sys.argv[1:])]),
+        "plan": plan,
+        "revision": revision(),
+        "machine": machine(),
+        **results,
+    }
+    output.write_text(json.dumps(document, indent=2, default=str) + "\n")
+    return output
 
 
 def percentile(values: list[float], q: float) -> float:
