@@ -47,6 +47,7 @@ from bench.answers import _progress, _until_handled, _wait_ready
 from bench.daemon import VigilProcess
 from bench.linux import MachineTimes, cpu_seconds
 from tests.browser import chromium
+from tests.sse import sse_events
 from vigil.broker import EmbeddedBroker
 from vigil.questions import classify
 from vigil.settings import KafkaSettings
@@ -152,12 +153,9 @@ async def watch(client: httpx.AsyncClient, url: str, seen: dict[str, dict[str, f
             async for _ in response.aiter_raw():
                 pass
             return
-        kind = ""
-        async for line in response.aiter_lines():
-            if line.startswith("event:"):
-                kind = line[6:].strip()
-            elif seen is not None and line.startswith("data:") and kind in ("message", "suggestion"):
-                data = json.loads(line[5:])
+        async for kind, text in sse_events(response):
+            if kind in ("message", "suggestion"):
+                data = json.loads(text)
                 key = data["message"]["message_id"] if kind == "message" else data["suggestion"]["suggestion_id"]
                 seen[kind].setdefault(key, time.time())
 

@@ -12,6 +12,7 @@ import pytest
 
 from tests.conftest import Topics, create_topics, make_settings, wait_for
 from tests.kafka_client import produce, read_topic
+from tests.sse import sse_events
 from vigil.broker import EmbeddedBroker
 from vigil.cases import CaseState
 from vigil.daemon import Daemon, running
@@ -112,9 +113,8 @@ async def test_panels_watching_live_do_not_hold_up_shutdown(kafka: EmbeddedBroke
             httpx.AsyncClient(base_url=f"http://127.0.0.1:{daemon.http_port}", timeout=None) as client,
             client.stream("GET", "/api/live") as stream,
         ):
-            async for line in stream.aiter_lines():
-                if line.startswith("event: "):
-                    events.append(line.removeprefix("event: "))
+            async for kind, _ in sse_events(stream):
+                events.append(kind)
 
     watchers = [asyncio.create_task(watch()) for _ in range(3)]
     await wait_for(lambda: events.count("hello") == 3, 10)

@@ -12,6 +12,7 @@ import pytest
 from tests.conftest import Topics, create_topics
 from tests.e2e.harness import VigilCli, VigilProcess, eventually, message, ready, record
 from tests.kafka_client import produce
+from tests.sse import sse_events
 from vigil.broker import EmbeddedBroker
 
 pytestmark = pytest.mark.e2e
@@ -24,13 +25,10 @@ def consumed(replica: VigilProcess) -> float:
 async def live_message_ids(url: str, into: set[str], connected: asyncio.Event) -> None:
     """Follow ``url``'s live stream, collecting the ids of the messages it announces."""
     async with httpx.AsyncClient(timeout=None) as client, client.stream("GET", url + "/api/live") as stream:
-        event = ""
-        async for line in stream.aiter_lines():
-            if line.startswith("event: "):
-                event = line.removeprefix("event: ")
-                connected.set()
-            elif line.startswith("data: ") and event == "message":
-                into.add(json.loads(line.removeprefix("data: "))["message"]["message_id"])
+        async for kind, data in sse_events(stream):
+            connected.set()
+            if kind == "message":
+                into.add(json.loads(data)["message"]["message_id"])
 
 
 async def test_a_panel_on_one_replica_sees_what_the_other_replica_handles(
