@@ -127,6 +127,24 @@ async def test_messages_sent_while_vigil_is_away_arrive_when_it_returns(mosquitt
     assert values(await take(source, 3)) == sent
 
 
+async def test_intake_stops_at_once_and_what_was_queued_comes_again(mosquitto: Mosquitto, connect: Connect):
+    settings = settings_for(mosquitto)
+    source = await connect(settings)
+    sent = [f"queued-{i}".encode() for i in range(20)]
+    for text in sent:
+        assert await mosquitto_pub(mosquitto, "vigil/acme/c-3/events", text) == 0
+    await wait_for(lambda: source._connection.inbox.qsize() == 20, 10)
+    async with contextlib.aclosing(source.deliveries()) as deliveries:
+        first = await anext(deliveries)
+        first.ack()
+        source.stop_intake()
+        assert [d async for d in deliveries] == []  # not the 19 still queued
+    await source._connection.close()
+
+    again = await connect(settings)
+    assert values(await take(again, 19)) == sent[1:]
+
+
 async def test_acknowledgements_out_of_order_go_to_the_broker_in_arrival_order(mosquitto: Mosquitto, connect: Connect):
     settings = settings_for(mosquitto)
     first = await connect(settings)

@@ -208,6 +208,7 @@ class MqttConnection:
         self.inbox: asyncio.Queue[MqttDelivery | None] = asyncio.Queue()
         """Received messages waiting for the source; None when intake stops."""
         self._receive_maximum = receive_maximum
+        self._tls = ssl.create_default_context() if settings.tls else None  # once, not on every reconnect
         self._where = f"{settings.host}:{settings.port}"
         self._session: _Session | None = None
         self._task: asyncio.Task[None] | None = None
@@ -273,7 +274,7 @@ class MqttConnection:
             clean_start=False,
             keepalive=settings.keepalive_s,
             properties=properties,
-            tls_context=ssl.create_default_context() if settings.tls else None,
+            tls_context=self._tls,
         )
         # aiomqtt 2.5 has no manual acknowledgements; its paho client has (PUBACK only on ``ack(mid, qos)``).
         client._client.manual_ack_set(True)
@@ -368,17 +369,20 @@ class MqttSource:
 
     def __init__(self, connection: MqttConnection) -> None:
         self._connection = connection
+        self._stopping = False
 
     async def start(self) -> None:
         await self._connection.start()
 
     async def deliveries(self) -> AsyncIterator[MqttDelivery]:
-        while (delivery := await self._connection.inbox.get()) is not None:
+        """Until ``stop_intake``: what is still queued then stays un-acknowledged, and the broker sends it again."""
+        while (delivery := await self._connection.inbox.get()) is not None and not self._stopping:
             if not delivery.stale:  # from a connection that ended: the broker sends it again on the new one
                 yield delivery
 
     def stop_intake(self) -> None:
-        self._connection.inbox.put_nowait(None)
+        self._stopping = True
+        self._connection.inbox.put_nowait(None)  # wakes a waiting ``deliveries``
 
     async def check(self) -> None:
         if not self._connection.connected:
