@@ -30,6 +30,20 @@ class Record:
     """The conversation the transport's addressing names (an MQTT topic level), if any."""
 
 
+DLQ_DETAIL_MAX_BYTES = 1024
+
+
+def dead_letter_headers(record: Record, rejection: Rejected) -> list[tuple[str, str]]:
+    """What a dead letter carries besides the record's own headers, on any transport: why it was rejected (the
+    detail cut to ``DLQ_DETAIL_MAX_BYTES``), and where it came from (``vigil.source.*``)."""
+    detail = rejection.detail.encode("utf-8", "replace")[:DLQ_DETAIL_MAX_BYTES].decode("utf-8", "ignore")
+    return [
+        ("vigil.dlq.reason", rejection.reason),
+        ("vigil.dlq.detail", detail),
+        *((f"vigil.source.{k}", v) for k, v in record.origin.items()),
+    ]
+
+
 class Delivery(Protocol):
     """A record in flight, with its acknowledgement handle."""
 

@@ -19,7 +19,7 @@ from aiokafka.structs import OffsetAndMetadata
 from vigil.errors import Rejected, TransportError
 from vigil.events import Suggestion
 from vigil.settings import KafkaSettings
-from vigil.transport import Record
+from vigil.transport import Record, dead_letter_headers
 
 log = logging.getLogger(__name__)
 
@@ -136,12 +136,7 @@ class KafkaDeadLetters:
         self._topic = topic
 
     async def send(self, record: Record, rejection: Rejected) -> None:
-        headers = [
-            *record.headers,
-            ("vigil.dlq.reason", rejection.reason.encode()),
-            ("vigil.dlq.detail", rejection.detail.encode("utf-8", "replace")[:1024]),
-        ]
-        headers += [(f"vigil.source.{k}", v.encode()) for k, v in record.origin.items()]
+        headers = [*record.headers, *((k, v.encode()) for k, v in dead_letter_headers(record, rejection))]
         await self._publisher.send(self._topic, record.value, record.key, headers)
 
 

@@ -40,13 +40,12 @@ from paho.mqtt.subscribeoptions import SubscribeOptions
 from vigil.errors import Rejected, SettingsError, TransportError
 from vigil.events import Suggestion
 from vigil.settings import PLACEHOLDER, MqttSettings, topic_filter
-from vigil.transport import Record
+from vigil.transport import Record, dead_letter_headers
 
 log = logging.getLogger(__name__)
 
 SUBSCRIPTION_QOS = 1
 PUBLISH_TIMEOUT_S = 10.0
-DETAIL_MAX_BYTES = 1024
 
 
 def _forbidden(char: str) -> bool:
@@ -348,9 +347,7 @@ class MqttConnection:
         """Publish a rejected record's payload, unchanged, to the DLQ topic with the reason in user properties."""
         properties = [
             *((k, v.decode("utf-8", "replace")) for k, v in record.headers),
-            ("vigil.dlq.reason", rejection.reason),
-            ("vigil.dlq.detail", property_text(rejection.detail, DETAIL_MAX_BYTES)),
-            *((f"vigil.source.{k}", v) for k, v in record.origin.items()),
+            *dead_letter_headers(record, rejection),
         ]
         await self.publish(self.settings.dlq_topic, record.value or b"", properties)
 
