@@ -67,7 +67,7 @@ class Transports:
         self.sinks.append(MqttSink(connection))
         self.outboxes.append(MqttOutbox(connection))
         self.checks["mqtt"] = source.check
-        self._connect += [("connecting to MQTT", connection.start), ("subscribing to MQTT", source.start)]
+        self._connect.append(("connecting to MQTT and subscribing", connection.start))
         self._close += [source.close, connection.close]
 
     async def connect(self, backoff: Backoff) -> None:
