@@ -184,7 +184,7 @@ async def test_suggestions_pass_the_gate_are_stored_and_published(store: CaseSto
     assert value(metrics, "vigil_suggestions_published_total", kind="answer") == 1
     view = await store.conversation("a")
     assert view is not None and [s.suggestion_id for s in view.suggestions] == [published.suggestion_id]
-    assert await store.unpublished_replies("a-1") == []
+    assert await store.unpublished_replies("a", "a-1") == []
 
 
 async def test_a_redelivered_event_publishes_only_what_was_left_unpublished(store: CaseStore):

@@ -171,11 +171,11 @@ async def test_unpublished_suggestions_are_found_until_marked(store: CaseStore):
     await store.record(msg(1))
     await store.save_suggestion(suggestion("s-1", "c-1-m1"))
     await store.save_suggestion(suggestion("s-1", "c-1-m1"))  # idempotent
-    left = await store.unpublished_replies("c-1-m1")
+    left = await store.unpublished_replies("c-1", "c-1-m1")
     assert [s.suggestion_id for s in left] == ["s-1"]
     assert left[0].sources[0].title == "FAQ"
     await store.mark_published(["s-1"])
-    assert await store.unpublished_replies("c-1-m1") == []
+    assert await store.unpublished_replies("c-1", "c-1-m1") == []
     view = await store.conversation("c-1")
     assert view is not None and [s.suggestion_id for s in view.suggestions] == ["s-1"]
 

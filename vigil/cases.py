@@ -1,7 +1,8 @@
-"""How each event changes a case, written as SQL that is idempotent by the event's id.
+"""How each event changes a case, written as SQL that is idempotent by the event's conversation and id.
 
 Every function here runs inside a transaction the caller owns: it inserts the event row (doing nothing if the
-id is already stored) and, only for a new event, updates the conversation's state in the same transaction.
+conversation already holds an event of that id) and, only for a new event, updates the conversation's state in
+the same transaction.
 """
 
 from __future__ import annotations
@@ -117,7 +118,7 @@ async def record_batch(
     for index, (event, received_at) in enumerate(batch):
         if isinstance(event, Feedback):
             results[index] = await _feedback(conn, event, received_at)
-        elif event.id not in new_ids:
+        elif (event.conversation_id, event.id) not in new_ids:
             results[index] = Recorded(new=False)
         else:
             shape, row = _conversation_change(event, default_tenant)
@@ -134,14 +135,16 @@ async def record_batch(
 
 async def _insert_events(
     conn: AsyncConnection, batch: Sequence[tuple[Message | CaseEvent | Feedback, datetime]]
-) -> set[str]:
-    """Insert the message and case-event rows that are not stored yet; returns the ids of the new ones."""
+) -> set[tuple[str, str]]:
+    """Insert the message and case-event rows that are not stored yet; returns (conversation id, event id) of the
+    new ones (an id alone could be another conversation's)."""
     messages = [_message_row(e, at) for e, at in batch if isinstance(e, Message)]
     case_events = [_case_event_row(e, at) for e, at in batch if isinstance(e, CaseEvent)]
-    new: set[str] = set()
+    new: set[tuple[str, str]] = set()
     for table, key, rows in ((MESSAGE, "message_id", messages), (CASE_EVENT, "event_id", case_events)):
         if rows:
-            new |= set((await conn.scalars(_insert_new(conn.dialect.name, table.name, key), rows)).all())
+            inserted = await conn.execute(_insert_new(conn.dialect.name, table.name, key), rows)
+            new |= {(row[0], row[1]) for row in inserted}
     return new
 
 
@@ -223,7 +226,7 @@ def _status_change(e: CaseEvent) -> dict[str, Any]:
 def _insert_new(dialect: str, table: str, key: str) -> Any:
     """INSERT ... ON CONFLICT DO NOTHING RETURNING the key: run with many rows, it returns the new ones."""
     target = metadata.tables[table]
-    return _insert(dialect, target).on_conflict_do_nothing().returning(target.c[key])
+    return _insert(dialect, target).on_conflict_do_nothing().returning(target.c.conversation_id, target.c[key])
 
 
 @functools.cache
@@ -264,6 +267,14 @@ async def _feedback(conn: AsyncConnection, f: Feedback, received_at: datetime) -
         raise EventConflict(
             "tenant_mismatch", f"conversation {f.conversation_id!r} belongs to another tenant than {f.tenant!r}"
         )
+    judged = (
+        await conn.execute(
+            sa.select(SUGGESTION.c.conversation_id, SUGGESTION.c.tenant, SUGGESTION.c.kind).where(
+                SUGGESTION.c.suggestion_id == f.suggestion_id
+            )
+        )
+    ).first()
+    _check_judged(f, judged)
     row = {
         "feedback_id": f.feedback_id,
         "suggestion_id": f.suggestion_id,
@@ -275,6 +286,21 @@ async def _feedback(conn: AsyncConnection, f: Feedback, received_at: datetime) -
         "text": f.text,
     }
     inserted = await conn.execute(upsert(conn, FEEDBACK).values(row).on_conflict_do_nothing())
-    kind = await conn.scalar(sa.select(SUGGESTION.c.kind).where(SUGGESTION.c.suggestion_id == f.suggestion_id))
     case = CaseState.from_row(head) if head is not None else None
-    return Recorded(new=inserted.rowcount == 1, case=case, suggestion_kind=kind)
+    return Recorded(new=inserted.rowcount == 1, case=case, suggestion_kind=judged.kind if judged else None)
+
+
+def _check_judged(f: Feedback, judged: sa.Row[Any] | None) -> None:
+    """Refuse a verdict on a suggestion made in another conversation: suggestion ids can be guessed, and one
+    tenant's analysts must not judge (and so train vigil on) another's suggestions."""
+    if judged is None:
+        return  # a suggestion vigil does not know: nothing of anyone's to protect
+    if f.tenant is not None and judged.tenant != f.tenant:
+        raise EventConflict(
+            "tenant_mismatch", f"suggestion {f.suggestion_id!r} belongs to another tenant than {f.tenant!r}"
+        )
+    if judged.conversation_id != f.conversation_id:
+        raise EventConflict(
+            "address_mismatch",
+            f"suggestion {f.suggestion_id!r} was made in another conversation than {f.conversation_id!r}",
+        )

@@ -69,7 +69,8 @@ class Pipeline:
         if not recorded.new:
             self._metrics.events_duplicate.labels(event.type).inc()
             leftover = await self._backoff.persist(
-                "reading unpublished suggestions", lambda: self._store.unpublished_replies(event.id)
+                "reading unpublished suggestions",
+                lambda: self._store.unpublished_replies(event.conversation_id, event.id),
             )
             await self._publish(self._timely(leftover, event, superseded), received)
             return
@@ -127,7 +128,8 @@ class Pipeline:
         received: float,
     ) -> Suggestion:
         return Suggestion(
-            suggestion_id=str(uuid.uuid5(_SUGGESTION_IDS, f"{event.id}/{slot}")),
+            # Event ids are unique only within their conversation.
+            suggestion_id=str(uuid.uuid5(_SUGGESTION_IDS, f"{event.conversation_id}/{event.id}/{slot}")),
             conversation_id=event.conversation_id,
             tenant=case.tenant if case else (event.tenant or self._default_tenant),
             in_reply_to=event.id,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from importlib import resources
@@ -109,6 +109,7 @@ def create_engine(url: str, *, pool_size: int, data_dir: Path, timeout_s: float 
             url,
             pool_size=pool_size,
             pool_pre_ping=True,
+            hide_parameters=True,  # the parameters are customer text: keep them out of errors and logs
             pool_recycle=1800,
             connect_args={"timeout": timeout_s, "command_timeout": timeout_s * 6},
         )
@@ -119,7 +120,7 @@ def create_engine(url: str, *, pool_size: int, data_dir: Path, timeout_s: float 
     except OSError as exc:
         setting = "VIGIL_DATA_DIR" if folder == data_dir else "VIGIL_DATABASE__URL"
         raise SettingsError(setting, f"cannot create {folder}: {exc.strerror}") from exc
-    engine = create_async_engine(url, connect_args={"timeout": 30})
+    engine = create_async_engine(url, hide_parameters=True, connect_args={"timeout": 30})
 
     @sa.event.listens_for(engine.sync_engine, "connect")
     def _pragmas(dbapi_connection: Any, _record: Any) -> None:
@@ -133,13 +134,45 @@ def create_engine(url: str, *, pool_size: int, data_dir: Path, timeout_s: float 
     return engine
 
 
+# SQLSTATEs that mean "not now" rather than "never": connection exceptions (class 08), transaction rollbacks such
+# as deadlocks and serialization failures (40), insufficient resources such as too many connections (53), operator
+# intervention such as a statement timeout, an admin shutdown or a server starting up (57), and lock not available.
+# Any other code (a constraint or data error, say) is the server refusing this event, which no retry would change.
+TRANSIENT_SQLSTATE_CLASSES = frozenset({"08", "40", "53", "57"})
+TRANSIENT_SQLSTATES = frozenset({"55P03"})
+
+
+def sqlstate(exc: BaseException) -> str | None:
+    """The SQLSTATE of a PostgreSQL error (asyncpg and psycopg both call it ``sqlstate``), if it has one."""
+    orig = exc.orig if isinstance(exc, sa.exc.DBAPIError) else exc
+    code = getattr(orig, "sqlstate", None)
+    return code if isinstance(code, str) and len(code) == 5 else None
+
+
 def is_unavailable(exc: BaseException) -> bool:
     """Whether a database error means "not reachable now" (retry) rather than "refused" (do not)."""
-    if isinstance(exc, TimeoutError | OSError | sa.exc.TimeoutError):
+    if isinstance(exc, StoreUnavailable | TimeoutError | OSError | sa.exc.TimeoutError):
         return True
     if isinstance(exc, sa.exc.DBAPIError) and exc.connection_invalidated:
         return True
+    code = sqlstate(exc)
+    if code is not None:
+        return code[:2] in TRANSIENT_SQLSTATE_CLASSES or code in TRANSIENT_SQLSTATES
     return isinstance(exc, sa.exc.OperationalError | sa.exc.InterfaceError)
+
+
+def describe(exc: BaseException) -> str:
+    """What a database error is, for logs and dead-letter headers: the driver's error class and its SQLSTATE (or
+    SQLite's error name), never the SQL parameters or the server's message, which may quote customer text."""
+    if isinstance(exc, StoreError):
+        return str(exc)
+    if not isinstance(exc, sa.exc.DBAPIError):
+        return f"{type(exc).__name__}: {exc}"  # a socket or a timeout: no customer text in those
+    orig = exc.orig
+    cause = getattr(orig, "__cause__", None)
+    driver = cause if isinstance(cause, Exception) else orig  # asyncpg's own error, under SQLAlchemy's adapter
+    code = sqlstate(exc) or getattr(orig, "sqlite_errorname", None)
+    return f"{type(driver).__name__} ({code})" if code else type(driver).__name__
 
 
 class CaseStore:
@@ -218,18 +251,18 @@ class CaseStore:
 
     async def _write(self, batch: list[_Pending]) -> None:
         try:
-            async with asyncio.timeout(self._timeout_s), self.engine.begin() as conn:
+            async with asyncio.timeout(self._timeout_s), _connected(self.engine) as conn, conn.begin():
                 results = await cases.record_batch(
                     conn, [(p.event, p.received_at) for p in batch], self._default_tenant
                 )
         except Exception as exc:
             if is_unavailable(exc):
-                _fail(batch, StoreUnavailable(f"database unavailable: {exc}"), exc)
+                _fail(batch, StoreUnavailable(f"database unavailable: {describe(exc)}"), exc)
             elif len(batch) > 1:
                 for pending in batch:  # find the one that failed; the others go through on their own
                     await self._write([pending])
             else:
-                _fail(batch, exc if isinstance(exc, EventConflict) else StoreError(f"refused: {exc}"), exc)
+                _fail(batch, exc if isinstance(exc, EventConflict) else StoreError(f"refused: {describe(exc)}"), exc)
             return
         for pending, result in zip(batch, results, strict=True):
             if not pending.done.done():
@@ -254,11 +287,15 @@ class CaseStore:
         async with self._transaction() as conn:
             await conn.execute(stmt)
 
-    async def unpublished_replies(self, event_id: str) -> list[Suggestion]:
+    async def unpublished_replies(self, conversation_id: str, event_id: str) -> list[Suggestion]:
         """Suggestions made in reply to an event that were stored but never published (a crash in between)."""
         stmt = (
             sa.select(SUGGESTION)
-            .where(SUGGESTION.c.in_reply_to == event_id, SUGGESTION.c.published_at.is_(None))
+            .where(
+                SUGGESTION.c.conversation_id == conversation_id,
+                SUGGESTION.c.in_reply_to == event_id,
+                SUGGESTION.c.published_at.is_(None),
+            )
             .order_by(SUGGESTION.c.created_at)
         )
         async with self._transaction() as conn:
@@ -406,22 +443,24 @@ class CaseStore:
             StoreUnavailable: the database could not be reached, or the reads took longer than the timeout.
             StoreError: the database refused a query.
         """
-        async with self._guarded(self.engine.connect) as conn:
+        async with self._guarded(begin=False) as conn:
             yield conn
 
     @contextlib.asynccontextmanager
     async def _transaction(self) -> AsyncIterator[AsyncConnection]:
         """One transaction with the store's timeout; database errors come out as vigil's."""
-        async with self._guarded(self.engine.begin) as conn:
+        async with self._guarded(begin=True) as conn:
             yield conn
 
     @contextlib.asynccontextmanager
-    async def _guarded(
-        self, opening: Callable[[], contextlib.AbstractAsyncContextManager[AsyncConnection]]
-    ) -> AsyncIterator[AsyncConnection]:
+    async def _guarded(self, *, begin: bool) -> AsyncIterator[AsyncConnection]:
         try:
-            async with asyncio.timeout(self._timeout_s), opening() as conn:
-                yield conn
+            async with asyncio.timeout(self._timeout_s), _connected(self.engine) as conn:
+                if not begin:
+                    yield conn
+                    return
+                async with conn.begin():
+                    yield conn
         except StoreError:
             raise
         except Exception as exc:
@@ -437,12 +476,30 @@ class CaseStore:
         await self.engine.dispose()
 
 
+@contextlib.asynccontextmanager
+async def _connected(engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:
+    """A connection from the pool; failing to get one is "unavailable" whatever the server said.
+
+    A server that turns connections away (starting up, not accepting connections, a role at its connection limit)
+    answers with a SQLSTATE that would mean a refusal on a statement; the event is not at fault then.
+    """
+    conn = engine.connect()
+    try:
+        await conn.start()
+    except Exception as exc:
+        raise StoreUnavailable(f"cannot connect to the database: {describe(exc)}") from exc
+    try:
+        yield conn
+    finally:
+        await conn.close()
+
+
 def _translate(exc: BaseException) -> StoreError:
     if isinstance(exc, StoreError):
         return exc
     if is_unavailable(exc):
-        return StoreUnavailable(f"database unavailable: {exc}")
-    return StoreError(f"database error: {exc}")
+        return StoreUnavailable(f"database unavailable: {describe(exc)}")
+    return StoreError(f"database error: {describe(exc)}")
 
 
 def _fail(batch: list[_Pending], error: Exception, cause: BaseException | None) -> None:

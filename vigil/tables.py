@@ -1,6 +1,9 @@
 """The case store's SQL tables (sqlmodel), the one place they are declared.
 
 A conversation's tenant lives on its ``conversation`` row only; messages, case events and feedback hang off it.
+A conversation id names one conversation of one tenant (another tenant's event for it is refused), so the
+conversation id and the event's own id together are the event's idempotency key: two conversations, of one tenant
+or of two, may reuse a message, event or feedback id.
 
 Migrations in ``vigil/migrations`` build exactly these; a test keeps the two in step.
 """
@@ -75,9 +78,10 @@ class MessageRow(SQLModel, table=True):
     """A chat message; ``seq`` numbers them in arrival order (the stream's order)."""
 
     __tablename__ = "message"
+    __table_args__ = (sa.UniqueConstraint("conversation_id", "message_id", name="uq_message_conversation_message"),)
 
     seq: int | None = _seq()
-    message_id: str = Field(unique=True, max_length=ID_LENGTH)
+    message_id: str = Field(max_length=ID_LENGTH)
     conversation_id: str = Field(index=True, max_length=ID_LENGTH)
     sent_at: datetime = _when(nullable=False)
     received_at: datetime = _when(nullable=False)
@@ -91,9 +95,10 @@ class CaseEventRow(SQLModel, table=True):
     """A case event as received."""
 
     __tablename__ = "case_event"
+    __table_args__ = (sa.UniqueConstraint("conversation_id", "event_id", name="uq_case_event_conversation_event"),)
 
     seq: int | None = _seq()
-    event_id: str = Field(unique=True, max_length=ID_LENGTH)
+    event_id: str = Field(max_length=ID_LENGTH)
     conversation_id: str = Field(index=True, max_length=ID_LENGTH)
     at: datetime = _when(nullable=False)
     received_at: datetime = _when(nullable=False)
@@ -128,8 +133,9 @@ class FeedbackRow(SQLModel, table=True):
     """An analyst's verdict on a suggestion."""
 
     __tablename__ = "feedback"
+    __table_args__ = (sa.PrimaryKeyConstraint("conversation_id", "feedback_id", name="feedback_pkey"),)
 
-    feedback_id: str = Field(primary_key=True, max_length=ID_LENGTH)
+    feedback_id: str = Field(max_length=ID_LENGTH)
     suggestion_id: str = Field(index=True, max_length=ID_LENGTH)
     conversation_id: str = Field(index=True, max_length=ID_LENGTH)
     verdict: str = Field(max_length=16)
