@@ -4,17 +4,23 @@ from __future__ import annotations
 
 import asyncio
 import json
+import uuid
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
 
+import psycopg
 import pytest
 import sqlalchemy as sa
 
-from vigil.errors import EventConflict, StoreUnavailable
+from tests.conftest import PG_ADMIN, make_settings
+from vigil.clock import SystemClock
+from vigil.errors import EventConflict, StoreError, StoreUnavailable
 from vigil.events import CaseEvent, Feedback, Message, SourceRef, Suggestion, parse
 from vigil.store import CaseStore
 
 LIMITS = {"max_event_bytes": 1 << 20, "max_text_bytes": 1 << 16}
+EPOCH = "2026-11-02T09:00:00Z"
 
 
 def event(**fields: Any) -> Message | CaseEvent | Feedback:
@@ -250,3 +256,187 @@ async def test_an_unreachable_database_is_reported_as_unavailable(tmp_path):
             await dead.migrate()
     finally:
         await dead.close()
+
+
+# --- Idempotency is per conversation: ids of two conversations (of one tenant or two) never collide ---
+
+
+async def test_two_tenants_and_two_conversations_may_reuse_an_id(store: CaseStore):
+    def same_ids(conversation: str, tenant: str) -> list[Message | CaseEvent | Feedback]:
+        at = {"conversation_id": conversation, "tenant": tenant}
+        return [
+            event(type="message", message_id="m-1", role="customer", sent_at="2026-11-02T09:00:00Z", text="hi", **at),
+            event(type="case", event_id="e-1", event="escalated", at="2026-11-02T09:00:01Z", **at),
+            event(type="feedback", feedback_id="f-1", suggestion_id="s-?", verdict="accepted", at=EPOCH, **at),
+        ]
+
+    owners = {"acme-1": "acme", "globex-1": "globex", "acme-2": "acme"}
+    for conversation, tenant in owners.items():
+        results = [await store.record(e) for e in same_ids(conversation, tenant)]
+        assert [r.new for r in results] == [True, True, True], conversation
+    for conversation, tenant in owners.items():
+        view = await store.conversation(conversation)
+        assert view is not None, f"{conversation} was never created"
+        assert (view.tenant, view.status, [m.message_id for m in view.messages]) == (tenant, "escalated", ["m-1"])
+        assert [f.feedback_id for f in view.feedback] == ["f-1"]
+    assert await store.count_events() == {"conversations": 3, "messages": 3, "case_events": 3}
+    again = [await store.record(e) for c, t in owners.items() for e in same_ids(c, t)]
+    assert not any(r.new for r in again)  # still idempotent within each conversation
+    assert await store.count_events() == {"conversations": 3, "messages": 3, "case_events": 3}
+
+
+async def test_ids_reused_across_conversations_in_one_batch_are_each_new(store: CaseStore):
+    same = [
+        event(type="message", message_id="m-1", conversation_id=f"c-{n}", role="customer", sent_at=EPOCH, text="hi")
+        for n in range(20)
+    ]
+    await store.record(same[0])
+    results = await asyncio.gather(*(store.record(e) for e in same))
+    assert [r.new for r in results] == [False] + [True] * 19
+    assert await store.count_events() == {"conversations": 20, "messages": 20, "case_events": 0}
+
+
+# --- Feedback judges only a suggestion of its own conversation ---
+
+
+async def test_feedback_on_another_conversations_suggestion_is_refused(store: CaseStore):
+    await store.record(msg(1, conversation="c-1", tenant="acme"))
+    await store.record(msg(1, conversation="c-2", tenant="acme"))
+    await store.record(msg(1, conversation="g-1", tenant="globex"))
+    await store.save_suggestion(
+        suggestion("s-acme", "c-1-m1", conversation="c-1").model_copy(update={"tenant": "acme"})
+    )
+    verdict = {"type": "feedback", "suggestion_id": "s-acme", "verdict": "accepted", "at": EPOCH}
+
+    with pytest.raises(EventConflict) as other_tenant:
+        await store.record(event(**verdict, feedback_id="f-1", conversation_id="g-1", tenant="globex"))
+    assert other_tenant.value.reason == "tenant_mismatch"
+    with pytest.raises(EventConflict) as other_conversation:
+        await store.record(event(**verdict, feedback_id="f-2", conversation_id="c-2"))
+    assert other_conversation.value.reason == "address_mismatch"
+    with pytest.raises(EventConflict) as untenanted:
+        await store.record(event(**verdict, feedback_id="f-3", conversation_id="g-1"))
+    assert untenanted.value.reason == "address_mismatch"
+    for conversation in ("c-2", "g-1"):
+        view = await store.conversation(conversation)
+        assert view is not None and view.feedback == [], "a refused verdict was stored"
+
+    own = await store.record(event(**verdict, feedback_id="f-4", conversation_id="c-1", tenant="acme"))
+    assert own.new and own.suggestion_kind == "answer"
+
+
+# --- PostgreSQL errors by SQLSTATE: what passes is retried, what is a refusal is not ---
+
+# A trigger on the write path that raises whatever SQLSTATE the test puts in ``fault``, quoting the message's text
+# in the error, as PostgreSQL's own data errors quote the values they refuse.
+FAULT = (
+    "CREATE TABLE fault (code text NOT NULL)",
+    """CREATE FUNCTION raise_fault() RETURNS trigger LANGUAGE plpgsql AS $$
+    DECLARE wanted text;
+    BEGIN
+      SELECT code INTO wanted FROM fault LIMIT 1;
+      IF wanted IS NOT NULL THEN
+        RAISE EXCEPTION 'injected % on %', wanted, NEW.text USING ERRCODE = wanted;
+      END IF;
+      RETURN NEW;
+    END $$""",
+    "CREATE TRIGGER fault BEFORE INSERT ON message FOR EACH ROW EXECUTE FUNCTION raise_fault()",
+)
+
+
+def psycopg_url(url: str) -> str:
+    return url.replace("postgresql+asyncpg://", "postgresql://")
+
+
+async def with_fault(store: CaseStore) -> None:
+    """Install the ``fault`` trigger on the store's migrated database."""
+    async with store.engine.begin() as conn:
+        for statement in FAULT:
+            await conn.exec_driver_sql(statement)
+
+
+async def set_fault(store: CaseStore, code: str | None) -> None:
+    async with store.engine.begin() as conn:
+        await conn.exec_driver_sql("DELETE FROM fault")
+        if code is not None:
+            await conn.execute(sa.text("INSERT INTO fault VALUES (:code)"), {"code": code})
+
+
+@pytest.fixture
+async def pg_store(pg_url: str, tmp_path) -> AsyncIterator[CaseStore]:
+    settings = make_settings(tmp_path=tmp_path, db_url=pg_url)
+    case_store = CaseStore.from_settings(settings, clock=SystemClock())
+    await case_store.migrate()
+    try:
+        yield case_store
+    finally:
+        await case_store.close()
+
+
+TRANSIENT_CODES = {
+    "40P01": "deadlock",
+    "40001": "serialization failure",
+    "57014": "statement timeout",
+    "57P01": "admin shutdown",
+    "57P03": "starting up or shutting down",
+    "53300": "too many connections",
+    "53200": "out of memory",
+    "55P03": "lock not available",
+    "08006": "connection failure",
+}
+REFUSAL_CODES = {"23514": "check violation", "23505": "unique violation", "22001": "too long", "22P02": "bad text"}
+
+
+@pytest.mark.parametrize("code", sorted(TRANSIENT_CODES))
+async def test_a_passing_postgresql_error_is_unavailable_and_the_event_is_stored_once_it_passes(
+    pg_store: CaseStore, code: str
+):
+    await with_fault(pg_store)
+    await set_fault(pg_store, code)
+    with pytest.raises(StoreUnavailable, match=code):
+        await pg_store.record(msg(1))
+    await set_fault(pg_store, None)
+    assert (await pg_store.record(msg(1))).new
+    assert (await pg_store.count_events())["messages"] == 1
+
+
+@pytest.mark.parametrize("code", sorted(REFUSAL_CODES))
+async def test_a_constraint_or_data_error_is_a_refusal_not_retried(pg_store: CaseStore, code: str):
+    await with_fault(pg_store)
+    await set_fault(pg_store, code)
+    with pytest.raises(StoreError, match=code) as caught:
+        await pg_store.record(msg(1))
+    assert not isinstance(caught.value, StoreUnavailable)
+
+
+async def test_a_role_at_its_connection_limit_is_unavailable_until_a_slot_frees(pg_url: str, tmp_path):
+    role = f"vigil_limited_{uuid.uuid4().hex[:8]}"
+    database = sa.make_url(pg_url).database
+    with psycopg.connect(PG_ADMIN, autocommit=True) as admin:
+        admin.execute(f'CREATE ROLE "{role}" LOGIN CONNECTION LIMIT 1')
+    try:
+        owner = CaseStore.from_settings(make_settings(tmp_path=tmp_path, db_url=pg_url), clock=SystemClock())
+        await owner.migrate()
+        async with owner.engine.begin() as conn:
+            await conn.exec_driver_sql(f'GRANT ALL ON ALL TABLES IN SCHEMA public TO "{role}"')
+            await conn.exec_driver_sql(f'GRANT ALL ON ALL SEQUENCES IN SCHEMA public TO "{role}"')
+        await owner.close()
+        limited_url = pg_url.replace("postgres@", f"{role}@")
+        limited = CaseStore.from_settings(make_settings(tmp_path=tmp_path, db_url=limited_url), clock=SystemClock())
+        try:
+            slot = psycopg.connect(psycopg_url(limited_url))  # the role's one connection, held elsewhere
+            try:
+                with pytest.raises(StoreUnavailable, match="53300"):
+                    await limited.record(msg(1))
+                with pytest.raises(StoreUnavailable):
+                    await limited.conversation("c-1")
+            finally:
+                slot.close()
+            assert (await limited.record(msg(1))).new
+        finally:
+            await limited.close()
+    finally:
+        with psycopg.connect(PG_ADMIN.rsplit("/", 1)[0] + f"/{database}", autocommit=True) as conn:
+            conn.execute(f'DROP OWNED BY "{role}"')
+        with psycopg.connect(PG_ADMIN, autocommit=True) as admin:
+            admin.execute(f'DROP ROLE "{role}"')
