@@ -3,19 +3,27 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import logging
 import random
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
 
+import psycopg
+import pytest
+import sqlalchemy as sa
 from prometheus_client import CollectorRegistry
 
+from tests.conftest import PG_ADMIN, make_settings, wait_for
+from tests.test_store import set_fault, with_fault
 from vigil.backoff import Backoff
 from vigil.cases import CaseState
 from vigil.clock import SystemClock
 from vigil.errors import StoreUnavailable
 from vigil.events import CaseEvent, Feedback, Message, SuggestionKind
-from vigil.gate import ConfidenceGate
+from vigil.gate import ConfidenceGate, Gate
 from vigil.ingest import Ingest
 from vigil.live import LiveFeed
 from vigil.metrics import Metrics
@@ -90,6 +98,7 @@ def build(
     max_in_flight: int = 64,
     min_confidence: float = 0.5,
     feed: LiveFeed | None = None,
+    gate: Gate | None = None,
 ):
     metrics = Metrics(CollectorRegistry())
     clock = SystemClock()
@@ -98,7 +107,7 @@ def build(
     pipeline = Pipeline(
         store=store,
         skills=skills,
-        gate=ConfidenceGate(min_confidence),
+        gate=gate or ConfidenceGate(min_confidence),
         sinks=[sink],
         clock=clock,
         metrics=metrics,
@@ -283,3 +292,177 @@ async def test_feedback_is_counted_by_kind_and_verdict_and_everything_goes_out_l
     assert [u.kind for u in updates if u] == ["message", "suggestion", "feedback"]
     assert updates[2] is not None and updates[2].data["feedback"]["verdict"] == "dismissed"
     assert value(metrics, "vigil_feedback_total", kind="answer", verdict="dismissed") == 1
+
+
+# --- The store's failures through ingest: what passes is retried, a refusal or a bug is dead-lettered ---
+
+
+@contextlib.asynccontextmanager
+async def pg_store(pg_url: str, tmp_path: Path) -> AsyncIterator[CaseStore]:
+    case_store = CaseStore.from_settings(make_settings(tmp_path=tmp_path, db_url=pg_url), clock=SystemClock())
+    await case_store.migrate()
+    try:
+        yield case_store
+    finally:
+        await case_store.close()
+
+
+async def test_a_deadlock_is_retried_until_it_passes_and_the_event_is_stored_not_dead_lettered(
+    pg_url: str, tmp_path: Path
+):
+    async with pg_store(pg_url, tmp_path) as store:
+        await with_fault(store)
+        await set_fault(store, "40P01")
+        source, sink, ingest, metrics = build(store, [Echo()])
+        source.put([record(message(1, "a", "conf=0.9"))])
+        await ingest.run()
+        await wait_for(lambda: value(metrics, "vigil_retries_total", dependency="database") >= 3)
+        assert source.acked == [] and source.dead_letters == []  # held, not given up on
+        await set_fault(store, None)
+        assert await ingest.drain(10)
+        assert source.dead_letters == [] and len(source.acked) == 1
+        view = await store.conversation("a")
+        assert view is not None and [m.message_id for m in view.messages] == ["a-1"]
+        assert [s.text for s in sink.published] == ["re: conf=0.9"]
+
+
+async def refuse_texts(store: CaseStore, prefix: str) -> None:
+    """A trigger that refuses messages whose text starts with ``prefix``; PostgreSQL's error quotes the text, as
+    its data errors quote the values they refuse."""
+    async with store.engine.begin() as conn:
+        if conn.dialect.name == "sqlite":
+            await conn.exec_driver_sql(
+                f"CREATE TRIGGER refuse BEFORE INSERT ON message WHEN NEW.text LIKE '{prefix}%'"
+                " BEGIN SELECT RAISE(ABORT, 'refused'); END"
+            )
+            return
+        await conn.exec_driver_sql(
+            f"""CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN
+              IF NEW.text LIKE '{prefix}%' THEN
+                RAISE EXCEPTION 'refused %', NEW.text USING ERRCODE = '23514';
+              END IF;
+              RETURN NEW;
+            END $$"""
+        )
+        await conn.exec_driver_sql(
+            "CREATE TRIGGER refuse BEFORE INSERT ON message FOR EACH ROW EXECUTE FUNCTION refuse()"
+        )
+
+
+async def test_a_refused_event_is_dead_lettered_as_store_rejected_naming_ids_never_its_text(
+    store: CaseStore, caplog: pytest.LogCaptureFixture
+):
+    await refuse_texts(store, "refuse")
+    secret = "refuse: my card is 4111 1111 1111 1111"
+    source, sink, ingest, metrics = build(store, [Echo()])
+    source.put([record(message(1, "a", secret), 0), record(message(2, "a", "conf=0.9"), 1)])
+    with caplog.at_level(logging.INFO):
+        await ingest.run()
+        assert await ingest.drain(5)
+    ((dead, rejection),) = source.dead_letters
+    assert json.loads(dead.value)["message_id"] == "a-1"
+    assert rejection.reason == "store_rejected"
+    assert "4111" not in rejection.detail, rejection.detail
+    assert "4111" not in caplog.text
+    assert any("a-1" in r.getMessage() and r.levelno == logging.WARNING for r in caplog.records)  # ids, though
+    assert len(source.acked) == 2
+    view = await store.conversation("a")
+    assert view is not None and [m.message_id for m in view.messages] == ["a-2"]  # the next one went on
+    assert [s.text for s in sink.published] == ["re: conf=0.9"]
+    assert value(metrics, "vigil_events_dead_lettered_total", reason="store_rejected") == 1
+
+
+class BuggyGate(ConfidenceGate):
+    """A gate with a bug that shows on one event."""
+
+    async def review(self, proposal, event, case):  # type: ignore[no-untyped-def]
+        if event.id == "a-1":
+            raise KeyError("gate bug")
+        return await super().review(proposal, event, case)
+
+
+async def test_a_bug_on_an_event_dead_letters_it_as_processing_failed_and_the_rest_goes_on(
+    store: CaseStore, caplog: pytest.LogCaptureFixture
+):
+    # A skill that raises is counted and skipped (test_a_failing_skill_is_counted...): a bug elsewhere is not.
+    source, sink, ingest, metrics = build(store, [Echo()], gate=BuggyGate(0.5))
+    source.put([record(message(1, "a", "conf=0.9"), 0), record(message(2, "a", "conf=0.8"), 1)])
+    with caplog.at_level(logging.ERROR):
+        await ingest.run()
+        assert await ingest.drain(5)
+    ((dead, rejection),) = source.dead_letters
+    assert json.loads(dead.value)["message_id"] == "a-1" and rejection.reason == "processing_failed"
+    assert any(r.exc_info and isinstance(r.exc_info[1], KeyError) for r in caplog.records), "the bug is not logged"
+    assert len(source.acked) == 2
+    assert [s.text for s in sink.published] == ["re: conf=0.8"]
+    assert value(metrics, "vigil_events_dead_lettered_total", reason="processing_failed") == 1
+
+
+async def test_feedback_on_another_conversations_suggestion_is_dead_lettered_with_the_reason(store: CaseStore):
+    source, sink, ingest, metrics = build(store, [Echo()])
+    source.put([record(message(1, "a", "conf=0.9", tenant="acme")), record(message(1, "b", "hi", tenant="acme"))])
+    await ingest.run()
+    assert await ingest.drain(5)
+    (suggestion,) = sink.published
+    verdict = {
+        "type": "feedback",
+        "schema_version": 1,
+        "suggestion_id": suggestion.suggestion_id,
+        "verdict": "rejected",
+        "at": "2026-11-02T09:01:00Z",
+    }
+    source.put(
+        [
+            record(json.dumps({**verdict, "feedback_id": "f-1", "conversation_id": "b"}).encode(), 2),
+            record(json.dumps({**verdict, "feedback_id": "f-2", "conversation_id": "b", "tenant": "globex"}).encode()),
+        ]
+    )
+    await ingest.run()
+    assert await ingest.drain(5)
+    assert sorted(rejection.reason for _, rejection in source.dead_letters) == ["address_mismatch", "tenant_mismatch"]
+    assert value(metrics, "vigil_feedback_total", kind="answer", verdict="rejected") == 0
+
+
+# --- A database outage in the middle of a run, and the recovery ---
+
+
+def _admin(sql: str) -> None:
+    with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
+        conn.execute(sql)
+
+
+async def test_a_database_outage_mid_run_loses_nothing_and_dead_letters_nothing(pg_url: str, tmp_path: Path):
+    database = sa.make_url(pg_url).database
+    conversations, per_conversation = 12, 40
+    total = conversations * per_conversation
+    async with pg_store(pg_url, tmp_path) as store:
+        source, sink, ingest, metrics = build(store, [Echo()], max_in_flight=8)
+        produced: dict[str, list[str]] = defaultdict(list)
+        for n in range(total):
+            conversation = f"c{n % conversations}"
+            produced[conversation].append(f"{conversation}-{n}")
+            source.put([record(message(n, conversation, "conf=0.9" if n % 5 == 0 else "hi"), n)])
+        run = asyncio.create_task(ingest.run())
+        await wait_for(lambda: len(source.acked) >= total // 5)
+        try:
+            # The outage: running sessions killed, new ones turned away, while events keep coming.
+            _admin(f'ALTER DATABASE "{database}" ALLOW_CONNECTIONS false')
+            _admin(f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{database}'")
+            acked_at_outage = len(source.acked)
+            retries = value(metrics, "vigil_retries_total", dependency="database")
+            await wait_for(lambda: value(metrics, "vigil_retries_total", dependency="database") >= retries + 20)
+            assert len(source.acked) < total, "the outage came after the run"
+        finally:
+            _admin(f'ALTER DATABASE "{database}" ALLOW_CONNECTIONS true')
+        await run
+        assert await ingest.drain(60)
+        assert source.dead_letters == []
+        assert len(source.acked) == total and acked_at_outage < total
+        async with store.reading() as conn:
+            rows = (await conn.execute(sa.text("SELECT conversation_id, message_id FROM message ORDER BY seq"))).all()
+        stored: dict[str, list[str]] = defaultdict(list)
+        for conversation, message_id in rows:
+            stored[conversation].append(message_id)
+        assert len(rows) == total and dict(stored) == dict(produced)  # each once, each conversation in order
+        assert value(metrics, "vigil_events_consumed_total", type="message") == total
