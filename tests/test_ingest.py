@@ -424,6 +424,24 @@ async def test_feedback_on_another_conversations_suggestion_is_dead_lettered_wit
     assert value(metrics, "vigil_feedback_total", kind="answer", verdict="rejected") == 0
 
 
+async def test_two_conversations_reusing_a_message_id_each_get_their_own_suggestion(store: CaseStore):
+    source, sink, ingest, _ = build(store, [Echo()])
+    same_id = {"message_id": "m-1"}
+    source.put(
+        [
+            record(message(1, "acme-c", "conf=0.9", tenant="acme", **same_id), 0),
+            record(message(1, "globex-c", "conf=0.8", tenant="globex", **same_id), 1),
+        ]
+    )
+    await ingest.run()
+    assert await ingest.drain(5)
+    assert len({s.suggestion_id for s in sink.published}) == 2
+    for conversation, tenant, text in (("acme-c", "acme", "re: conf=0.9"), ("globex-c", "globex", "re: conf=0.8")):
+        view = await store.conversation(conversation)
+        assert view is not None and view.tenant == tenant and [m.message_id for m in view.messages] == ["m-1"]
+        assert [(s.text, s.tenant) for s in view.suggestions] == [(text, tenant)], conversation
+
+
 # --- A database outage in the middle of a run, and the recovery ---
 
 
