@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import tracemalloc
+from datetime import UTC
 from typing import Any
 
 import pytest
@@ -10,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from vigil.errors import Rejected
-from vigil.events import CaseEvent, Feedback, Message, Suggestion, addressed, json_schemas, parse
+from vigil.events import MAX_DEPTH, CaseEvent, Feedback, Message, Suggestion, addressed, json_schemas, parse
 
 LIMITS = {"max_event_bytes": 1024 * 1024, "max_text_bytes": 64 * 1024}
 
@@ -97,7 +99,7 @@ def test_case_and_feedback_events_parse():
         (b"\xff\xfe{}", "invalid_utf8"),
         (b"{not json", "invalid_json"),
         (b'{"a": NaN}', "invalid_json"),
-        (b"[" * 100_000, "invalid_json"),
+        (b"[" * 100_000, "too_deep"),
         (b"[1, 2]", "not_an_object"),
         (b'"text"', "not_an_object"),
         (encode(message(type="complaint")), "unknown_type"),
@@ -249,3 +251,74 @@ def test_an_event_takes_the_tenant_its_topic_names_and_may_not_contradict_it():
         with pytest.raises(Rejected) as refused:
             addressed(named, tenant=tenant, conversation_id=conversation)
         assert refused.value.reason == "address_mismatch"
+
+
+# Nesting depth and timestamp range (issue 8, items 4 and 11).
+
+
+def nested(depth: int, key: str = "k", leaf: object = "x") -> dict[str, Any]:
+    """A message whose record nests objects ``depth`` deep in all (the record itself is level 1)."""
+    value: object = leaf
+    for _ in range(depth - 1):
+        value = {key: value}
+    return message(metadata=value)
+
+
+def test_nesting_up_to_the_cap_is_accepted_and_one_level_more_is_too_deep():
+    assert isinstance(parse(encode(nested(MAX_DEPTH)), **LIMITS), Message)
+    with pytest.raises(Rejected) as caught:
+        parse(encode(nested(MAX_DEPTH + 1)), **LIMITS)
+    assert caught.value.reason == "too_deep"
+    assert caught.value.detail.startswith("metadata.k.k")
+
+
+def test_a_rejection_deep_inside_still_names_its_path():
+    with pytest.raises(Rejected) as caught:
+        parse(encode(message(metadata={"a": [1, {"b": "nul \x00"}], "c\x00": 2})), **LIMITS)
+    assert caught.value.reason == "invalid_field"
+    assert caught.value.detail == "metadata.a[1].b: contains a NUL character"
+
+
+@pytest.mark.parametrize("depth", [500, 9_000, 100_000])
+def test_a_deeply_nested_megabyte_is_refused_as_too_deep_in_bounded_memory(depth: int):
+    # json.loads parses 500 levels on every Python version, 9,000 on 3.13 only (its C recursion limit is about
+    # 10,000), 100,000 on none; the keys fill the record up to about 1 MiB.
+    key = json.dumps("k" * max(1, (LIMITS["max_event_bytes"] - 400) // depth - 6))  # a level: {"k…k": …}
+    head = encode(message(metadata=...))[:-1].decode() + ', "metadata": '
+    raw = (head + f"{{{key}: " * (depth - 1) + '"x"' + "}" * depth).encode()
+    assert raw.count(b"{") == raw.count(b"}") == depth and len(raw) <= LIMITS["max_event_bytes"]
+    tracemalloc.start()
+    try:
+        with pytest.raises(Rejected) as caught:
+            parse(raw, **LIMITS)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 32 * 1024 * 1024, f"parsing took {peak / 2**20:.0f} MiB at its peak"
+    assert caught.value.reason == "too_deep"
+
+
+@pytest.mark.parametrize(
+    "at",
+    ["1970-01-01T00:00:00Z", "1970-01-01T00:30:00-01:00", "9999-12-31T23:59:59.999999Z", "9999-12-31T23:30:00+01:00"],
+)
+def test_timestamps_from_1970_to_9999_are_accepted(at: str):
+    event = parse(encode(message(sent_at=at)), **LIMITS)
+    assert event.occurred_at.utcoffset() is not None
+    assert 1970 <= event.occurred_at.astimezone(UTC).year <= 9999
+
+
+@pytest.mark.parametrize(
+    "at",
+    [
+        "0001-01-01T00:00:00+01:00",  # year 0 in UTC
+        "1969-12-31T23:59:59.999999Z",
+        "1970-01-01T00:30:00+01:00",  # 1969 in UTC
+        "9999-12-31T23:30:00-01:00",  # year 10000 in UTC
+        "1066-10-14T09:00:00Z",
+    ],
+)
+def test_timestamps_outside_1970_to_9999_are_refused(at: str):
+    assert reason(encode(message(sent_at=at))) == "timestamp_out_of_range"
+    case = {"type": "case", "schema_version": 1, "event_id": "e", "conversation_id": "c", "event": "opened", "at": at}
+    assert reason(encode(case)) == "timestamp_out_of_range"

@@ -440,3 +440,48 @@ async def test_a_role_at_its_connection_limit_is_unavailable_until_a_slot_frees(
             conn.execute(f'DROP OWNED BY "{role}"')
         with psycopg.connect(PG_ADMIN, autocommit=True) as admin:
             admin.execute(f'DROP ROLE "{role}"')
+# A sender's clock far ahead (issue 8, item 11).
+
+
+def said(conversation: str, at: str) -> Message | CaseEvent | Feedback:
+    return event(
+        type="message",
+        message_id=f"{conversation}-{at}",
+        conversation_id=conversation,
+        role="customer",
+        sent_at=at,
+        text="hi",
+    )
+
+
+async def test_an_event_time_far_ahead_counts_as_at_most_the_skew_ahead_for_its_conversation(db_url: str, tmp_path):
+    from tests.conftest import make_settings
+    from vigil.clock import ManualClock
+
+    clock = ManualClock(datetime(2026, 11, 2, 9, 0, tzinfo=UTC))
+    settings = make_settings(tmp_path=tmp_path, db_url=db_url, ingest={"future_skew_s": 3600})
+    store = CaseStore.from_settings(settings, clock=clock)
+    await store.migrate()
+    try:
+        await store.record(said("pinned", "2999-01-01T00:00:00Z"))
+        await store.record(said("a-little-ahead", "2026-11-02T09:30:00Z"))
+        clock.advance(2 * 3600)
+        await store.record(said("fresh", "2026-11-02T11:00:00Z"))
+
+        pinned = await store.conversation("pinned")
+        assert pinned is not None
+        ten = datetime(2026, 11, 2, 10, 0, tzinfo=UTC)  # the clock then, plus the skew of an hour
+        assert (pinned.opened_at, pinned.updated_at, pinned.waiting_since) == (ten, ten, ten)
+        assert pinned.messages[0].sent_at == datetime(2999, 1, 1, tzinfo=UTC)  # the message keeps the sender's time
+        ahead = await store.conversation("a-little-ahead")
+        assert ahead is not None and ahead.updated_at == datetime(2026, 11, 2, 9, 30, tzinfo=UTC)
+        newest_first = [c.conversation_id for c in await store.recent_conversations()]
+        assert newest_first == ["fresh", "pinned", "a-little-ahead"]
+
+        closing = {"type": "case", "event_id": "pinned-closed", "conversation_id": "pinned", "event": "closed"}
+        await store.record(event(**closing, at="2999-01-01T00:00:00Z"))
+        closed = await store.conversation("pinned")
+        twelve = datetime(2026, 11, 2, 12, 0, tzinfo=UTC)
+        assert closed is not None and (closed.updated_at, closed.closed_at) == (twelve, twelve)
+    finally:
+        await store.close()

@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
@@ -88,18 +88,30 @@ def upsert(conn: AsyncConnection, table: sa.Table) -> Any:
 
 
 async def record(
-    conn: AsyncConnection, event: Message | CaseEvent | Feedback, received_at: datetime, default_tenant: str
+    conn: AsyncConnection,
+    event: Message | CaseEvent | Feedback,
+    received_at: datetime,
+    default_tenant: str,
+    *,
+    future_skew: timedelta,
 ) -> Recorded:
     """Store ``event`` and apply it to its case; a second call with the same event id changes nothing.
+
+    The case takes the event's time, but at most ``future_skew`` after ``received_at``: a sender's clock far
+    ahead must not keep a conversation on top of the lists that sort by it.
 
     Raises:
         EventConflict: the event names a conversation that belongs to another tenant.
     """
-    return (await record_batch(conn, [(event, received_at)], default_tenant))[0]
+    return (await record_batch(conn, [(event, received_at)], default_tenant, future_skew=future_skew))[0]
 
 
 async def record_batch(
-    conn: AsyncConnection, batch: Sequence[tuple[Message | CaseEvent | Feedback, datetime]], default_tenant: str
+    conn: AsyncConnection,
+    batch: Sequence[tuple[Message | CaseEvent | Feedback, datetime]],
+    default_tenant: str,
+    *,
+    future_skew: timedelta,
 ) -> list[Recorded]:
     """``record`` for many events at once, with a few multi-row statements rather than two per event.
 
@@ -111,7 +123,7 @@ async def record_batch(
             the caller retries the events one by one).
     """
     if len(batch) > 1 and len({event.conversation_id for event, _ in batch}) < len(batch):
-        return [await record(conn, event, at, default_tenant) for event, at in batch]
+        return [await record(conn, event, at, default_tenant, future_skew=future_skew) for event, at in batch]
     new_ids = await _insert_events(conn, batch)
     results: dict[int, Recorded] = {}
     changes: dict[_Shape, list[tuple[int, dict[str, Any]]]] = {}
@@ -121,7 +133,7 @@ async def record_batch(
         elif (event.conversation_id, event.id) not in new_ids:
             results[index] = Recorded(new=False)
         else:
-            shape, row = _conversation_change(event, default_tenant)
+            shape, row = _conversation_change(event, default_tenant, latest=received_at + future_skew)
             changes.setdefault(shape, []).append((index, row))
     for shape, rows in changes.items():
         statement = _upsert_conversations(conn.dialect.name, shape)
@@ -180,12 +192,15 @@ def _case_event_row(e: CaseEvent, received_at: datetime) -> dict[str, Any]:
 _Shape = tuple[str, tuple[str, ...], bool]
 
 
-def _conversation_change(event: Message | CaseEvent, default_tenant: str) -> tuple[_Shape, dict[str, Any]]:
-    """The shape of ``event``'s change and the conversation row it inserts (or, on conflict, updates with)."""
+def _conversation_change(
+    event: Message | CaseEvent, default_tenant: str, *, latest: datetime
+) -> tuple[_Shape, dict[str, Any]]:
+    """The shape of ``event``'s change and the conversation row it inserts (or, on conflict, updates with); its
+    times are the event's, but no later than ``latest``."""
     row: dict[str, Any] = {"id": event.conversation_id, "tenant": event.tenant or default_tenant}
     checked = event.tenant is not None
+    at = min(event.occurred_at, latest)
     if isinstance(event, Message):
-        at = event.sent_at
         row |= {"status": "open", "message_count": 1, "opened_at": at, "updated_at": at}
         if event.role == "customer":
             row |= {"first_customer_at": at, "last_customer_at": at}
@@ -193,17 +208,17 @@ def _conversation_change(event: Message | CaseEvent, default_tenant: str) -> tup
             row["last_analyst_at"] = at
         role = event.role if event.role in ("customer", "analyst") else "other"
         return ("message", (role,), checked), row
-    changes: dict[str, Any] = {"updated_at": event.at}
+    changes: dict[str, Any] = {"updated_at": at}
     if event.assignee:
         changes["assignee"] = event.assignee
     if event.priority:
         changes["priority"] = event.priority
-    changes |= _status_change(event)
-    row |= {"status": "open", "opened_at": event.at, "message_count": 0, **changes}
+    changes |= _status_change(event, at)
+    row |= {"status": "open", "opened_at": at, "message_count": 0, **changes}
     return ("case", tuple(sorted(changes)), checked), row
 
 
-def _status_change(e: CaseEvent) -> dict[str, Any]:
+def _status_change(e: CaseEvent, at: datetime) -> dict[str, Any]:
     if e.event in ("opened", "reopened"):
         return {"status": "open", "closed_at": None}
     if e.event == "escalated":
@@ -214,7 +229,7 @@ def _status_change(e: CaseEvent) -> dict[str, Any]:
         r = e.resolution
         return {
             "status": "closed",
-            "closed_at": e.at,
+            "closed_at": at,
             "resolved_by": r.resolved_by if r else None,
             "resolution_summary": r.summary if r else None,
             "csat": r.csat if r else None,

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator
-from datetime import datetime
+from collections.abc import Iterable, Iterator
+from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -28,6 +28,13 @@ from vigil.errors import Rejected
 
 SCHEMA_VERSION = 1
 EVENT_TYPES = ("message", "case", "feedback")
+MAX_DEPTH = 64
+"""The deepest nesting of objects and arrays accepted (the record itself is level 1): far deeper than any real
+event, and far below Python's recursion limit (1,000) on every supported version."""
+EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
+LATEST = datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC)
+"""Timestamps are accepted from ``EARLIEST`` to ``LATEST``, compared as instants: within that range converting one
+to UTC cannot overflow (``0001-01-01T00:00:00+01:00`` would be in year 0)."""
 
 Id = Annotated[str, StringConstraints(min_length=1, max_length=256)]
 Name = Annotated[str, StringConstraints(max_length=256)]
@@ -175,8 +182,8 @@ def parse(raw: bytes | None, *, max_event_bytes: int, max_text_bytes: int) -> Me
 
     Raises:
         Rejected: with ``reason`` one of ``empty``, ``too_large``, ``invalid_utf8``, ``invalid_json``,
-            ``not_an_object``, ``unknown_type``, ``unsupported_schema_version``, ``invalid_field``,
-            ``text_too_long``.
+            ``too_deep``, ``not_an_object``, ``unknown_type``, ``unsupported_schema_version``,
+            ``invalid_field``, ``timestamp_out_of_range``, ``text_too_long``.
     """
     if not raw:
         raise Rejected("empty", "the record has no value")
@@ -190,11 +197,12 @@ def parse(raw: bytes | None, *, max_event_bytes: int, max_text_bytes: int) -> Me
     if not isinstance(obj, dict):
         raise Rejected("not_an_object", f"the value is a JSON {type(obj).__name__}, not an object")
     _check_envelope(obj)
-    _check_strings(obj, "")
+    _check_values(obj)
     try:
         event = _EVENT.validate_json(text, strict=True)
     except ValidationError as exc:
         raise Rejected("invalid_field", _describe(exc)) from exc
+    _check_time(event)
     for field, value in _texts(event):
         size = len(value.encode())
         if size > max_text_bytes:
@@ -230,7 +238,11 @@ def _load_json(text: str) -> object:
 
     try:
         return json.loads(text, parse_constant=no_constants)
-    except (ValueError, RecursionError) as exc:
+    except RecursionError as exc:
+        # json.loads recurses once per level, up to the interpreter's limit (about 1,000 levels on 3.11 and 3.12,
+        # about 10,000 on 3.13): deeper than that is too deep by any measure.
+        raise Rejected("too_deep", f"objects and arrays nested more than {MAX_DEPTH} deep") from exc
+    except ValueError as exc:
         raise Rejected("invalid_json", str(exc)[:200] or type(exc).__name__) from exc
 
 
@@ -245,24 +257,62 @@ def _check_envelope(obj: dict[str, Any]) -> None:
         raise Rejected("unsupported_schema_version", f"schema_version {shown}; this vigil reads {SCHEMA_VERSION}")
 
 
-def _check_strings(value: object, path: str) -> None:
-    """Refuse strings no database column can hold: NUL characters and lone surrogates."""
+class _Refused(Exception):
+    """A value ``_walk`` refuses; ``path`` collects the keys and indexes above it as the walk unwinds."""
+
+    def __init__(self, reason: str, problem: str) -> None:
+        super().__init__(problem)
+        self.reason = reason
+        self.problem = problem
+        self.path: list[str | int] = []
+
+
+def _check_values(obj: dict[str, Any]) -> None:
+    """Refuse nesting deeper than ``MAX_DEPTH`` and values no database column can hold: NUL characters, lone
+    surrogates, numbers that are not finite."""
+    try:
+        _walk(obj, 1)
+    except _Refused as refused:
+        raise Rejected(refused.reason, f"{_path(reversed(refused.path)) or 'value'}: {refused.problem}") from None
+
+
+def _walk(value: object, depth: int) -> None:
+    # Only a refusal builds the path to its value: building it on the way down costs memory quadratic in the depth.
     if isinstance(value, str):
         if "\x00" in value:
-            raise Rejected("invalid_field", f"{path or 'value'}: contains a NUL character")
+            raise _Refused("invalid_field", "contains a NUL character")
         try:
             value.encode("utf-8")
-        except UnicodeEncodeError as exc:
-            raise Rejected("invalid_field", f"{path or 'value'}: contains a lone surrogate") from exc
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            _check_strings(key, path)
-            _check_strings(item, f"{path}.{key}" if path else key)
-    elif isinstance(value, list):
-        for index, item in enumerate(value):
-            _check_strings(item, f"{path}[{index}]")
+        except UnicodeEncodeError:
+            raise _Refused("invalid_field", "contains a lone surrogate") from None
+    elif isinstance(value, dict | list):
+        if depth > MAX_DEPTH:
+            raise _Refused("too_deep", f"objects and arrays nested more than {MAX_DEPTH} deep")
+        for key, item in value.items() if isinstance(value, dict) else enumerate(value):
+            _walk(key, depth)  # a bad key is reported at its object's path, and never shown itself
+            try:
+                _walk(item, depth + 1)
+            except _Refused as refused:
+                refused.path.append(key)
+                raise
     elif isinstance(value, float) and not math.isfinite(value):
-        raise Rejected("invalid_field", f"{path}: not a finite number")
+        raise _Refused("invalid_field", "not a finite number")
+
+
+def _path(steps: Iterable[str | int]) -> str:
+    """``metadata.tags[2]``, each key cut to 40 characters, the whole to 200."""
+    text = "".join(f"[{step}]" if isinstance(step, int) else f".{step[:40]}" for step in steps)
+    return text.removeprefix(".")[:200]
+
+
+def _check_time(event: Message | CaseEvent | Feedback) -> None:
+    # Comparing aware datetimes subtracts them as timedeltas, which cannot overflow where a conversion to UTC can.
+    if not EARLIEST <= event.occurred_at <= LATEST:
+        field = "sent_at" if isinstance(event, Message) else "at"
+        raise Rejected(
+            "timestamp_out_of_range",
+            f"{field} {event.occurred_at.isoformat()} is not between {EARLIEST:%Y-%m-%d} and {LATEST:%Y-%m-%d} (UTC)",
+        )
 
 
 def _texts(event: Message | CaseEvent | Feedback) -> Iterator[tuple[str, str]]:

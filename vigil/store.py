@@ -12,7 +12,7 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -186,12 +186,14 @@ class CaseStore:
         default_tenant: str,
         batch_max_events: int = 256,
         timeout_s: float = 5.0,
+        future_skew_s: float = 86400.0,
     ) -> None:
         self.engine = engine
         self._clock = clock
         self._default_tenant = default_tenant
         self._batch_max = batch_max_events
         self._timeout_s = timeout_s
+        self._future_skew = timedelta(seconds=future_skew_s)
         self._queue: list[_Pending] = []
         self._wake = asyncio.Event()
         self._flusher: asyncio.Task[None] | None = None
@@ -206,6 +208,7 @@ class CaseStore:
             default_tenant=settings.default_tenant,
             batch_max_events=settings.database.batch_max_events,
             timeout_s=settings.database.timeout_s,
+            future_skew_s=settings.ingest.future_skew_s,
         )
 
     async def migrate(self) -> None:
@@ -253,7 +256,10 @@ class CaseStore:
         try:
             async with asyncio.timeout(self._timeout_s), _connected(self.engine) as conn, conn.begin():
                 results = await cases.record_batch(
-                    conn, [(p.event, p.received_at) for p in batch], self._default_tenant
+                    conn,
+                    [(p.event, p.received_at) for p in batch],
+                    self._default_tenant,
+                    future_skew=self._future_skew,
                 )
         except Exception as exc:
             if is_unavailable(exc):

@@ -27,6 +27,9 @@ def bad_records() -> list[tuple[bytes | None, str]]:
     """(value, expected reason) for each kind of bad input."""
     good = message("dlq-c1", "unused", "hi")
     no_text = {k: v for k, v in good.items() if k != "text"}
+    deep: object = "bottom"
+    for _ in range(100):
+        deep = [deep]
     return [
         (b"this is not json {", "invalid_json"),
         (b"[1, 2, 3]", "not_an_object"),
@@ -43,6 +46,8 @@ def bad_records() -> list[tuple[bytes | None, str]]:
         (dumps({**good, "text": "nul \u0000 inside", "message_id": "bad-nul"}), "invalid_field"),
         (dumps(case("dlq-c1", "bad-status", "status")), "invalid_field"),
         (dumps(case("dlq-c1", "bad-assign", "assigned")), "invalid_field"),
+        (dumps({**good, "metadata": {"nested": deep}, "message_id": "bad-deep"}), "too_deep"),
+        (dumps({**good, "sent_at": "0001-01-01T00:00:00+01:00", "message_id": "bad-year"}), "timestamp_out_of_range"),
         # 600 characters but 1200 bytes: the limit is on UTF-8 bytes.
         (dumps({**good, "text": "é" * 600, "message_id": "bad-long"}), "text_too_long"),
         (dumps({**good, "text": "a" * (MAX_EVENT_BYTES + 1), "message_id": "bad-huge"}), "too_large"),
