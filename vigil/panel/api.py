@@ -6,8 +6,9 @@ Everything is scoped to the caller's tenants: another tenant's conversation or s
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
@@ -23,6 +24,8 @@ from vigil.panel.identity import Identity
 from vigil.settings import PanelRole
 from vigil.store import CaseStore, ConversationSummary, ConversationView, QueueItem
 from vigil.transport import Outbox
+
+log = logging.getLogger(__name__)
 
 _UNAVAILABLE: dict[int | str, dict[str, Any]] = {503: {"description": "the case store or the broker is unavailable"}}
 _SUBMIT_TIMEOUT_S = 5.0
@@ -46,6 +49,19 @@ class ReadRequest(BaseModel):
     )
 
 
+class RevokeRequest(BaseModel):
+    """Whose sessions to end."""
+
+    user: str = Field(min_length=1, max_length=256, description="The name they sign in as (as /api/whoami shows it).")
+
+
+class Revoked(BaseModel):
+    """The person's browser sessions have ended, on every replica."""
+
+    user: str
+    sessions: int = Field(description="How many sessions ended.")
+
+
 class FeedbackAccepted(BaseModel):
     """The feedback event is on the input stream; vigil stores it as it consumes it."""
 
@@ -58,26 +74,26 @@ class Caller:
     def __init__(self, auth: Authenticator) -> None:
         self.auth = auth
 
-    def __call__(self, request: Request) -> Identity:
-        identity = self.auth.identify(request)
+    async def __call__(self, request: Request) -> Identity:
+        identity = await self.auth.identify(request)
         if identity is None:
             raise HTTPException(401, "sign in first", headers={"WWW-Authenticate": 'Bearer realm="vigil"'})
         return identity
 
-    def with_role(self, role: PanelRole) -> Callable[[Request], Identity]:
+    def with_role(self, role: PanelRole) -> Callable[[Request], Awaitable[Identity]]:
         """A dependency: the caller, if their role is ``role`` or above."""
 
-        def dependency(request: Request) -> Identity:
-            identity = self(request)
+        async def dependency(request: Request) -> Identity:
+            identity = await self(request)
             if not identity.at_least(role):
                 raise HTTPException(403, f"this needs the {role} role")
             return identity
 
         return dependency
 
-    def guard(self, request: Request) -> None:
+    async def guard(self, request: Request) -> None:
         """A dependency for state-changing routes: refuse the anonymous (401), then what fails the CSRF checks."""
-        self(request)
+        await self(request)
         problem = self.auth.csrf_problem(request, None)
         if problem:
             raise HTTPException(403, problem)
@@ -89,6 +105,7 @@ def api_routes(
     """The ``/api`` routes."""
     router = APIRouter(prefix="/api", tags=["panel"])
     who_is = Depends(caller)
+    admin = Depends(caller.with_role("admin"))
 
     @router.get("/whoami")
     async def whoami(who: Identity = who_is) -> dict[str, object]:
@@ -155,6 +172,18 @@ def api_routes(
         )
         await _submit(outboxes, event)
         return FeedbackAccepted(feedback_id=event.feedback_id)
+
+    @router.post(
+        "/sessions/revoke",
+        dependencies=[Depends(caller.guard)],
+        responses={403: {"description": "not an admin, or the CSRF checks failed"}, **_UNAVAILABLE},
+    )
+    async def revoke_sessions(body: RevokeRequest, who: Identity = admin) -> Revoked:
+        """Sign a person out of every browser on every replica (admins only). Their bearer token, if they have one,
+        stays valid: remove them from ``VIGIL_PANEL__USERS`` to take it away."""
+        ended = await caller.auth.sessions.end_all(body.user)
+        log.info("%s revoked %d panel sessions of %s", who.name, ended, body.user)
+        return Revoked(user=body.user, sessions=ended)
 
     @router.get("/live", response_class=EventSourceResponse)
     async def live(who: Identity = who_is, conversation: str | None = None) -> AsyncIterator[ServerSentEvent]:
