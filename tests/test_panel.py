@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from collections.abc import AsyncIterator
@@ -18,6 +19,7 @@ from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
 from tests.conftest import make_settings
 from vigil.api import SESSION_COOKIE, create_app
+from vigil.cli import main
 from vigil.clock import Clock, ManualClock, SystemClock
 from vigil.events import Message, Suggestion, parse
 from vigil.health import Health
@@ -452,3 +454,17 @@ async def test_a_session_ends_at_its_max_age_however_active(seeded: CaseStore, o
         assert (await client.get("/api/whoami")).status_code == 200
         clock.advance(2)
         assert (await client.get("/api/whoami")).status_code == 401
+
+
+async def test_vigil_sessions_revoke_signs_a_person_out_of_every_browser(
+    seeded: CaseStore, db_url: str, outbox: MemoryOutbox, registry, monkeypatch: pytest.MonkeyPatch
+):  # type: ignore[no-untyped-def]
+    app = panel_app(seeded, outbox, registry)
+    async with browser(app) as ana, browser(app) as lee:
+        await sign_in(ana, "ana")
+        await sign_in(lee, "lee")
+        monkeypatch.setenv("VIGIL_DATABASE__URL", db_url)
+        # The command runs its own event loop, as from a shell: in a thread of its own here.
+        assert await asyncio.to_thread(main, ["sessions", "revoke", "ana"]) == 0
+        assert (await ana.get("/api/whoami")).status_code == 401
+        assert (await lee.get("/api/whoami")).json()["name"] == "lee"
