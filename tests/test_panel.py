@@ -6,24 +6,30 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
+import socket
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 
 import httpx
 import pytest
+import uvicorn
 from fastapi import FastAPI
 from prometheus_client import CollectorRegistry
 from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
-from tests.conftest import make_settings
-from vigil.api import SESSION_COOKIE, create_app
+from tests.conftest import make_settings, wait_for
+from tests.sse import sse_events
+from vigil.api import SESSION_COOKIE, EmbeddedServer, create_app
 from vigil.cli import main
 from vigil.clock import Clock, ManualClock, SystemClock
 from vigil.events import Message, Suggestion, parse
 from vigil.health import Health
+from vigil.live import LiveFeed, Update
 from vigil.metrics import Metrics
+from vigil.panel.api import LIVE_RECHECK_S
 from vigil.panel.auth import token_digest
 from vigil.settings import PanelSettings, PanelUser
 from vigil.store import CaseStore
@@ -89,7 +95,14 @@ def outbox() -> MemoryOutbox:
     return MemoryOutbox()
 
 
-def panel_app(store: CaseStore, outbox: MemoryOutbox, registry, clock: Clock | None = None, **panel: object) -> FastAPI:  # type: ignore[no-untyped-def]
+def panel_app(  # type: ignore[no-untyped-def]
+    store: CaseStore,
+    outbox: MemoryOutbox,
+    registry,
+    clock: Clock | None = None,
+    feed: LiveFeed | None = None,
+    **panel: object,
+) -> FastAPI:
     metrics = Metrics(registry)
     settings = PanelSettings(**{"auth": "tokens", "users": USERS, **panel})  # type: ignore[arg-type]
     return create_app(
@@ -97,6 +110,7 @@ def panel_app(store: CaseStore, outbox: MemoryOutbox, registry, clock: Clock | N
         health=Health({}, clock=SystemClock(), metrics=metrics, interval_s=1),
         metrics=metrics,
         clock=clock,
+        feed=feed,
         outboxes=[outbox],
         panel=settings,
     )
@@ -468,3 +482,46 @@ async def test_vigil_sessions_revoke_signs_a_person_out_of_every_browser(
         assert await asyncio.to_thread(main, ["sessions", "revoke", "ana"]) == 0
         assert (await ana.get("/api/whoami")).status_code == 401
         assert (await lee.get("/api/whoami")).json()["name"] == "lee"
+
+
+@contextlib.asynccontextmanager
+async def served(app: FastAPI) -> AsyncIterator[str]:
+    """``app`` served by uvicorn on a free loopback port (a live stream needs a real server); its base URL."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    server = EmbeddedServer(uvicorn.Config(app, log_config=None, access_log=False, lifespan="off"))
+    serving = asyncio.create_task(server.serve(sockets=[listener]))
+    await wait_for(lambda: server.started or serving.done(), 10)
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+    finally:
+        server.should_exit = True
+        await serving
+        listener.close()
+
+
+async def test_a_live_stream_ends_once_its_session_is_revoked(seeded: CaseStore, outbox: MemoryOutbox, registry):  # type: ignore[no-untyped-def]
+    clock, feed = ManualClock(datetime.now(UTC)), LiveFeed()
+    update = Update("message", "acme", "acme-1", {"text": "still there?"})
+    received: list[str] = []
+    app = panel_app(seeded, outbox, registry, clock, feed)
+    async with served(app) as url, httpx.AsyncClient(base_url=url, timeout=10) as client:
+        await sign_in(client, "ana")
+
+        async def watch() -> None:
+            async with client.stream("GET", "/api/live") as stream:
+                assert stream.status_code == 200
+                async for kind, _ in sse_events(stream):
+                    received.append(kind)
+
+        watching = asyncio.create_task(watch())
+        await wait_for(lambda: received == ["hello"], 10)
+        clock.advance(LIVE_RECHECK_S)
+        feed.publish(update)  # still signed in: it arrives
+        await wait_for(lambda: received == ["hello", "message"], 10)
+        revoked = await client.post("/api/sessions/revoke", json={"user": "ana"}, headers=bearer("root"))
+        assert revoked.json()["sessions"] == 1
+        clock.advance(LIVE_RECHECK_S)
+        feed.publish(update)
+        await asyncio.wait_for(watching, 10)  # the server ended the stream
+    assert received == ["hello", "message"]

@@ -16,7 +16,7 @@ from fastapi.sse import EventSourceResponse, ServerSentEvent
 from pydantic import AwareDatetime, BaseModel, Field
 
 from vigil.clock import Clock
-from vigil.errors import TransportError
+from vigil.errors import StoreError, TransportError
 from vigil.events import Feedback
 from vigil.live import LiveFeed
 from vigil.panel.auth import Authenticator
@@ -29,6 +29,7 @@ log = logging.getLogger(__name__)
 
 _UNAVAILABLE: dict[int | str, dict[str, Any]] = {503: {"description": "the case store or the broker is unavailable"}}
 _SUBMIT_TIMEOUT_S = 5.0
+LIVE_RECHECK_S = 5.0
 
 
 class FeedbackRequest(BaseModel):
@@ -186,11 +187,19 @@ def api_routes(
         return Revoked(user=body.user, sessions=ended)
 
     @router.get("/live", response_class=EventSourceResponse)
-    async def live(who: Identity = who_is, conversation: str | None = None) -> AsyncIterator[ServerSentEvent]:
-        """Server-sent events: ``message``, ``case``, ``suggestion`` and ``feedback`` updates as they happen."""
+    async def live(
+        request: Request, who: Identity = who_is, conversation: str | None = None
+    ) -> AsyncIterator[ServerSentEvent]:
+        """Server-sent events: ``message``, ``case``, ``suggestion`` and ``feedback`` updates as they happen. The
+        stream ends, before the next update, once the caller's sign-in has (checked at most every few seconds)."""
         with feed.watch(tenants=who.tenant_filter, conversation_id=conversation) as watcher:
             yield ServerSentEvent(event="hello", data={"watching": conversation})
+            checked = clock.monotonic()
             async for update in watcher:
+                if clock.monotonic() - checked >= LIVE_RECHECK_S:
+                    if not await _still_signed_in(caller.auth, request):
+                        return
+                    checked = clock.monotonic()
                 yield ServerSentEvent(event=update.kind, raw_data=update.json)
 
     return router
@@ -202,6 +211,13 @@ async def visible_conversation(store: CaseStore, conversation_id: str, who: Iden
     if view is None:
         raise HTTPException(404, "unknown conversation")
     return view
+
+
+async def _still_signed_in(auth: Authenticator, request: Request) -> bool:
+    try:
+        return await auth.identify(request) is not None
+    except StoreError:  # cannot tell: end the stream; the browser comes back, and is let in only if it may
+        return False
 
 
 async def _submit(outboxes: Sequence[Outbox], event: Feedback) -> None:
