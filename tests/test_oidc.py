@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
+import html
 import json
 import logging
 import time
@@ -13,14 +15,19 @@ from typing import Any
 
 import httpx
 import pytest
+from prometheus_client import CollectorRegistry
 
 from tests.oidc_provider import CLIENT_ID, OidcProvider, SigningKey, authorize
+from vigil.api import create_app
 from vigil.clock import Clock, ManualClock, SystemClock
 from vigil.errors import AuthError, AuthUnavailable, SettingsError
+from vigil.health import Health
+from vigil.metrics import Metrics
 from vigil.panel.id_token import public_key
 from vigil.panel.identity import Identity
 from vigil.panel.oidc import OidcClient, PendingLogin
-from vigil.settings import OidcSettings
+from vigil.settings import OidcSettings, PanelSettings
+from vigil.store import CaseStore
 
 REDIRECT = "http://127.0.0.1:9/auth/oidc/callback"  # never served: the tests read the redirect instead of following it
 
@@ -368,3 +375,69 @@ async def test_close_leaves_a_shared_http_client_open(provider: OidcProvider) ->
 def test_unset_settings_are_named() -> None:
     with pytest.raises(SettingsError, match="VIGIL_PANEL__OIDC__ISSUER"):
         OidcClient(OidcSettings(client_id="c", redirect_url=REDIRECT), clock=SystemClock())
+
+
+# Through the panel: the callback route, the session it starts ---------------------------------------------------
+
+
+@contextlib.asynccontextmanager
+async def panel(
+    store: CaseStore, provider: OidcProvider, clock: Clock | None = None
+) -> AsyncIterator[httpx.AsyncClient]:
+    """A browser on a panel that signs in through ``provider``; ``clock`` is the panel's (the ID tokens are judged by
+    the machine's, as the provider makes them)."""
+    metrics = Metrics(CollectorRegistry())
+    async with connected(provider.settings()) as oidc:
+        app = create_app(
+            store=store,
+            health=Health({}, clock=SystemClock(), metrics=metrics, interval_s=1),
+            metrics=metrics,
+            clock=clock,
+            panel=PanelSettings(auth="oidc", oidc=provider.settings()),
+            oidc=oidc,
+        )
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://vigil.test") as browser:
+            yield browser
+
+
+async def through_the_provider(browser: httpx.AsyncClient) -> httpx.Response:
+    """The sign-in as a browser makes it: to the provider, and back to the callback; the callback's answer."""
+    start = await browser.get("/auth/oidc/login", params={"next": "/panel"})
+    assert start.status_code == 303
+    return await browser.get("/auth/oidc/callback", params=await authorize(start.headers["location"]))
+
+
+@pytest.mark.parametrize("tenant", ["*", ["acme", "*"]], ids=["every-tenant", "one-and-every-tenant"])
+async def test_a_tenant_claim_of_every_tenant_refuses_the_sign_in(
+    store: CaseStore, provider: OidcProvider, tenant: str | list[str]
+) -> None:
+    async with panel(store, provider) as browser:
+        provider.user = provider.user | {"tenant": tenant}
+        refused = await through_the_provider(browser)
+        assert refused.status_code == 403 and "names the tenant '*' (every tenant)" in html.unescape(refused.text)
+        assert (await browser.get("/api/whoami")).status_code == 401
+        # Tenants listed one by one are fine.
+        provider.user = provider.user | {"tenant": ["acme", "globex"]}
+        signed_in = await through_the_provider(browser)
+        assert signed_in.status_code == 303 and signed_in.headers["location"] == "/panel"
+        assert (await browser.get("/api/whoami")).json()["tenants"] == ["acme", "globex"]
+
+
+async def test_an_oidc_session_signs_in_again_within_the_hour_and_picks_up_a_new_role(
+    store: CaseStore, provider: OidcProvider
+) -> None:
+    clock = ManualClock(datetime.now(UTC))
+    assert PanelSettings().oidc.session_max_age_s == 3600  # well below the 12 h of a token user's sign-in
+    async with panel(store, provider, clock) as browser:
+        assert (await through_the_provider(browser)).status_code == 303
+        assert (await browser.get("/api/whoami")).json()["role"] == "lead"
+        provider.user = provider.user | {"vigil_role": "analyst"}  # the provider takes the lead role away
+        clock.advance(3599)
+        assert (await browser.get("/api/whoami")).json()["role"] == "lead"
+        clock.advance(2)
+        assert (await browser.get("/api/whoami")).status_code == 401
+        page = await browser.get("/panel", headers={"Accept": "text/html"})
+        assert page.status_code == 303 and page.headers["location"].startswith("/login")
+        assert (await through_the_provider(browser)).status_code == 303
+        assert (await browser.get("/api/whoami")).json()["role"] == "analyst"

@@ -5,20 +5,31 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import re
+import socket
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 
 import httpx
 import pytest
+import uvicorn
+from fastapi import FastAPI
 from prometheus_client import CollectorRegistry
+from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
-from vigil.api import create_app
-from vigil.clock import SystemClock
+from tests.conftest import make_settings, wait_for
+from tests.sse import sse_events
+from vigil.api import SESSION_COOKIE, EmbeddedServer, create_app
+from vigil.cli import main
+from vigil.clock import Clock, ManualClock, SystemClock
 from vigil.events import Message, Suggestion, parse
 from vigil.health import Health
+from vigil.live import LiveFeed, Update
 from vigil.metrics import Metrics
+from vigil.panel.api import LIVE_RECHECK_S
 from vigil.panel.auth import token_digest
 from vigil.settings import PanelSettings, PanelUser
 from vigil.store import CaseStore
@@ -84,18 +95,31 @@ def outbox() -> MemoryOutbox:
     return MemoryOutbox()
 
 
-def panel_client(  # type: ignore[no-untyped-def]
-    store: CaseStore, outbox: MemoryOutbox, registry, base_url: str = "http://vigil.test", **panel: object
-) -> httpx.AsyncClient:
+def panel_app(  # type: ignore[no-untyped-def]
+    store: CaseStore,
+    outbox: MemoryOutbox,
+    registry,
+    clock: Clock | None = None,
+    feed: LiveFeed | None = None,
+    **panel: object,
+) -> FastAPI:
     metrics = Metrics(registry)
     settings = PanelSettings(**{"auth": "tokens", "users": USERS, **panel})  # type: ignore[arg-type]
-    app = create_app(
+    return create_app(
         store=store,
         health=Health({}, clock=SystemClock(), metrics=metrics, interval_s=1),
         metrics=metrics,
+        clock=clock,
+        feed=feed,
         outboxes=[outbox],
         panel=settings,
     )
+
+
+def panel_client(  # type: ignore[no-untyped-def]
+    store: CaseStore, outbox: MemoryOutbox, registry, base_url: str = "http://vigil.test", **panel: object
+) -> httpx.AsyncClient:
+    app = panel_app(store, outbox, registry, **panel)
     return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=base_url)
 
 
@@ -105,8 +129,8 @@ async def client(seeded: CaseStore, outbox: MemoryOutbox, registry) -> AsyncIter
         yield c
 
 
-async def sign_in(client: httpx.AsyncClient, name: str) -> str:
-    """Sign in through the form, as a browser does; returns the session's CSRF token."""
+async def post_sign_in(client: httpx.AsyncClient, name: str) -> httpx.Response:
+    """Sign in through the form, as a browser does; returns the answer that sets the session cookie."""
     page = await client.get("/login")
     csrf = re.search(r'name="csrf_token" value="([^"]+)"', page.text)
     assert page.status_code == 200 and csrf
@@ -114,6 +138,12 @@ async def sign_in(client: httpx.AsyncClient, name: str) -> str:
         "/login", data={"token": TOKENS[name], "csrf_token": csrf.group(1), "next": "/panel"}, follow_redirects=False
     )
     assert answer.status_code == 303 and answer.headers["location"] == "/panel"
+    return answer
+
+
+async def sign_in(client: httpx.AsyncClient, name: str) -> str:
+    """Sign in through the form, as a browser does; returns the session's CSRF token."""
+    await post_sign_in(client, name)
     panel = await client.get("/panel")
     token = re.search(r'<meta name="csrf-token" content="([^"]+)"', panel.text)
     assert token
@@ -298,3 +328,200 @@ async def test_without_auth_everyone_on_loopback_is_a_local_admin(seeded: CaseSt
         headers = {"X-CSRF-Token": csrf.group(1), "Origin": "http://[::1]:8080"}
         answer = await client.post("/api/conversations/acme-1/read", json=through(NOW), headers=headers)
         assert answer.status_code == 204
+
+
+# Sessions: the cookie, a secret shared by the replicas, sign-out and revocation held in the database --------------
+
+SECRET = "a-session-secret-all-replicas-share"
+
+
+@pytest.fixture
+async def second_replica(seeded: CaseStore, db_url: str, tmp_path) -> AsyncIterator[CaseStore]:  # type: ignore[no-untyped-def]
+    """Another replica's own connection pool to the same database."""
+    replica = CaseStore.from_settings(make_settings(tmp_path=tmp_path, db_url=db_url), clock=SystemClock())
+    try:
+        yield replica
+    finally:
+        await replica.close()
+
+
+def session_cookie(answer: httpx.Response) -> tuple[str, set[str]]:
+    """The session cookie an answer sets: its value and its attributes (lower case, ``max-age=N`` included)."""
+    (header,) = [h for h in answer.headers.get_list("set-cookie") if h.startswith(f"{SESSION_COOKIE}=")]
+    value, *attributes = (part.strip() for part in header.split(";"))
+    return value.removeprefix(f"{SESSION_COOKIE}="), {a.lower() for a in attributes}
+
+
+def browser(
+    app: FastAPI, cookie: str | None = None, client: tuple[str, int] = ("127.0.0.1", 50000)
+) -> httpx.AsyncClient:
+    """A browser on ``app`` (a replica), carrying ``cookie`` if given (as copied from another browser)."""
+    transport = httpx.ASGITransport(app=app, client=client)
+    headers = {"Cookie": f"{SESSION_COOKIE}={cookie}"} if cookie else {}
+    return httpx.AsyncClient(transport=transport, base_url="http://vigil.test", headers=headers)
+
+
+async def test_the_session_cookie_is_http_only_same_site_lax_and_lives_max_age(
+    seeded: CaseStore, outbox: MemoryOutbox, registry
+):  # type: ignore[no-untyped-def]
+    async with browser(panel_app(seeded, outbox, registry, session_max_age_s=7200)) as client:
+        _, attributes = session_cookie(await post_sign_in(client, "ana"))
+    assert {"httponly", "samesite=lax", "max-age=7200", "path=/"} <= attributes
+    assert "secure" not in attributes  # plain HTTP on a trusted network: a Secure cookie would never come back
+
+
+async def test_the_session_cookie_is_secure_behind_tls(seeded: CaseStore, outbox: MemoryOutbox, registry):  # type: ignore[no-untyped-def]
+    def attributes(answer: httpx.Response) -> set[str]:
+        return session_cookie(answer)[1]
+
+    # The cookie the sign-in page sets (for its CSRF token) is the session cookie: the browser never returns a
+    # Secure cookie over plain HTTP, so these browsers sign in no further.
+    async with browser(panel_app(seeded, outbox, registry, secure_cookies=True)) as client:
+        assert "secure" in attributes(await client.get("/login"))
+    # Without the setting: served over HTTPS, or behind a proxy that uvicorn trusts to say it terminated TLS.
+    app = panel_app(seeded, outbox, CollectorRegistry())
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="https://vigil.test") as client:
+        assert "secure" in attributes(await post_sign_in(client, "ana"))
+    behind_proxy = ProxyHeadersMiddleware(app, trusted_hosts="10.0.0.1")
+    forwarded = {"X-Forwarded-Proto": "https"}
+    async with browser(behind_proxy, client=("10.0.0.1", 40000)) as client:  # type: ignore[arg-type]
+        assert "secure" in attributes(await client.get("/login", headers=forwarded))
+    async with browser(behind_proxy, client=("10.0.0.66", 40000)) as client:  # type: ignore[arg-type]
+        # Not from the proxy: the header is not believed.
+        assert "secure" not in attributes(await client.get("/login", headers=forwarded))
+
+
+async def test_a_cookie_is_taken_by_a_replica_with_the_same_secret_and_refused_by_one_with_another(
+    seeded: CaseStore, second_replica: CaseStore, outbox: MemoryOutbox, registry
+):  # type: ignore[no-untyped-def]
+    first = panel_app(seeded, outbox, registry, session_secret=SECRET)
+    same = panel_app(second_replica, outbox, CollectorRegistry(), session_secret=SECRET)
+    other = panel_app(second_replica, outbox, CollectorRegistry(), session_secret="another-secret")
+    async with browser(first) as client:
+        cookie, _ = session_cookie(await post_sign_in(client, "ana"))
+    async with browser(same, cookie) as client:
+        assert (await client.get("/api/whoami")).json()["name"] == "ana"
+    async with browser(other, cookie) as client:
+        assert (await client.get("/api/whoami")).status_code == 401
+        page = await client.get("/panel", headers={"Accept": "text/html"})
+        assert page.status_code == 303 and page.headers["location"].startswith("/login")
+
+
+async def test_a_cookie_replayed_after_sign_out_is_refused_on_every_replica(
+    seeded: CaseStore, second_replica: CaseStore, outbox: MemoryOutbox, registry
+):  # type: ignore[no-untyped-def]
+    first = panel_app(seeded, outbox, registry, session_secret=SECRET)
+    second = panel_app(second_replica, outbox, CollectorRegistry(), session_secret=SECRET)
+    async with browser(first) as client:
+        csrf = await sign_in(client, "ana")
+        cookie = client.cookies[SESSION_COOKIE]
+        async with browser(second, cookie) as copy:
+            assert (await copy.get("/api/whoami")).status_code == 200
+        signed_out = await client.post("/logout", data={"csrf_token": csrf}, follow_redirects=False)
+        assert signed_out.status_code == 303
+    for replica in (first, second):
+        async with browser(replica, cookie) as replay:
+            assert (await replay.get("/api/whoami")).status_code == 401
+            page = await replay.get("/panel", headers={"Accept": "text/html"})
+            assert page.status_code == 303 and page.headers["location"].startswith("/login")
+
+
+async def test_an_admin_signs_a_person_out_of_every_browser_on_every_replica(
+    seeded: CaseStore, second_replica: CaseStore, outbox: MemoryOutbox, registry
+):  # type: ignore[no-untyped-def]
+    first = panel_app(seeded, outbox, registry, session_secret=SECRET)
+    second = panel_app(second_replica, outbox, CollectorRegistry(), session_secret=SECRET)
+    async with browser(first) as laptop, browser(second) as phone, browser(second) as admin:
+        await sign_in(laptop, "ana")
+        await sign_in(phone, "ana")
+        lee_csrf = await sign_in(admin, "lee")
+        revoke = {"user": "ana"}
+        # Below admin, nobody may: not ana herself, not a lead, with a bearer token or a cookie and its CSRF token.
+        for headers in (bearer("ana"), bearer("lee"), {"X-CSRF-Token": lee_csrf}):
+            assert (await admin.post("/api/sessions/revoke", json=revoke, headers=headers)).status_code == 403
+        for still in (laptop, phone):
+            assert (await still.get("/api/whoami")).status_code == 200
+        async with browser(first) as root_browser:
+            root_csrf = await sign_in(root_browser, "root")
+            # An admin's cookie needs the CSRF token like every other change.
+            unguarded = await root_browser.post("/api/sessions/revoke", json=revoke)
+            assert unguarded.status_code == 403
+            assert (await laptop.get("/api/whoami")).status_code == 200
+            answer = await root_browser.post("/api/sessions/revoke", json=revoke, headers={"X-CSRF-Token": root_csrf})
+        assert answer.status_code == 200 and answer.json() == {"user": "ana", "sessions": 2}
+        for gone in (laptop, phone):
+            assert (await gone.get("/api/whoami")).status_code == 401
+        assert (await admin.get("/api/whoami")).json()["name"] == "lee"  # only ana's sessions ended
+        by_script = await admin.post("/api/sessions/revoke", json={"user": "lee"}, headers=bearer("root"))
+        assert by_script.json() == {"user": "lee", "sessions": 1}
+        assert (await admin.get("/api/whoami")).status_code == 401
+        # Revoking does not lock anyone out: they sign in again.
+        await sign_in(laptop, "ana")
+        assert (await laptop.get("/api/whoami")).json()["name"] == "ana"
+
+
+async def test_a_session_ends_at_its_max_age_however_active(seeded: CaseStore, outbox: MemoryOutbox, registry):  # type: ignore[no-untyped-def]
+    clock = ManualClock(datetime.now(UTC))
+    async with browser(panel_app(seeded, outbox, registry, clock, session_max_age_s=600)) as client:
+        await sign_in(client, "ana")
+        clock.advance(599)
+        assert (await client.get("/api/whoami")).status_code == 200
+        clock.advance(2)
+        assert (await client.get("/api/whoami")).status_code == 401
+
+
+async def test_vigil_sessions_revoke_signs_a_person_out_of_every_browser(
+    seeded: CaseStore, db_url: str, outbox: MemoryOutbox, registry, monkeypatch: pytest.MonkeyPatch
+):  # type: ignore[no-untyped-def]
+    app = panel_app(seeded, outbox, registry)
+    async with browser(app) as ana, browser(app) as lee:
+        await sign_in(ana, "ana")
+        await sign_in(lee, "lee")
+        monkeypatch.setenv("VIGIL_DATABASE__URL", db_url)
+        # The command runs its own event loop, as from a shell: in a thread of its own here.
+        assert await asyncio.to_thread(main, ["sessions", "revoke", "ana"]) == 0
+        assert (await ana.get("/api/whoami")).status_code == 401
+        assert (await lee.get("/api/whoami")).json()["name"] == "lee"
+
+
+@contextlib.asynccontextmanager
+async def served(app: FastAPI) -> AsyncIterator[str]:
+    """``app`` served by uvicorn on a free loopback port (a live stream needs a real server); its base URL."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    server = EmbeddedServer(uvicorn.Config(app, log_config=None, access_log=False, lifespan="off"))
+    serving = asyncio.create_task(server.serve(sockets=[listener]))
+    await wait_for(lambda: server.started or serving.done(), 10)
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+    finally:
+        server.should_exit = True
+        await serving
+        listener.close()
+
+
+async def test_a_live_stream_ends_once_its_session_is_revoked(seeded: CaseStore, outbox: MemoryOutbox, registry):  # type: ignore[no-untyped-def]
+    clock, feed = ManualClock(datetime.now(UTC)), LiveFeed()
+    update = Update("message", "acme", "acme-1", {"text": "still there?"})
+    received: list[str] = []
+    app = panel_app(seeded, outbox, registry, clock, feed)
+    async with served(app) as url, httpx.AsyncClient(base_url=url, timeout=10) as client:
+        await sign_in(client, "ana")
+
+        async def watch() -> None:
+            async with client.stream("GET", "/api/live") as stream:
+                assert stream.status_code == 200
+                async for kind, _ in sse_events(stream):
+                    received.append(kind)
+
+        watching = asyncio.create_task(watch())
+        await wait_for(lambda: received == ["hello"], 10)
+        clock.advance(LIVE_RECHECK_S)
+        feed.publish(update)  # still signed in: it arrives
+        await wait_for(lambda: received == ["hello", "message"], 10)
+        revoked = await client.post("/api/sessions/revoke", json={"user": "ana"}, headers=bearer("root"))
+        assert revoked.json()["sessions"] == 1
+        clock.advance(LIVE_RECHECK_S)
+        feed.publish(update)
+        await asyncio.wait_for(watching, 10)  # the server ended the stream
+    assert received == ["hello", "message"]

@@ -16,7 +16,6 @@ from fastapi.responses import JSONResponse, RedirectResponse
 from fastapi.staticfiles import StaticFiles
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.exceptions import HTTPException
-from starlette.middleware.sessions import SessionMiddleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from vigil import __version__
@@ -30,6 +29,7 @@ from vigil.panel.api import Caller, api_routes
 from vigil.panel.auth import Authenticator
 from vigil.panel.oidc import OidcClient
 from vigil.panel.pages import TEMPLATES, SignIn, page_routes
+from vigil.panel.sessions import SessionCookies, SessionRegistry
 from vigil.settings import PanelSettings
 from vigil.store import CaseStore
 from vigil.transport import Outbox
@@ -65,7 +65,7 @@ def create_app(
     panel = panel or PanelSettings()
     app = FastAPI(title="vigil", version=__version__, docs_url="/docs", redoc_url=None)
     _operations(app, health, metrics)
-    auth = Authenticator(panel)
+    auth = Authenticator(panel, sessions=SessionRegistry(store, clock=clock or SystemClock()))
     app.include_router(
         api_routes(
             store=store, feed=feed or LiveFeed(), outboxes=outboxes, caller=Caller(auth), clock=clock or SystemClock()
@@ -79,12 +79,12 @@ def create_app(
     _error_pages(app)
     secret = panel.session_secret.get_secret_value() if panel.session_secret else secrets.token_urlsafe(32)
     app.add_middleware(
-        SessionMiddleware,
+        SessionCookies,
+        always_secure=panel.secure_cookies,
         secret_key=secret,
         session_cookie=SESSION_COOKIE,
         max_age=int(panel.session_max_age_s),
         same_site="lax",
-        https_only=panel.secure_cookies,
     )
     app.add_middleware(SecurityHeaders)
     return app

@@ -1,4 +1,4 @@
-"""The `vigil` command: run the daemon, the embedded demo, replay events, manage the database."""
+"""The `vigil` command: run the daemon, the embedded demo, replay events, manage the database and panel sign-ins."""
 
 from __future__ import annotations
 
@@ -72,6 +72,10 @@ def _parser() -> argparse.ArgumentParser:
     token.add_argument("--role", choices=ROLES, default="analyst")
     token.add_argument("--tenant", action="append", required=True, help="a tenant they may see (repeat; * for all)")
     token.set_defaults(command=_token)
+    sessions = commands.add_parser("sessions", help="panel sign-ins").add_subparsers(required=True, metavar="ACTION")
+    revoke = sessions.add_parser("revoke", help="sign a person out of the panel in every browser, on every replica")
+    revoke.add_argument("user", help="the name they sign in as (as /api/whoami shows it)")
+    revoke.set_defaults(command=_sessions_revoke)
     schema = commands.add_parser("schema", help="print the JSON Schema of a wire format v1 type")
     schema.add_argument("type", choices=sorted(json_schemas()), help="the event type")
     schema.set_defaults(command=_schema)
@@ -254,6 +258,21 @@ async def _token(args: argparse.Namespace, settings: Settings) -> int:
     print(f"token (give it to {args.name}; it is not stored anywhere): {token}")
     print("add to VIGIL_PANEL__USERS (a JSON list):")
     print(user.model_dump_json())
+    return 0
+
+
+async def _sessions_revoke(args: argparse.Namespace, settings: Settings) -> int:
+    from vigil.panel.sessions import SessionRegistry
+    from vigil.store import CaseStore
+
+    store = CaseStore.from_settings(settings, clock=SystemClock())
+    try:
+        ended = await SessionRegistry(store, clock=SystemClock()).end_all(args.user)
+    finally:
+        await store.close()
+    print(
+        f"{ended} panel sessions of {args.user} ended (a bearer token stays valid: remove it from VIGIL_PANEL__USERS)"
+    )
     return 0
 
 

@@ -174,6 +174,11 @@ class OidcSettings(BaseModel):
     role_claim: str = Field(default="vigil_role", description="Claim holding analyst, lead or admin.")
     default_role: PanelRole = "analyst"
     timeout_s: float = Field(default=5.0, gt=0)
+    session_max_age_s: float = Field(
+        default=3600.0,
+        gt=0,
+        description="An OIDC sign-in lasts this long at most; then role and tenants are read again.",
+    )
 
 
 class PanelSettings(BaseModel):
@@ -187,7 +192,7 @@ class PanelSettings(BaseModel):
     session_secret: SecretStr | None = Field(
         default=None, description="Signs session cookies; unset: random at start (sign-ins end with the process)."
     )
-    session_max_age_s: float = Field(default=12 * 3600, gt=0, description="A sign-in lasts this long.")
+    session_max_age_s: float = Field(default=12 * 3600, gt=0, description="A sign-in lasts this long at most.")
     secure_cookies: bool = Field(default=False, description="Send cookies over HTTPS only (set behind TLS).")
     fanout: bool = Field(
         default=True, description="On PostgreSQL, relay live updates between replicas (LISTEN/NOTIFY)."

@@ -453,6 +453,13 @@ class CaseStore:
             yield conn
 
     @contextlib.asynccontextmanager
+    async def writing(self) -> AsyncIterator[AsyncConnection]:
+        """One transaction (committed at the end) within the store's timeout, for the panel's own small tables;
+        errors come out as vigil's, as from ``reading``."""
+        async with self._transaction() as conn:
+            yield conn
+
+    @contextlib.asynccontextmanager
     async def _transaction(self) -> AsyncIterator[AsyncConnection]:
         """One transaction with the store's timeout; database errors come out as vigil's."""
         async with self._guarded(begin=True) as conn:

@@ -158,6 +158,22 @@ class ReadMark(SQLModel, table=True):
     read_at: datetime = _when(nullable=False)
 
 
+class PanelSession(SQLModel, table=True):
+    """A panel sign-in in a browser: its cookie names it, and it ends when its row goes (sign-out, an admin, expiry).
+
+    Kept in the database, not in the cookie alone, so that every replica sees a sign-out at once. The cookie holds
+    the session's id; the row only its SHA-256, as for tokens.
+    """
+
+    __tablename__ = "panel_session"
+
+    id_sha256: str = Field(primary_key=True, max_length=64)
+    name: str = Field(index=True, max_length=ID_LENGTH)
+    via: str = Field(max_length=16)
+    signed_in_at: datetime = _when(nullable=False)
+    expires_at: datetime = _when(index=True, nullable=False)
+
+
 class KnowledgeEntryRow(SQLModel, table=True):
     """A knowledge entry (article, FAQ, document, mined case knowledge): the source a suggestion cites."""
 

@@ -6,8 +6,9 @@ Everything is scoped to the caller's tenants: another tenant's conversation or s
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
@@ -15,7 +16,7 @@ from fastapi.sse import EventSourceResponse, ServerSentEvent
 from pydantic import AwareDatetime, BaseModel, Field
 
 from vigil.clock import Clock
-from vigil.errors import TransportError
+from vigil.errors import StoreError, TransportError
 from vigil.events import Feedback
 from vigil.live import LiveFeed
 from vigil.panel.auth import Authenticator
@@ -24,8 +25,11 @@ from vigil.settings import PanelRole
 from vigil.store import CaseStore, ConversationSummary, ConversationView, QueueItem
 from vigil.transport import Outbox
 
+log = logging.getLogger(__name__)
+
 _UNAVAILABLE: dict[int | str, dict[str, Any]] = {503: {"description": "the case store or the broker is unavailable"}}
 _SUBMIT_TIMEOUT_S = 5.0
+LIVE_RECHECK_S = 5.0
 
 
 class FeedbackRequest(BaseModel):
@@ -46,6 +50,19 @@ class ReadRequest(BaseModel):
     )
 
 
+class RevokeRequest(BaseModel):
+    """Whose sessions to end."""
+
+    user: str = Field(min_length=1, max_length=256, description="The name they sign in as (as /api/whoami shows it).")
+
+
+class Revoked(BaseModel):
+    """The person's browser sessions have ended, on every replica."""
+
+    user: str
+    sessions: int = Field(description="How many sessions ended.")
+
+
 class FeedbackAccepted(BaseModel):
     """The feedback event is on the input stream; vigil stores it as it consumes it."""
 
@@ -58,26 +75,26 @@ class Caller:
     def __init__(self, auth: Authenticator) -> None:
         self.auth = auth
 
-    def __call__(self, request: Request) -> Identity:
-        identity = self.auth.identify(request)
+    async def __call__(self, request: Request) -> Identity:
+        identity = await self.auth.identify(request)
         if identity is None:
             raise HTTPException(401, "sign in first", headers={"WWW-Authenticate": 'Bearer realm="vigil"'})
         return identity
 
-    def with_role(self, role: PanelRole) -> Callable[[Request], Identity]:
+    def with_role(self, role: PanelRole) -> Callable[[Request], Awaitable[Identity]]:
         """A dependency: the caller, if their role is ``role`` or above."""
 
-        def dependency(request: Request) -> Identity:
-            identity = self(request)
+        async def dependency(request: Request) -> Identity:
+            identity = await self(request)
             if not identity.at_least(role):
                 raise HTTPException(403, f"this needs the {role} role")
             return identity
 
         return dependency
 
-    def guard(self, request: Request) -> None:
+    async def guard(self, request: Request) -> None:
         """A dependency for state-changing routes: refuse the anonymous (401), then what fails the CSRF checks."""
-        self(request)
+        await self(request)
         problem = self.auth.csrf_problem(request, None)
         if problem:
             raise HTTPException(403, problem)
@@ -89,6 +106,7 @@ def api_routes(
     """The ``/api`` routes."""
     router = APIRouter(prefix="/api", tags=["panel"])
     who_is = Depends(caller)
+    admin = Depends(caller.with_role("admin"))
 
     @router.get("/whoami")
     async def whoami(who: Identity = who_is) -> dict[str, object]:
@@ -156,12 +174,32 @@ def api_routes(
         await _submit(outboxes, event)
         return FeedbackAccepted(feedback_id=event.feedback_id)
 
+    @router.post(
+        "/sessions/revoke",
+        dependencies=[Depends(caller.guard)],
+        responses={403: {"description": "not an admin, or the CSRF checks failed"}, **_UNAVAILABLE},
+    )
+    async def revoke_sessions(body: RevokeRequest, who: Identity = admin) -> Revoked:
+        """Sign a person out of every browser on every replica (admins only). Their bearer token, if they have one,
+        stays valid: remove them from ``VIGIL_PANEL__USERS`` to take it away."""
+        ended = await caller.auth.sessions.end_all(body.user)
+        log.info("%s revoked %d panel sessions of %s", who.name, ended, body.user)
+        return Revoked(user=body.user, sessions=ended)
+
     @router.get("/live", response_class=EventSourceResponse)
-    async def live(who: Identity = who_is, conversation: str | None = None) -> AsyncIterator[ServerSentEvent]:
-        """Server-sent events: ``message``, ``case``, ``suggestion`` and ``feedback`` updates as they happen."""
+    async def live(
+        request: Request, who: Identity = who_is, conversation: str | None = None
+    ) -> AsyncIterator[ServerSentEvent]:
+        """Server-sent events: ``message``, ``case``, ``suggestion`` and ``feedback`` updates as they happen. The
+        stream ends, before the next update, once the caller's sign-in has (checked at most every few seconds)."""
         with feed.watch(tenants=who.tenant_filter, conversation_id=conversation) as watcher:
             yield ServerSentEvent(event="hello", data={"watching": conversation})
+            checked = clock.monotonic()
             async for update in watcher:
+                if clock.monotonic() - checked >= LIVE_RECHECK_S:
+                    if not await _still_signed_in(caller.auth, request):
+                        return
+                    checked = clock.monotonic()
                 yield ServerSentEvent(event=update.kind, raw_data=update.json)
 
     return router
@@ -173,6 +211,13 @@ async def visible_conversation(store: CaseStore, conversation_id: str, who: Iden
     if view is None:
         raise HTTPException(404, "unknown conversation")
     return view
+
+
+async def _still_signed_in(auth: Authenticator, request: Request) -> bool:
+    try:
+        return await auth.identify(request) is not None
+    except StoreError:  # cannot tell: end the stream; the browser comes back, and is let in only if it may
+        return False
 
 
 async def _submit(outboxes: Sequence[Outbox], event: Feedback) -> None:

@@ -1,9 +1,12 @@
 """Who may use the panel: bearer tokens, signed session cookies, OIDC sign-ins, roles, tenants and CSRF.
 
 An API client sends ``Authorization: Bearer TOKEN``; a browser signs in once (with its token, or through the
-OIDC provider) and then carries a signed, HttpOnly session cookie. Tokens are never stored: the settings hold
-their SHA-256. Every state-changing request made with the cookie must carry the session's CSRF token (header
-``X-CSRF-Token`` or form field ``csrf_token``) and, when the browser sends one, a same-origin ``Origin``.
+OIDC provider) and then carries a signed, HttpOnly session cookie naming a session kept in the database
+(``sessions.py``): a sign-out or an admin's revocation ends it on every replica. Tokens are never stored: the settings
+hold their SHA-256. An OIDC session lasts ``VIGIL_PANEL__OIDC__SESSION_MAX_AGE_S`` at most, as its role and tenants
+are the provider's at sign-in; a token user's are read from the settings on every request. Every state-changing
+request made with the cookie must carry the session's CSRF token (header ``X-CSRF-Token`` or form field
+``csrf_token``) and, when the browser sends one, a same-origin ``Origin``.
 With ``VIGIL_PANEL__AUTH=none`` (allowed on a loopback host only) everyone is a local admin, CSRF still applies;
 a request that names another host (a DNS-rebinding page reaching the loopback port) is nobody.
 """
@@ -17,7 +20,8 @@ from typing import Any
 
 from starlette.requests import Request
 
-from vigil.panel.identity import Identity
+from vigil.panel.identity import ALL_TENANTS, Identity
+from vigil.panel.sessions import SessionRegistry
 from vigil.settings import PanelSettings, PanelUser, is_loopback
 
 CSRF_HEADER = "X-CSRF-Token"
@@ -39,8 +43,9 @@ def new_token() -> str:
 class Authenticator:
     """Identifies the person behind a request and guards state-changing requests."""
 
-    def __init__(self, settings: PanelSettings) -> None:
+    def __init__(self, settings: PanelSettings, *, sessions: SessionRegistry) -> None:
         self.settings = settings
+        self.sessions = sessions
         self._by_digest = {u.token_sha256: u for u in settings.users}
         self._by_name = {u.name: u for u in settings.users}
 
@@ -49,8 +54,12 @@ class Authenticator:
         """``none``, ``tokens`` or ``oidc``."""
         return self.settings.auth
 
-    def identify(self, request: Request) -> Identity | None:
-        """The person behind ``request``: by bearer token, then by session; None if nobody is signed in."""
+    async def identify(self, request: Request) -> Identity | None:
+        """The person behind ``request``: by bearer token, then by session; None if nobody is signed in.
+
+        Raises:
+            StoreError: the sessions cannot be read (nobody is let in on a cookie alone).
+        """
         scheme, _, credential = request.headers.get("authorization", "").partition(" ")
         if scheme.lower() == "bearer" and credential:
             user = self.user_for_token(credential.strip())
@@ -60,10 +69,22 @@ class Authenticator:
         who: dict[str, Any] | None = request.session.get("who")
         if not who:
             return None
+        identity = self._session_identity(who)
+        session_id = request.session.get("sid")
+        if (
+            identity is None
+            or not isinstance(session_id, str)
+            or not await self.sessions.is_live(session_id, identity.name)
+        ):
+            request.session.clear()  # signed out, revoked or expired: the browser drops the cookie
+            return None
+        return identity
+
+    def _session_identity(self, who: dict[str, Any]) -> Identity | None:
         if who.get("via") == "token":  # re-read the settings: a removed user is signed out at once
             user = self._by_name.get(who.get("name", ""))
             return _identity(user) if user else None
-        if who.get("via") == "oidc" and self.mode == "oidc":
+        if who.get("via") == "oidc" and self.mode == "oidc" and ALL_TENANTS not in who["tenants"]:
             return Identity(name=who["name"], role=who["role"], tenants=tuple(who["tenants"]))
         return None
 
@@ -76,21 +97,27 @@ class Authenticator:
         """Whether the request authenticates itself (no ambient cookie, so no CSRF risk)."""
         return request.headers.get("authorization", "").lower().startswith("bearer ")
 
-    @staticmethod
-    def sign_in(request: Request, identity: Identity, *, via: str) -> None:
-        """Start a session for ``identity`` (a fresh CSRF token; any earlier session state is dropped)."""
-        request.session.clear()
+    async def sign_in(self, request: Request, identity: Identity, *, via: str) -> None:
+        """Start a session for ``identity`` (a fresh CSRF token; any earlier session in this browser ends)."""
+        max_age_s = self.settings.session_max_age_s
+        if via == "oidc":
+            max_age_s = min(max_age_s, self.settings.oidc.session_max_age_s)
+        session_id = await self.sessions.open(identity.name, via=via, max_age_s=max_age_s)
+        await self.sign_out(request)
         request.session["who"] = {
             "name": identity.name,
             "role": identity.role,
             "tenants": list(identity.tenants),
             "via": via,
         }
+        request.session["sid"] = session_id
         request.session["csrf"] = secrets.token_urlsafe(24)
 
-    @staticmethod
-    def sign_out(request: Request) -> None:
-        """End the session."""
+    async def sign_out(self, request: Request) -> None:
+        """End the session: in the database, so that a copy of the cookie is refused on every replica too."""
+        session_id = request.session.get("sid")
+        if isinstance(session_id, str):
+            await self.sessions.end(session_id)
         request.session.clear()
 
     @staticmethod

@@ -14,7 +14,7 @@ from typing import Any
 import jwt
 
 from vigil.errors import AuthError
-from vigil.panel.identity import ROLES, Identity
+from vigil.panel.identity import ALL_TENANTS, ROLES, Identity
 from vigil.settings import OidcSettings, PanelRole
 
 # The algorithms accepted, with the key type each needs.
@@ -72,15 +72,22 @@ def identity_from_claims(claims: Mapping[str, Any], settings: OidcSettings) -> I
     """The panel identity of verified ID-token claims, mapped by the settings' claim names.
 
     The name falls back to ``sub``; the tenants are a string or a list of strings; the role is one of the panel's roles
-    (the highest, if a list) or else ``settings.default_role``.
+    (the highest, if a list) or else ``settings.default_role``. A tenant claim naming ``*`` (every tenant) refuses the
+    sign-in, rather than dropping the ``*`` and going on with less than the provider meant: every tenant is granted
+    only by vigil's own settings (a token user in ``VIGIL_PANEL__USERS``), never by a provider's claim.
 
     Raises:
-        AuthError: the tenant claim names no tenant.
+        AuthError: the tenant claim names no tenant, or ``*``.
     """
     name = claims.get(settings.name_claim)
     tenants = list(dict.fromkeys(t for t in _strings(claims.get(settings.tenant_claim)) if t))
     if not tenants:
         raise AuthError("no tenant: your account at the sign-in provider is not assigned to any tenant")
+    if ALL_TENANTS in tenants:
+        raise AuthError(
+            "your account at the sign-in provider names the tenant '*' (every tenant), which vigil does not take from "
+            "a sign-in provider: list your tenants there instead"
+        )
     return Identity(
         name=name if isinstance(name, str) and name else str(claims["sub"]),
         role=_role(claims.get(settings.role_claim), settings.default_role),

@@ -58,8 +58,8 @@ def page_routes(
         context |= {"who": who, "csrf": auth.csrf_token(request), "auth_mode": auth.mode}
         return TEMPLATES.TemplateResponse(request, name, context, status_code=status)
 
-    def viewer(request: Request) -> Identity:
-        who = auth.identify(request)
+    async def viewer(request: Request) -> Identity:
+        who = await auth.identify(request)
         if who is None:
             raise SignIn(request.url.path + (f"?{request.url.query}" if request.url.query else ""))
         return who
@@ -70,20 +70,20 @@ def page_routes(
 
     @router.get("/panel")
     async def queue_page(request: Request) -> HTMLResponse:
-        who = viewer(request)
+        who = await viewer(request)
         items = await store.queue(tenants=who.tenant_filter, reader=who.name)
         data = [item.model_dump(mode="json") for item in items]
         return render(request, "queue.html", who, queue=data, now=clock.now().isoformat())
 
     @router.get("/panel/conversations/{conversation_id:path}")
     async def conversation_page(conversation_id: str, request: Request) -> HTMLResponse:
-        who = viewer(request)
+        who = await viewer(request)
         view = await visible_conversation(store, conversation_id, who)
         return render(request, "conversation.html", who, view=view, data=view.model_dump(mode="json"))
 
     @router.get("/panel/knowledge/{entry_id:path}")
     async def knowledge_page(entry_id: str, request: Request) -> HTMLResponse:
-        who = viewer(request)
+        who = await viewer(request)
         entry = await knowledge.entry(entry_id) if knowledge is not None else None
         if entry is None:
             raise HTTPException(404, "unknown knowledge entry")
@@ -92,7 +92,7 @@ def page_routes(
 
     @router.get("/panel/overview")
     async def overview_page(request: Request, window: str = "24h") -> HTMLResponse:
-        who = viewer(request)
+        who = await viewer(request)
         if not who.at_least("lead"):
             raise HTTPException(403, "the overview is for leads and admins")
         span, bucket_s = WINDOWS.get(window, WINDOWS["24h"])
@@ -134,7 +134,7 @@ def _sign_in_routes(
         user = auth.user_for_token(form.get("token", "").strip()) if auth.mode == "tokens" else None
         if user is None:
             return render(request, "login.html", None, status=401, next=target, error="That token is not valid.")
-        auth.sign_in(request, Identity(user.name, user.role, tuple(user.tenants)), via="token")
+        await auth.sign_in(request, Identity(user.name, user.role, tuple(user.tenants)), via="token")
         return RedirectResponse(target, status_code=303)
 
     @router.post("/logout")
@@ -143,7 +143,7 @@ def _sign_in_routes(
         problem = auth.csrf_problem(request, form.get(CSRF_FIELD))
         if problem:
             raise HTTPException(403, problem)
-        auth.sign_out(request)
+        await auth.sign_out(request)
         return RedirectResponse("/login?signed_out=true" if auth.mode != "none" else "/panel", status_code=303)
 
     @router.get("/auth/oidc/login")
@@ -177,7 +177,7 @@ def _sign_in_routes(
         except AuthError as exc:
             log.info("OIDC sign-in refused: %s", exc)
             return render(request, "login.html", None, status=403, next=target, error=str(exc))
-        auth.sign_in(request, who, via="oidc")
+        await auth.sign_in(request, who, via="oidc")
         return RedirectResponse(target, status_code=303)
 
 
