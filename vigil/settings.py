@@ -201,6 +201,12 @@ class IngestSettings(BaseModel):
     max_in_flight: int = Field(default=512, ge=1, description="Events being processed at once, all lanes.")
     max_text_bytes: int = Field(default=64 * 1024, ge=1, description="Longest message text, UTF-8 bytes.")
     max_event_bytes: int = Field(default=1024 * 1024, ge=1, description="Largest record accepted.")
+    dead_letter_attempts: int = Field(
+        default=10,
+        ge=1,
+        description="Tries to write one dead letter (about 30 s of back-off) before it is counted as failed and "
+        "skipped, so its partition moves on.",
+    )
     retry_initial_s: float = Field(default=0.2, gt=0)
     retry_max_s: float = Field(default=5.0, gt=0)
 
