@@ -1,8 +1,9 @@
 """Ingest: from a source's records to the pipeline, concurrently across conversations and in order within one.
 
 Each record is decoded (``events.parse``); a rejected one goes to its transport's dead-letter destination with the
-reason. A valid event joins its conversation's lane: lanes run concurrently (at most ``max_in_flight`` records in
-all), each lane one event at a time in arrival order. A record is acknowledged only once fully handled.
+reason, or if that cannot be written within ``dead_letter_attempts`` tries, is counted and skipped. A valid event
+joins its conversation's lane: lanes run concurrently (at most ``max_in_flight`` records in all), each lane one event
+at a time in arrival order. A record is acknowledged only once fully handled.
 """
 
 from __future__ import annotations
@@ -142,7 +143,7 @@ class Ingest:
                 lambda: delivery.dead_letter(rejection),
                 attempts=self._settings.dead_letter_attempts,
             )
-        except TransportError as exc:
+        except Exception as exc:
             # Holding on to the record would stop its partition for good (every restart would meet it again), so it
             # is let go: counted, and logged with where it came from so that it can be found in the input.
             log.error(
@@ -150,6 +151,7 @@ class Ingest:
                 delivery.record.origin or "?",
                 rejection.reason,
                 exc,
+                exc_info=not isinstance(exc, TransportError),  # anything else is a bug: show where
             )
             self._metrics.dead_letter_failures.labels(rejection.reason).inc()
             return
