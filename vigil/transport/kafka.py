@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import (
-    CorruptRecordException,
     InvalidRequestError,
     InvalidTimestampError,
     InvalidTopicError,
@@ -42,11 +41,11 @@ MAX_REQUEST_BYTES = 1024 * 1024
 """The largest record the producer sends (aiokafka's default ``max_request_size``; Kafka's brokers take as much)."""
 
 # Errors about the record itself: sending the same record again gets the same answer. Anything else (timeouts, an
-# unreachable or restarting broker, a topic not there yet, authorisation) may pass and is retried.
+# unreachable or restarting broker, a topic not there yet, authorisation, a record corrupted on the way) may pass and
+# is retried.
 REFUSALS: tuple[type[KafkaError], ...] = (
     MessageSizeTooLargeError,
     RecordListTooLargeError,
-    CorruptRecordException,
     InvalidTimestampError,
     InvalidTopicError,
     InvalidRequestError,
