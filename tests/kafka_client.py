@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
@@ -17,19 +18,37 @@ class Read:
     offset: int
 
 
-def produce(bootstrap: str, topic: str, records: list[tuple[bytes | None, bytes | None]]) -> None:
-    """Produce (key, value) records in order and wait until all are acknowledged."""
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": False, "linger.ms": 5})
+Headers = list[tuple[str, bytes]]
+
+
+def produce(
+    bootstrap: str,
+    topic: str,
+    records: Sequence[tuple[bytes | None, bytes | None] | tuple[bytes | None, bytes | None, Headers]],
+) -> None:
+    """Produce (key, value) or (key, value, headers) records in order and wait until all are acknowledged."""
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": "all",
+            "enable.idempotence": False,
+            "linger.ms": 5,
+            # Above librdkafka's 1 MB default, so tests can send records over vigil's 1 MiB input limit.
+            "message.max.bytes": 8 * 1024 * 1024,
+        }
+    )
     errors: list[str] = []
 
     def delivered(err, _msg) -> None:  # type: ignore[no-untyped-def]
         if err is not None:
             errors.append(str(err))
 
-    for key, value in records:
+    for key, value, *headers in records:
         while True:
             try:
-                producer.produce(topic, value=value, key=key, on_delivery=delivered)
+                producer.produce(
+                    topic, value=value, key=key, headers=headers[0] if headers else None, on_delivery=delivered
+                )
                 break
             except BufferError:
                 producer.poll(0.1)
@@ -65,3 +84,13 @@ def read_topic(bootstrap: str, topic: str, *, expect: int, timeout_s: float = 30
     finally:
         consumer.close()
     return got
+
+
+def committed(bootstrap: str, group: str, topic: str, *, partitions: int = 3) -> dict[int, int]:
+    """The offsets ``group`` has committed on each partition of ``topic`` (negative where it has none)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        wanted = [TopicPartition(topic, p) for p in range(partitions)]
+        return {tp.partition: tp.offset for tp in consumer.committed(wanted, timeout=10)}
+    finally:
+        consumer.close()

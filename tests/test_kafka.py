@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import asyncio
+from functools import partial
 
 import pytest
 from aiokafka import TopicPartition
+from prometheus_client import CollectorRegistry
 
 from tests.conftest import Topics, create_topics, frozen, make_settings
 from tests.kafka_client import produce, read_topic
+from vigil.backoff import Backoff
 from vigil.broker import EmbeddedBroker
-from vigil.errors import Rejected, TransportError
-from vigil.transport.kafka import KafkaDelivery, KafkaPublisher, KafkaSource, ensure_topics
+from vigil.clock import SystemClock
+from vigil.errors import RecordRefused, Rejected, TransportError
+from vigil.metrics import Metrics
+from vigil.transport.kafka import MAX_REQUEST_BYTES, KafkaDelivery, KafkaPublisher, KafkaSource, ensure_topics
 
 
 def source_for(broker: EmbeddedBroker, topics: Topics, tmp_path) -> tuple[KafkaSource, KafkaPublisher]:
@@ -182,3 +187,23 @@ async def test_ensure_topics_is_idempotent(kafka: EmbeddedBroker, topics: Topics
     await ensure_topics(settings.kafka, [topics.input], partitions=2)
     produce(kafka.bootstrap, topics.input, [(b"k", b"v")])
     assert len(read_topic(kafka.bootstrap, topics.input, expect=1, partitions=2)) == 1
+
+
+# --- Records the broker will never take ------------------------------------------------------------------------------
+
+
+async def test_a_record_too_large_is_refused_for_good_and_not_retried(kafka: EmbeddedBroker, topics: Topics, tmp_path):
+    await create_topics(kafka.bootstrap, topics, partitions=1)
+    _, publisher = source_for(kafka, topics, tmp_path)
+    metrics = Metrics(CollectorRegistry())
+    backoff = Backoff(SystemClock(), metrics, initial_s=0.01)
+    await publisher.start()
+    try:
+        too_large = partial(publisher.send, topics.dlq, b"x" * MAX_REQUEST_BYTES, b"k")
+        with pytest.raises(RecordRefused):
+            await asyncio.wait_for(backoff.persist("publishing", too_large), 10)
+        await publisher.send(topics.dlq, b"x" * (MAX_REQUEST_BYTES - 1024), b"k")  # the producer still works
+    finally:
+        await publisher.close()
+    assert not metrics.registry.get_sample_value("vigil_retries_total", {"dependency": "broker"})
+    assert len(read_topic(kafka.bootstrap, topics.dlq, expect=1, partitions=1)) == 1

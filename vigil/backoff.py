@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from vigil.clock import Clock
-from vigil.errors import StoreUnavailable, TransportError
+from vigil.errors import RecordRefused, StoreUnavailable, TransportError
 from vigil.metrics import Metrics
 
 log = logging.getLogger(__name__)
@@ -17,29 +17,35 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 TRANSIENT: tuple[type[Exception], ...] = (StoreUnavailable, TransportError)
+PERMANENT: tuple[type[Exception], ...] = (RecordRefused,)
 
 
 @dataclass(frozen=True, slots=True)
 class Backoff:
-    """Retries an operation until it succeeds or the caller is cancelled; nothing is skipped."""
+    """Retries an operation until it succeeds, the caller is cancelled, or a given number of attempts failed."""
 
     clock: Clock
     metrics: Metrics
     initial_s: float = 0.2
     max_s: float = 5.0
 
-    async def persist(self, what: str, operation: Callable[[], Awaitable[T]]) -> T:
+    async def persist(self, what: str, operation: Callable[[], Awaitable[T]], *, attempts: int | None = None) -> T:
         """Run ``operation``, retrying transient failures with jittered exponential back-off.
 
-        Errors that are not transient propagate at once; cancellation stops the retries.
+        Errors that are not transient propagate at once; cancellation stops the retries. With ``attempts``, the
+        transient error of the last allowed attempt propagates too.
         """
         delay = self.initial_s
         attempt = 0
         while True:
             try:
                 return await operation()
+            except PERMANENT:
+                raise
             except TRANSIENT as exc:
                 attempt += 1
+                if attempts is not None and attempt >= attempts:
+                    raise
                 self.metrics.retries.labels("database" if isinstance(exc, StoreUnavailable) else "broker").inc()
                 if attempt == 1:
                     log.warning("%s failed, retrying: %s", what, exc)

@@ -7,6 +7,7 @@
     │   ├── StoreUnavailable     the database cannot be reached (retried with back-off)
     │   └── EventConflict        the event contradicts what is stored (dead-lettered)
     ├── TransportError       the broker failed a request (retried with back-off)
+    │   └── RecordRefused        the broker refuses the record itself, too large or invalid (never retried)
     ├── StartupError         a part did not start in time
     └── AuthError            a panel sign-in was refused or failed (the message may be shown to the person)
         └── AuthUnavailable      the sign-in provider cannot be reached or answered nonsense (try again later)
@@ -60,6 +61,10 @@ class EventConflict(StoreError, Rejected):
 
 class TransportError(VigilError):
     """The broker failed a request; the operation may be retried."""
+
+
+class RecordRefused(TransportError):
+    """The broker refuses the record itself (too large, invalid): sending it again cannot succeed."""
 
 
 class StartupError(VigilError):

@@ -221,7 +221,8 @@ def addressed(
     """
     if conversation_id is not None and conversation_id != event.conversation_id:
         raise Rejected(
-            "address_mismatch", f"conversation_id {event.conversation_id!r} but the topic names {conversation_id!r}"
+            "address_mismatch",
+            f"conversation_id {event.conversation_id!r} but the record's topic or key names {conversation_id!r}",
         )
     if tenant is None:
         return event

@@ -1,8 +1,9 @@
 """Ingest: from a source's records to the pipeline, concurrently across conversations and in order within one.
 
 Each record is decoded (``events.parse``); a rejected one goes to its transport's dead-letter destination with the
-reason. A valid event joins its conversation's lane: lanes run concurrently (at most ``max_in_flight`` records in
-all), each lane one event at a time in arrival order. A record is acknowledged only once fully handled.
+reason, or if that cannot be written within ``dead_letter_attempts`` tries, is counted and skipped. A valid event
+joins its conversation's lane: lanes run concurrently (at most ``max_in_flight`` records in all), each lane one event
+at a time in arrival order. A record is acknowledged only once fully handled.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from functools import partial
 
 from vigil.backoff import Backoff
 from vigil.clock import Clock
-from vigil.errors import EventConflict, Rejected, StoreError
+from vigil.errors import EventConflict, Rejected, StoreError, TransportError
 from vigil.events import CaseEvent, Feedback, Message, addressed, parse
 from vigil.metrics import Metrics
 from vigil.pipeline import Pipeline
@@ -136,7 +137,24 @@ class Ingest:
         self._finish(delivery, received)
 
     async def _dead_letter(self, delivery: Delivery, rejection: Rejected) -> None:
-        await self._backoff.persist("dead-lettering a record", lambda: delivery.dead_letter(rejection))
+        try:
+            await self._backoff.persist(
+                "dead-lettering a record",
+                lambda: delivery.dead_letter(rejection),
+                attempts=self._settings.dead_letter_attempts,
+            )
+        except Exception as exc:
+            # Holding on to the record would stop its partition for good (every restart would meet it again), so it
+            # is let go: counted, and logged with where it came from so that it can be found in the input.
+            log.error(
+                "cannot dead-letter a record from %s (%s), skipping it: %s",
+                delivery.record.origin or "?",
+                rejection.reason,
+                exc,
+                exc_info=not isinstance(exc, TransportError),  # anything else is a bug: show where
+            )
+            self._metrics.dead_letter_failures.labels(rejection.reason).inc()
+            return
         self._metrics.events_dead_lettered.labels(rejection.reason).inc()
 
     def _finish(self, delivery: Delivery, received: float) -> None:

@@ -28,6 +28,13 @@ class Metrics:
             ["reason"],
             registry=registry,
         )
+        self.dead_letter_failures = Counter(
+            "vigil_dead_letter_failures",
+            "Rejected records that could not be dead-lettered (refused, or failing after every attempt) and were "
+            "skipped, by the reason they were rejected.",
+            ["reason"],
+            registry=registry,
+        )
         self.suggestions_published = Counter(
             "vigil_suggestions_published", "Suggestions published, by kind.", ["kind"], registry=registry
         )

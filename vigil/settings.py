@@ -212,6 +212,12 @@ class IngestSettings(BaseModel):
         le=366 * 86400,
         description="An event time further ahead of vigil's clock counts as this far ahead for its conversation.",
     )
+    dead_letter_attempts: int = Field(
+        default=10,
+        ge=1,
+        description="Tries to write one dead letter (about 30 s of back-off) before it is counted as failed and "
+        "skipped, so its partition moves on.",
+    )
     retry_initial_s: float = Field(default=0.2, gt=0)
     retry_max_s: float = Field(default=5.0, gt=0)
 

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from dataclasses import replace
 
 import pytest
 
 from tests.conftest import Topics, create_topics
-from tests.e2e.harness import Database, VigilCli, case, message
-from tests.kafka_client import produce, read_topic
+from tests.e2e.harness import Database, VigilCli, VigilProcess, case, eventually, message
+from tests.kafka_client import committed, produce, read_topic
 from vigil.broker import EmbeddedBroker
 
 pytestmark = pytest.mark.e2e
@@ -121,4 +122,125 @@ async def test_malformed_records_are_dead_lettered_unchanged_and_never_block(
     assert daemon.metric("vigil_events_consumed_total", type="message") == len(good_ids) + 1
     assert daemon.status("/healthz") == 200
     assert daemon.status("/readyz") == 200
+    daemon.stop()
+
+
+# --- Dead letters that do not fit, dead letters that cannot be written, and the Kafka key ---------------------------
+
+INPUT_LIMIT = 1024 * 1024  # the default VIGIL_INGEST__MAX_EVENT_BYTES, and what vigil's producer may send at most
+
+
+def sized(event: dict[str, object], size: int) -> bytes:
+    """``event`` as JSON of exactly ``size`` bytes, its text padded."""
+    base = dumps({**event, "text": ""})
+    return dumps({**event, "text": "a" * (size - len(base))})
+
+
+async def until_all_committed(kafka: EmbeddedBroker, topics: Topics, count: int, daemon: VigilProcess) -> None:
+    """Wait until the group has committed every one of the ``count`` records of the input topic."""
+    ends = Counter(r.partition for r in read_topic(kafka.bootstrap, topics.input, expect=count))
+    await eventually(
+        f"offsets {dict(ends)} committed",
+        lambda: all(committed(kafka.bootstrap, topics.group, topics.input)[p] == n for p, n in ends.items()),
+        process=daemon,
+        show=lambda: committed(kafka.bootstrap, topics.group, topics.input),
+    )
+
+
+async def test_dead_letters_too_big_for_the_topic_are_cut_to_fit_and_never_block(
+    vigil: VigilCli, kafka: EmbeddedBroker, topics: Topics, sqlite_url: str
+) -> None:
+    conversation = "dlq-big"
+    key = conversation.encode()
+    near = sized(message(conversation, "big-near"), INPUT_LIMIT - 200)  # fits the limit, its dead letter does not
+    over = sized(message(conversation, "big-over"), INPUT_LIMIT + 200)
+    heavy = (key, b"not json", [("padding", b"h" * INPUT_LIMIT)])  # only vigil's own headers can fit
+    stream = [
+        (key, dumps(message(conversation, "big-good-0"))),
+        (key, near),
+        (key, dumps(message(conversation, "big-good-1"))),
+        (key, over),
+        (key, dumps(message(conversation, "big-good-2"))),
+        heavy,
+        (key, dumps(message(conversation, "big-good-3"))),
+        (None, None),  # neither key nor value: the producer needs one of them for the dead letter
+    ]
+    await create_topics(kafka.bootstrap, topics)
+    produce(kafka.bootstrap, topics.input, stream)
+    daemon = vigil.daemon(kafka.bootstrap, topics, sqlite_url)
+    db = Database(sqlite_url)
+    await db.reach("message", 4, daemon)
+    assert db.message_ids(conversation) == [f"big-good-{n}" for n in range(4)]
+
+    dead = {r.headers["vigil.dlq.reason"]: r for r in read_topic(kafka.bootstrap, topics.dlq, expect=4)}
+    assert sorted(dead) == [b"empty", b"invalid_json", b"text_too_long", b"too_large"]
+    for reason, original in ((b"text_too_long", near), (b"too_large", over)):
+        letter = dead[reason]
+        assert letter.key == key
+        assert letter.headers["vigil.dlq.truncated"] == b"value"
+        assert letter.headers["vigil.dlq.original_size"] == str(len(original)).encode()
+        assert letter.value and original.startswith(letter.value) and len(letter.value) < len(original)
+        assert len(letter.value) > INPUT_LIMIT - 1024, "cut more than the headers needed"
+    alone = dead[b"invalid_json"]
+    assert alone.headers["vigil.dlq.truncated"] == b"record"
+    assert alone.headers["vigil.dlq.original_size"] == b"8"
+    assert not alone.value and "padding" not in alone.headers
+    assert alone.headers["vigil.source.offset"] == b"5"
+    assert not dead[b"empty"].value and "vigil.dlq.truncated" not in dead[b"empty"].headers
+
+    await until_all_committed(kafka, topics, len(stream), daemon)
+    assert daemon.metric("vigil_events_dead_lettered_total", reason="too_large") == 1
+    assert daemon.metric("vigil_dead_letter_failures_total", reason="too_large") == 0
+    daemon.stop()
+
+
+async def test_a_dead_letter_that_keeps_failing_is_tried_at_most_the_ceiling_then_counted_and_passed(
+    vigil: VigilCli, kafka: EmbeddedBroker, topics: Topics, sqlite_url: str
+) -> None:
+    conversation = "dlq-ceiling"
+    key = conversation.encode()
+    stream = [(key, b"not json"), (key, dumps(message(conversation, "ceiling-good")))]
+    await create_topics(kafka.bootstrap, topics)
+    produce(kafka.bootstrap, topics.input, stream)
+    daemon = vigil.daemon(
+        kafka.bootstrap,
+        # The broker refuses this name; the producer takes it for a topic not there yet, a failure worth retrying.
+        replace(topics, dlq="no such topic!"),
+        sqlite_url,
+        VIGIL_KAFKA__CREATE_TOPICS="false",
+        VIGIL_KAFKA__REQUEST_TIMEOUT_S="1",
+        VIGIL_INGEST__DEAD_LETTER_ATTEMPTS="3",
+    )
+    db = Database(sqlite_url)
+    await db.reach("message", 1, daemon)
+    await until_all_committed(kafka, topics, len(stream), daemon)
+    assert daemon.metric("vigil_dead_letter_failures_total", reason="invalid_json") == 1
+    assert daemon.metric("vigil_retries_total", dependency="broker") == 2, "3 attempts are 2 retries"
+    assert daemon.metric("vigil_events_dead_lettered_total", reason="invalid_json") == 0
+    daemon.stop()
+
+
+async def test_the_kafka_key_must_name_the_conversation_and_may_be_left_out(
+    vigil: VigilCli, kafka: EmbeddedBroker, topics: Topics, sqlite_url: str
+) -> None:
+    conversation = "dlq-key"
+    elsewhere = dumps(message(conversation, "key-elsewhere"))
+    stream: list[tuple[bytes | None, bytes | None]] = [
+        (conversation.encode(), dumps(message(conversation, "key-right"))),
+        (b"dlq-key-2", elsewhere),  # would put the conversation on a second partition
+        (None, dumps(message(conversation, "key-none"))),  # many producers set no key: accepted
+        ("dlq-kéy".encode(), dumps(message("dlq-kéy", "key-unicode"))),  # the key is the id's UTF-8 bytes
+    ]
+    await create_topics(kafka.bootstrap, topics)
+    produce(kafka.bootstrap, topics.input, stream)
+    daemon = vigil.daemon(kafka.bootstrap, topics, sqlite_url)
+    db = Database(sqlite_url)
+    await db.reach("message", 3, daemon)
+    assert sorted(db.message_ids(conversation)) == ["key-none", "key-right"]
+    assert db.message_ids("dlq-kéy") == ["key-unicode"]
+    (letter,) = read_topic(kafka.bootstrap, topics.dlq, expect=1)
+    assert (letter.key, letter.value) == (b"dlq-key-2", elsewhere)
+    assert letter.headers["vigil.dlq.reason"] == b"address_mismatch"
+    assert b"dlq-key-2" in letter.headers["vigil.dlq.detail"]
+    assert daemon.metric("vigil_events_dead_lettered_total", reason="address_mismatch") == 1
     daemon.stop()

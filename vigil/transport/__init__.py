@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Literal, Protocol
 
 from vigil.errors import Rejected
 from vigil.events import Suggestion
@@ -27,7 +27,7 @@ class Record:
     tenant: str | None = None
     """The tenant the transport's addressing names (an MQTT topic level), if any."""
     conversation_id: str | None = None
-    """The conversation the transport's addressing names (an MQTT topic level), if any."""
+    """The conversation the transport's addressing names (an MQTT topic level, a Kafka key), if any."""
 
 
 DLQ_DETAIL_MAX_BYTES = 1024
@@ -44,6 +44,13 @@ def dead_letter_headers(record: Record, rejection: Rejected) -> list[tuple[str, 
     ]
 
 
+def truncation_headers(record: Record, dropped: Literal["value", "record"]) -> list[tuple[str, str]]:
+    """What a dead letter too large for its destination says of what it left out: ``value`` when the value is cut,
+    ``record`` when only vigil's headers are left (no key, value or headers of the record's own); and how many bytes
+    the record's value had."""
+    return [("vigil.dlq.truncated", dropped), ("vigil.dlq.original_size", str(len(record.value or b"")))]
+
+
 class Delivery(Protocol):
     """A record in flight, with its acknowledgement handle."""
 
@@ -55,9 +62,10 @@ class Delivery(Protocol):
         ...
 
     async def dead_letter(self, rejection: Rejected) -> None:
-        """Put the record, unchanged, on the transport's dead-letter destination with the reason.
+        """Put the record, unchanged if it fits, on the transport's dead-letter destination with the reason.
 
         Raises:
+            RecordRefused: the destination refuses even the smallest dead letter (do not retry).
             TransportError: the dead-letter destination could not be written (retry).
         """
         ...

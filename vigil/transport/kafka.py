@@ -2,6 +2,9 @@
 
 At-least-once: an offset is committed only when every record before it in its partition is fully handled, so a
 crash or a rebalance re-delivers at most what was in flight, and idempotent processing absorbs the repeats.
+
+A record's key is its address: when it has one, it is the conversation id (UTF-8), so that a conversation stays on
+one partition, and a record keyed otherwise is refused (``address_mismatch``). A record without a key is accepted.
 """
 
 from __future__ import annotations
@@ -13,17 +16,44 @@ from dataclasses import dataclass, field
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from aiokafka.errors import KafkaError
+from aiokafka.errors import (
+    InvalidRequestError,
+    InvalidTimestampError,
+    InvalidTopicError,
+    KafkaError,
+    MessageSizeTooLargeError,
+    PolicyViolationError,
+    RecordListTooLargeError,
+    UnsupportedForMessageFormatError,
+)
+from aiokafka.record.default_records import DefaultRecordBatchBuilder
 from aiokafka.structs import OffsetAndMetadata
 
-from vigil.errors import Rejected, TransportError
+from vigil.errors import RecordRefused, Rejected, TransportError
 from vigil.events import Suggestion
 from vigil.settings import KafkaSettings
-from vigil.transport import Record, dead_letter_headers
+from vigil.transport import Record, dead_letter_headers, truncation_headers
 
 log = logging.getLogger(__name__)
 
 TOPIC_ALREADY_EXISTS = 36
+MAX_REQUEST_BYTES = 1024 * 1024
+"""The largest record the producer sends (aiokafka's default ``max_request_size``; Kafka's brokers take as much)."""
+
+# Errors about the record itself: sending the same record again gets the same answer. Anything else (timeouts, an
+# unreachable or restarting broker, a topic not there yet, authorisation, a record corrupted on the way) may pass and
+# is retried.
+REFUSALS: tuple[type[KafkaError], ...] = (
+    MessageSizeTooLargeError,
+    RecordListTooLargeError,
+    InvalidTimestampError,
+    InvalidTopicError,
+    InvalidRequestError,
+    PolicyViolationError,
+    UnsupportedForMessageFormatError,
+)
+
+Headers = list[tuple[str, bytes]]
 
 
 class KafkaPublisher:
@@ -42,6 +72,7 @@ class KafkaPublisher:
             enable_idempotence=False,  # Tansu cannot do InitProducerId; processing is idempotent instead
             linger_ms=2,
             request_timeout_ms=int(self._settings.request_timeout_s * 1000),
+            max_request_size=MAX_REQUEST_BYTES,
         )
         try:
             await producer.start()
@@ -53,11 +84,18 @@ class KafkaPublisher:
     async def send(
         self, topic: str, value: bytes | None, key: bytes | None, headers: Iterable[tuple[str, bytes]] = ()
     ) -> None:
-        """Send one record and wait for the broker's acknowledgement."""
+        """Send one record and wait for the broker's acknowledgement.
+
+        Raises:
+            RecordRefused: the record is too large or invalid; sending it again would fail the same way.
+            TransportError: the broker could not take it now (retry).
+        """
         if self._producer is None:
             raise TransportError("the Kafka producer is not connected")
         try:
             await self._producer.send_and_wait(topic, value=value, key=key, headers=list(headers))
+        except REFUSALS as exc:
+            raise RecordRefused(f"{topic} refuses the record: {exc}") from exc
         except KafkaError as exc:
             raise TransportError(f"cannot publish to {topic}: {exc}") from exc
 
@@ -129,15 +167,61 @@ class KafkaDelivery:
 
 
 class KafkaDeadLetters:
-    """Writes rejected records, unchanged, to the DLQ topic with the reason and origin in headers."""
+    """Writes rejected records to the DLQ topic with the reason and origin in headers: unchanged if they fit.
+
+    A record near the size limit no longer fits once the headers are added. It then goes with its value cut to fit,
+    and if even that is refused, as vigil's headers alone (the source headers say where to find the original).
+    """
 
     def __init__(self, publisher: KafkaPublisher, topic: str) -> None:
         self._publisher = publisher
         self._topic = topic
 
     async def send(self, record: Record, rejection: Rejected) -> None:
-        headers = [*record.headers, *((k, v.encode()) for k, v in dead_letter_headers(record, rejection))]
-        await self._publisher.send(self._topic, record.value, record.key, headers)
+        """Raises ``TransportError`` (retry), or ``RecordRefused`` if the broker refuses even the headers alone."""
+        *larger, (key, value, headers) = self._forms(record, _encoded(dead_letter_headers(record, rejection)))
+        for larger_key, larger_value, larger_headers in larger:
+            try:
+                await self._publisher.send(self._topic, larger_value, larger_key, larger_headers)
+                return
+            except RecordRefused as exc:
+                log.info("the dead letter of %s is refused (%s); sending less of it", record.origin, exc)
+        await self._publisher.send(self._topic, value, key, headers)
+
+    def _forms(self, record: Record, ours: Headers) -> list[tuple[bytes | None, bytes | None, Headers]]:
+        """The dead letter whole, then with its value cut to fit, then vigil's headers alone: smallest last."""
+        # aiokafka will not send a record with neither key nor value; an empty value says the same.
+        value = record.value if record.value is not None or record.key is not None else b""
+        forms = [(record.key, value, [*record.headers, *ours])]
+        cut = [*record.headers, *ours, *_encoded(truncation_headers(record, "value"))]
+        if record.value and (room := _room(record.key, record.value, cut)) > 0:
+            forms.append((record.key, record.value[:room], cut))
+        forms.append((None, b"", [*ours, *_encoded(truncation_headers(record, "record"))]))
+        return forms
+
+
+def _addressee(key: bytes | None) -> str | None:
+    """The conversation a record's key names. Bytes that are not UTF-8 become lone surrogates, which no valid
+    ``conversation_id`` holds, so such a key never matches."""
+    return None if key is None else key.decode("utf-8", "surrogateescape")
+
+
+def _encoded(headers: list[tuple[str, str]]) -> Headers:
+    return [(k, v.encode()) for k, v in headers]
+
+
+def _room(key: bytes | None, value: bytes, headers: Headers) -> int:
+    """How much of ``value`` fits in a record with ``key`` and ``headers``: 0 if none, or if it would all fit."""
+    room = MAX_REQUEST_BYTES - _size(key, b"", headers)
+    # The lengths are varints, so a longer value takes a few more bytes of framing: take those off too.
+    while 0 < room < len(value) and (over := _size(key, value[:room], headers) - MAX_REQUEST_BYTES) > 0:
+        room -= over
+    return room if 0 < room < len(value) else 0
+
+
+def _size(key: bytes | None, value: bytes | None, headers: Headers) -> int:
+    """What the producer counts against ``MAX_REQUEST_BYTES`` for one record (an upper bound, as aiokafka checks)."""
+    return int(DefaultRecordBatchBuilder.estimate_size_in_bytes(key, value, headers))
 
 
 class KafkaSource:
@@ -198,7 +282,13 @@ class KafkaSource:
                         return
                     ledger.add(message.offset)
                     origin = {"topic": tp.topic, "partition": str(tp.partition), "offset": str(message.offset)}
-                    record = Record(message.value, message.key, tuple(message.headers or ()), origin)
+                    record = Record(
+                        message.value,
+                        message.key,
+                        tuple(message.headers or ()),
+                        origin,
+                        conversation_id=_addressee(message.key),
+                    )
                     yield KafkaDelivery(record, ledger, message.offset, self._dlq)
 
     def stop_intake(self) -> None:
