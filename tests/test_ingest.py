@@ -8,7 +8,7 @@ import json
 import logging
 import random
 from collections import defaultdict
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 
 import psycopg
@@ -21,7 +21,7 @@ from tests.test_store import set_fault, with_fault
 from vigil.backoff import Backoff
 from vigil.cases import CaseState
 from vigil.clock import SystemClock
-from vigil.errors import StoreUnavailable
+from vigil.errors import Rejected, StoreUnavailable, TransportError
 from vigil.events import CaseEvent, Feedback, Message, SuggestionKind
 from vigil.gate import ConfidenceGate, Gate
 from vigil.ingest import Ingest
@@ -32,7 +32,7 @@ from vigil.settings import IngestSettings
 from vigil.skills import Proposal, Skill
 from vigil.store import CaseStore
 from vigil.transport import Record
-from vigil.transport.memory import MemorySink, MemorySource
+from vigil.transport.memory import MemoryDelivery, MemorySink, MemorySource
 
 
 def record(value: bytes, offset: int = 0) -> Record:
@@ -99,6 +99,9 @@ def build(
     min_confidence: float = 0.5,
     feed: LiveFeed | None = None,
     gate: Gate | None = None,
+    source: MemorySource | None = None,
+    dead_letter_attempts: int = 10,
+    reachable: Callable[[], bool] = lambda: True,
 ):
     metrics = Metrics(CollectorRegistry())
     clock = SystemClock()
@@ -115,14 +118,15 @@ def build(
         default_tenant="default",
         feed=feed,
     )
-    source = MemorySource()
+    source = source or MemorySource()
     ingest = Ingest(
         sources=[source],
         pipeline=pipeline,
-        settings=IngestSettings(max_in_flight=max_in_flight),
+        settings=IngestSettings(max_in_flight=max_in_flight, dead_letter_attempts=dead_letter_attempts),
         clock=clock,
         metrics=metrics,
         backoff=backoff,
+        reachable=reachable,
     )
     return source, sink, ingest, metrics
 
@@ -484,3 +488,54 @@ async def test_a_database_outage_mid_run_loses_nothing_and_dead_letters_nothing(
             stored[conversation].append(message_id)
         assert len(rows) == total and dict(stored) == dict(produced)  # each once, each conversation in order
         assert value(metrics, "vigil_events_consumed_total", type="message") == total
+
+
+# --- A dead letter waits out a broker outage: only failures while the broker answers use up its attempts ---
+
+
+class DeadLettersWhileUp(MemorySource):
+    """A source whose dead-letter destination fails while ``down`` (the broker away), counting the tries."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.down = True
+        self.tries = 0
+
+    async def deliveries(self) -> AsyncIterator[MemoryDelivery]:
+        async for delivery in super().deliveries():
+            yield FailingWhileDown(delivery.record, self)
+
+
+class FailingWhileDown(MemoryDelivery):
+    async def dead_letter(self, rejection: Rejected) -> None:
+        assert isinstance(self.source, DeadLettersWhileUp)
+        self.source.tries += 1
+        if self.source.down:
+            raise TransportError("the broker is not reachable")
+        await super().dead_letter(rejection)
+
+
+async def test_a_dead_letter_outlasts_a_broker_outage_longer_than_its_attempts(store: CaseStore):
+    source = DeadLettersWhileUp()
+    _, _, ingest, metrics = build(store, [], source=source, dead_letter_attempts=3, reachable=lambda: not source.down)
+    source.put([record(b"not json", 0), record(message(1, "after-outage"), 1)])
+    await ingest.run()
+    await wait_for(lambda: source.tries >= 10)  # ten failed tries while the broker is away
+    # held, not skipped: the record stays unacknowledged (its offset uncommitted) while the broker is away
+    assert source.dead_letters == [] and b"not json" not in [r.value for r in source.acked]
+    source.down = False
+    assert await ingest.drain(10)
+    assert [rejection.reason for _, rejection in source.dead_letters] == ["invalid_json"]
+    assert value(metrics, "vigil_dead_letter_failures_total", reason="invalid_json") == 0
+    assert len(source.acked) == 2
+
+
+async def test_a_dead_letter_failing_while_the_broker_answers_is_counted_after_its_attempts(store: CaseStore):
+    source = DeadLettersWhileUp()
+    _, _, ingest, metrics = build(store, [], source=source, dead_letter_attempts=3, reachable=lambda: True)
+    source.put([record(b"not json", 0), record(message(1, "after-refusal"), 1)])
+    await ingest.run()
+    assert await ingest.drain(10)
+    assert source.tries == 3 and source.dead_letters == []
+    assert value(metrics, "vigil_dead_letter_failures_total", reason="invalid_json") == 1
+    assert len(source.acked) == 2  # let go: the partition moves on

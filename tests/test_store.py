@@ -440,6 +440,8 @@ async def test_a_role_at_its_connection_limit_is_unavailable_until_a_slot_frees(
             conn.execute(f'DROP OWNED BY "{role}"')
         with psycopg.connect(PG_ADMIN, autocommit=True) as admin:
             admin.execute(f'DROP ROLE "{role}"')
+
+
 # A sender's clock far ahead (issue 8, item 11).
 
 

@@ -29,14 +29,22 @@ class Backoff:
     initial_s: float = 0.2
     max_s: float = 5.0
 
-    async def persist(self, what: str, operation: Callable[[], Awaitable[T]], *, attempts: int | None = None) -> T:
+    async def persist(
+        self,
+        what: str,
+        operation: Callable[[], Awaitable[T]],
+        *,
+        attempts: int | None = None,
+        counting: Callable[[], bool] = lambda: True,
+    ) -> T:
         """Run ``operation``, retrying transient failures with jittered exponential back-off.
 
         Errors that are not transient propagate at once; cancellation stops the retries. With ``attempts``, the
-        transient error of the last allowed attempt propagates too.
+        transient error of the last allowed attempt propagates too; a failure counts as an attempt only while
+        ``counting()`` says so (a dependency known to be down uses up none, so an outage alone never exhausts them).
         """
         delay = self.initial_s
-        attempt = 0
+        attempt = counted = 0
         while True:
             try:
                 return await operation()
@@ -44,7 +52,8 @@ class Backoff:
                 raise
             except TRANSIENT as exc:
                 attempt += 1
-                if attempts is not None and attempt >= attempts:
+                counted += counting()
+                if attempts is not None and counted >= attempts:
                     raise
                 self.metrics.retries.labels("database" if isinstance(exc, StoreUnavailable) else "broker").inc()
                 if attempt == 1:

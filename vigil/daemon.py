@@ -93,6 +93,7 @@ class Daemon:
             clock=self.clock,
             metrics=self.metrics,
             backoff=self.backoff,
+            reachable=self._brokers_reachable,
         )
         self.phase = "starting"
         self.health = Health(
@@ -159,6 +160,11 @@ class Daemon:
         self.http_port = int(listener.getsockname()[1])
         log.info("the panel is on http://%s:%d/panel (and api, healthz, readyz, metrics)", http.host, self.http_port)
         return server, serving
+
+    def _brokers_reachable(self) -> bool:
+        """Whether every broker answered its last health check (Kafka's is ``broker``, MQTT's ``mqtt``)."""
+        problems = self.health.problems
+        return all(problems.get(name) in (None, "not checked yet") for name in ("broker", "mqtt"))
 
     async def _check_running(self) -> None:
         if self.phase != "running":

@@ -1,7 +1,8 @@
 """Ingest: from a source's records to the pipeline, concurrently across conversations and in order within one.
 
 Each record is decoded (``events.parse``); a rejected one goes to its transport's dead-letter destination with the
-reason, or if that cannot be written within ``dead_letter_attempts`` tries, is counted and skipped. A valid event
+reason, or if that cannot be written within ``dead_letter_attempts`` tries while the broker answers, is counted and
+skipped. A valid event
 joins its conversation's lane: lanes run concurrently (at most ``max_in_flight`` records in all), each lane one event
 at a time in arrival order. A record is acknowledged only once fully handled.
 """
@@ -40,13 +41,17 @@ class Ingest:
         clock: Clock,
         metrics: Metrics,
         backoff: Backoff,
+        reachable: Callable[[], bool] = lambda: True,
     ) -> None:
+        """``reachable`` says whether the brokers answered their last health check: while they do not, a dead letter
+        that fails uses up none of its ``dead_letter_attempts`` (an outage is waited out, not counted as a refusal)."""
         self._sources = tuple(sources)
         self._pipeline = pipeline
         self._settings = settings
         self._clock = clock
         self._metrics = metrics
         self._backoff = backoff
+        self._reachable = reachable
         self._slots = asyncio.Semaphore(settings.max_in_flight)
         self._lanes: dict[str, asyncio.Task[None]] = {}
         self._messages: dict[str, int] = {}  # messages received and not yet handled, per conversation
@@ -142,6 +147,7 @@ class Ingest:
                 "dead-lettering a record",
                 lambda: delivery.dead_letter(rejection),
                 attempts=self._settings.dead_letter_attempts,
+                counting=self._reachable,
             )
         except Exception as exc:
             # Holding on to the record would stop its partition for good (every restart would meet it again), so it

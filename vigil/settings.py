@@ -215,8 +215,8 @@ class IngestSettings(BaseModel):
     dead_letter_attempts: int = Field(
         default=10,
         ge=1,
-        description="Tries to write one dead letter (about 30 s of back-off) before it is counted as failed and "
-        "skipped, so its partition moves on.",
+        description="Tries to write one dead letter while the broker answers (about 30 s of back-off; an outage "
+        "uses up none) before it is counted as failed and skipped, so its partition moves on.",
     )
     retry_initial_s: float = Field(default=0.2, gt=0)
     retry_max_s: float = Field(default=5.0, gt=0)
