@@ -8,6 +8,7 @@
     │   └── EventConflict        the event contradicts what is stored (dead-lettered)
     ├── TransportError       the broker failed a request (retried with back-off)
     ├── StartupError         a part did not start in time
+    ├── InvalidCursor        a page cursor vigil did not give out (the API answers 422)
     └── AuthError            a panel sign-in was refused or failed (the message may be shown to the person)
         └── AuthUnavailable      the sign-in provider cannot be reached or answered nonsense (try again later)
 
@@ -64,6 +65,10 @@ class TransportError(VigilError):
 
 class StartupError(VigilError):
     """A part of the daemon did not start."""
+
+
+class InvalidCursor(VigilError):
+    """A cursor for a page of a conversation that is not one vigil gave out (garbled, or made up)."""
 
 
 class AuthError(VigilError):

@@ -75,6 +75,8 @@ class MessageRow(SQLModel, table=True):
     """A chat message; ``seq`` numbers them in arrival order (the stream's order)."""
 
     __tablename__ = "message"
+    # A page of a conversation, newest first (vigil/paging.py), walks this backwards.
+    __table_args__ = (sa.Index("ix_message_conversation_id_seq", "conversation_id", "seq"),)
 
     seq: int | None = _seq()
     message_id: str = Field(unique=True, max_length=ID_LENGTH)
@@ -108,6 +110,9 @@ class SuggestionRow(SQLModel, table=True):
     """A suggestion vigil made; ``published_at`` is set once it is out on every sink."""
 
     __tablename__ = "suggestion"
+    __table_args__ = (
+        sa.Index("ix_suggestion_conversation_id_created_at", "conversation_id", "created_at", "suggestion_id"),
+    )
 
     suggestion_id: str = Field(primary_key=True, max_length=ID_LENGTH)
     conversation_id: str = Field(index=True, max_length=ID_LENGTH)
