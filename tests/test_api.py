@@ -73,8 +73,8 @@ async def test_a_conversation_comes_back_with_messages_in_order(store: CaseStore
         assert answer.status_code == 200
         body = answer.json()
         assert (body["conversation_id"], body["tenant"], body["status"]) == ("c/1", "acme", "open")
-        assert [m["message_id"] for m in body["messages"]] == ["m0", "m1", "m2"]
-        assert body["messages"][0]["text"] == "<b>0</b>"
+        assert [m["message_id"] for m in body["messages"]] == ["m2", "m1", "m0"]  # newest first
+        assert body["messages"][-1]["text"] == "<b>0</b>"
         assert body["suggestions"] == []
         listed = (await client.get("/api/conversations")).json()
         assert [(c["conversation_id"], c["message_count"]) for c in listed] == [("c/1", 3)]

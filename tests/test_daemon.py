@@ -70,7 +70,7 @@ async def test_events_are_stored_and_suggestions_published(kafka: EmbeddedBroker
 
             await wait_for(both_stored, 20)
             body = (await client.get("/api/conversations/c-1")).json()
-            assert [m["text"] for m in body["messages"]] == ["hi", "how do I set up an eSIM?"]
+            assert [m["text"] for m in body["messages"]] == ["how do I set up an eSIM?", "hi"]  # newest first
     (out,) = read_topic(kafka.bootstrap, topics.suggestions, expect=1)
     suggestion = json.loads(out.value or b"")
     assert out.key == b"c-1"

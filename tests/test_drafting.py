@@ -409,3 +409,109 @@ async def test_the_answer_skill_uses_a_draft_and_falls_back_to_the_extract(
     assert "[esim-setup]" not in extracted.text and "eSIM" in extracted.text
     assert outcomes(metrics) == {"ok": 1.0, "server_error": 1.0}
     await drafter.aclose()
+
+
+# ---- facts no source gives: a draft that invents a link, an address, a number, a price or a rate is refused ----
+GROUNDED = (
+    DraftSource(
+        id="billing-fees",
+        title="Fees and contacts",
+        text=(
+            "A late payment costs $40.00 (40 EUR in the euro area, £12.50 in the UK), and interest is 2.5% a month. "
+            "Call +44 20 7946 0958 or write to billing@example.com; the form is at https://help.example.com/fees."
+        ),
+    ),
+)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Pay online at https://pay.example.net/now [billing-fees].",
+        "Pay online at www.help.example.com/refunds [billing-fees].",
+        "Write to refunds@example.com and we will sort it out [billing-fees].",
+        "Call 0800 123 4567 to pay by phone [billing-fees].",
+        "A late payment costs $45 [billing-fees].",
+        "A late payment costs 45 EUR [billing-fees].",
+        "A late payment costs £12.60 [billing-fees].",
+        "Interest is 3% a month [billing-fees].",
+        "Interest is 25 percent a year [billing-fees].",
+    ],
+    ids=["url", "url-www", "email", "phone", "amount-usd", "amount-eur", "amount-gbp", "percentage", "percent-word"],
+)
+async def test_a_draft_stating_a_fact_no_source_gives_is_refused(
+    fake: FakeAnthropic, drafter: Drafter, metrics, caplog, text: str
+):
+    fake.handler = message(text)
+
+    assert await drafter.draft("How much is the late fee and how do I pay?", GROUNDED) is None
+
+    assert outcomes(metrics) == {"ungrounded": 1.0}
+    (warning,) = [r for r in caplog.records if r.name == "vigil.drafting" and r.levelname == "WARNING"]
+    assert "no source gives" in warning.getMessage()
+    # Which kind of fact is named, not its value (it may be a customer's own detail).
+    assert "45" not in warning.getMessage() and "example" not in warning.getMessage()
+
+
+async def test_a_draft_that_repeats_its_sources_facts_in_other_words_is_accepted(
+    fake: FakeAnthropic, drafter: Drafter, metrics
+):
+    fake.handler = message(
+        "The late fee is $40 (EUR 40 or 12.50 GBP), with interest of 2.5 % a month [billing-fees]. Call "
+        "+44 (20) 7946-0958, e-mail Billing@Example.com, or use help.example.com/fees/ [billing-fees]."
+    )
+
+    draft = await drafter.draft("How much is the late fee and how do I pay?", GROUNDED)
+
+    assert draft is not None and draft.cited == ("billing-fees",)
+    assert outcomes(metrics) == {"ok": 1.0}
+
+
+async def test_a_fact_from_the_customers_message_is_not_a_source(fake: FakeAnthropic, drafter: Drafter, metrics):
+    fake.handler = message("We will call you back on 07700 900123 [billing-fees].")
+
+    assert await drafter.draft("Please call me on 07700 900123 about the fee", GROUNDED) is None
+
+    assert outcomes(metrics) == {"ungrounded": 1.0}
+
+
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+async def test_a_drafted_answer_says_it_was_machine_written(
+    fake: FakeAnthropic,
+    metrics: Metrics,
+    store,
+    tmp_path,
+    embedder,  # type: ignore[no-untyped-def]
+):
+    from tests.conftest import help_centre, open_knowledge
+    from vigil.answers import AnswerSkill
+    from vigil.drafting import DRAFT_MARK
+    from vigil.events import parse
+    from vigil.settings import AnswerSettings
+
+    knowledge = await open_knowledge(store, tmp_path / "chroma", embedder)
+    await knowledge.upsert([e for e in help_centre() if e.kind == "article"])
+    drafter = Drafter(settings(fake.url), metrics=metrics, clock=SystemClock())
+    skill = AnswerSkill(knowledge, AnswerSettings(min_confidence=0.0), drafter=drafter)
+    raw = {
+        "type": "message",
+        "schema_version": 1,
+        "message_id": "m1",
+        "conversation_id": "c1",
+        "sent_at": "2026-11-30T09:00:00Z",
+        "role": "customer",
+        "text": "How do I install an eSIM on my iPhone?",
+    }
+    question = parse(json.dumps(raw).encode(), max_event_bytes=1 << 20, max_text_bytes=1 << 16)
+    try:
+        fake.handler = message("Go to Settings > Mobile Service > Add eSIM and scan the code [esim-setup].")
+        (drafted,) = await skill.propose(question, None)
+        assert drafted.why == f"{DRAFT_MARK}: esim-setup"
+        # An invented link: the extract goes out instead, and it is not marked as drafted.
+        fake.handler = message("Follow https://esim.example.org/setup to install it [esim-setup].")
+        (extracted,) = await skill.propose(question, None)
+        assert "esim.example.org" not in extracted.text
+        assert extracted.why is not None and not extracted.why.startswith(DRAFT_MARK)
+    finally:
+        await drafter.aclose()
+    assert outcomes(metrics) == {"ok": 1.0, "ungrounded": 1.0}

@@ -179,7 +179,7 @@ async def test_bad_records_are_dead_lettered_and_the_rest_goes_on(store: CaseSto
     assert sorted(reasons) == ["invalid_json", "not_an_object", "tenant_mismatch"]
     assert len(source.acked) == 6  # dead-lettered records are acknowledged too: they are handled
     view = await store.conversation("a")
-    assert view is not None and [m.message_id for m in view.messages] == ["a-1", "a-2", "a-4"]
+    assert view is not None and [m.message_id for m in view.messages] == ["a-4", "a-2", "a-1"]
     assert value(metrics, "vigil_events_dead_lettered_total", reason="tenant_mismatch") == 1
 
 

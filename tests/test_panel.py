@@ -525,3 +525,72 @@ async def test_a_live_stream_ends_once_its_session_is_revoked(seeded: CaseStore,
         feed.publish(update)
         await asyncio.wait_for(watching, 10)  # the server ended the stream
     assert received == ["hello", "message"]
+
+
+# ---- a conversation page holds one page; earlier ones come by the cursor; drafts are labelled ----
+async def test_a_long_conversation_page_holds_the_newest_page_and_a_way_to_earlier_ones(
+    seeded: CaseStore,
+    outbox: MemoryOutbox,
+    registry,  # type: ignore[no-untyped-def]
+):
+    from vigil.paging import DEFAULT_PAGE
+
+    total = DEFAULT_PAGE + 5
+    for n in range(total):
+        await say(seeded, "acme-long", "acme", n, f"message {n}")
+    async with panel_client(seeded, outbox, registry) as client:
+        page = await client.get("/panel/conversations/acme-long", headers=bearer("ana"))
+        short = await client.get("/panel/conversations/acme-1", headers=bearer("ana"))
+        embedded = re.search(r'<script id="vigil-data" type="application/json">(.*?)</script>', page.text, re.S)
+        assert page.status_code == 200 and embedded
+        data = json.loads(embedded.group(1))
+        assert [m["text"] for m in data["messages"]] == [f"message {n}" for n in range(total - 1, 4, -1)]
+        button = re.search(r'<button[^>]*id="earlier"[^>]*>Show earlier messages</button>', page.text)
+        assert button and " hidden" not in button.group(0)
+        assert re.search(r'<button[^>]*id="earlier"[^>]*hidden[^>]*>', short.text)  # nothing earlier to show
+
+        # What the control fetches: the rest, and no cursor after it.
+        api = f"/api/conversations/acme-long?before={data['older']}"
+        rest = (await client.get(api, headers=bearer("ana"))).json()
+        assert [m["text"] for m in rest["messages"]] == [f"message {n}" for n in range(4, -1, -1)]
+        assert rest["older"] is None
+        small = (await client.get("/api/conversations/acme-long?limit=2", headers=bearer("ana"))).json()
+        assert len(small["messages"]) == 2 and small["older"]
+        for bad in ("limit=0", "limit=501", "before=garbage"):
+            answer = await client.get(f"/api/conversations/acme-long?{bad}", headers=bearer("ana"))
+            assert answer.status_code == 422, bad
+        # A cursor is no key to another tenant's conversation.
+        other = await client.get(f"/api/conversations/globex-1?before={data['older']}", headers=bearer("ana"))
+        assert other.status_code == 404
+
+
+async def test_a_drafted_suggestion_is_labelled_as_machine_written_on_its_card(
+    seeded: CaseStore,
+    outbox: MemoryOutbox,
+    registry,  # type: ignore[no-untyped-def]
+):
+    from vigil.drafting import DRAFT_MARK
+
+    drafted = Suggestion(
+        suggestion_id="s-drafted",
+        conversation_id="acme-1",
+        tenant="acme",
+        in_reply_to="acme-1-m1",
+        created_at=NOW,
+        kind="answer",
+        text="Your bill is taken on the 1st [billing-dates].",
+        why=f"{DRAFT_MARK}: billing-dates",
+        confidence=0.8,
+        latency_ms=900.0,
+    )
+    await seeded.save_suggestion(drafted)
+    async with panel_client(seeded, outbox, registry) as client:
+        page = await client.get("/panel/conversations/acme-1", headers=bearer("ana"))
+        script = (await client.get("/panel/static/panel.js")).text
+    # The card list carries the mark, and the script labels the cards whose why begins with it, as a note.
+    assert f'data-draft-mark="{DRAFT_MARK}"' in page.text and DRAFT_MARK == "Drafted by AI from the sources"
+    embedded = re.search(r'<script id="vigil-data" type="application/json">(.*?)</script>', page.text, re.S)
+    assert embedded
+    whys = {s["suggestion_id"]: s["why"] for s in json.loads(embedded.group(1))["suggestions"]}
+    assert whys["s-drafted"].startswith(DRAFT_MARK) and not whys["s-acme"].startswith(DRAFT_MARK)
+    assert "cards.dataset.draftMark" in script and 'class: "drafted", role: "note", text: draftMark' in script

@@ -18,6 +18,7 @@ from vigil.clock import SystemClock
 from vigil.errors import EventConflict, StoreError, StoreUnavailable
 from vigil.events import CaseEvent, Feedback, Message, SourceRef, Suggestion, parse
 from vigil.store import CaseStore
+from vigil.tables import UTCDateTime
 
 LIMITS = {"max_event_bytes": 1 << 20, "max_text_bytes": 1 << 16}
 EPOCH = "2026-11-02T09:00:00Z"
@@ -72,8 +73,8 @@ async def test_messages_are_stored_once_in_stream_order(store: CaseStore):
         assert not (await store.record(msg(n))).new  # a re-delivery changes nothing
     view = await store.conversation("c-1")
     assert view is not None
-    assert [m.message_id for m in view.messages] == [f"c-1-m{n}" for n in range(5)]
-    assert view.messages[0].sent_at == datetime(2026, 11, 2, 9, 0, 0, tzinfo=UTC)
+    assert [m.message_id for m in view.messages] == [f"c-1-m{n}" for n in range(4, -1, -1)]  # newest first
+    assert view.messages[-1].sent_at == datetime(2026, 11, 2, 9, 0, 0, tzinfo=UTC)
     assert (await store.count_events())["messages"] == 5
 
 
@@ -487,3 +488,149 @@ async def test_an_event_time_far_ahead_counts_as_at_most_the_skew_ahead_for_its_
         assert closed is not None and (closed.updated_at, closed.closed_at) == (twelve, twelve)
     finally:
         await store.close()
+
+
+# ---- a conversation is read a page at a time, newest first, however long it is ----
+HUGE = 100_000
+SUGGESTIONS = 1_200
+AT = datetime(2026, 11, 2, 9, 0, 0, tzinfo=UTC)
+
+
+async def bulk_conversation(store: CaseStore) -> None:
+    """One conversation of HUGE messages and SUGGESTIONS suggestions, written with SQL (the pipeline would take
+    minutes); the first message goes through the store, so that the conversation's row is what vigil writes."""
+    await store.record(msg(0, conversation="huge"))
+    at = sa.bindparam("at", AT, type_=UTCDateTime())
+    numbers = "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < :last) "
+    messages = sa.text(
+        "INSERT INTO message (message_id, conversation_id, sent_at, received_at, role, text) "
+        f"{numbers}SELECT 'huge-m' || i, 'huge', :at, :at, 'customer', 'message ' || i FROM n"
+    ).bindparams(at, sa.bindparam("last", HUGE - 1))
+    # Suggestions made in pairs at the same instant: the cursor must tell them apart by id.
+    suggestions = sa.text(
+        "INSERT INTO suggestion (suggestion_id, conversation_id, tenant, created_at, kind, text, confidence, "
+        f"sources, latency_ms) {numbers}SELECT 's-' || i, 'huge', 'default', :at, 'answer', 'Try this', 0.5, "
+        "'[]', 1.0 FROM n"
+    ).bindparams(at, sa.bindparam("last", SUGGESTIONS))
+    # And other conversations around it, as in any real database, so that the planner has to find this one's rows.
+    others = sa.text(
+        "INSERT INTO message (message_id, conversation_id, sent_at, received_at, role, text) "
+        f"{numbers}SELECT 'o-m' || i, 'other-' || (i % 200), :at, :at, 'customer', 'hi' FROM n"
+    ).bindparams(at, sa.bindparam("last", 20_000))
+    other_suggestions = sa.text(
+        "INSERT INTO suggestion (suggestion_id, conversation_id, tenant, created_at, kind, text, confidence, "
+        f"sources, latency_ms) {numbers}SELECT 'o-' || i, 'other-' || (i % 200), 'default', :at, 'answer', 'Hm', "
+        "0.5, '[]', 1.0 FROM n"
+    ).bindparams(at, sa.bindparam("last", 20_000))
+    async with store.engine.begin() as conn:
+        for statement in (messages, suggestions, others, other_suggestions):
+            await conn.execute(statement)
+        # Spread the suggestions over time, two per instant; the other conversations' over the same span, as
+        # conversations that run at the same time.
+        seconds = f"(CASE WHEN conversation_id = 'huge' THEN {{n}} ELSE {{n}} % {SUGGESTIONS} END) / 2"
+        n = "CAST(substr(suggestion_id, 3) AS integer)"
+        if conn.dialect.name == "postgresql":
+            spread = f"UPDATE suggestion SET created_at = created_at + ({seconds.format(n=n)}) * interval '1 second'"
+        else:
+            spread = (
+                # In the form SQLAlchemy writes (microseconds), which the store's comparisons rely on.
+                "UPDATE suggestion SET created_at = strftime('%Y-%m-%d %H:%M:%S', created_at, "
+                f"'+' || ({seconds.format(n=n)}) || ' seconds') || '.000000'"
+            )
+        await conn.execute(sa.text(spread))
+        if conn.dialect.name == "postgresql":  # as autovacuum would; vigil never analyses SQLite, so neither do we
+            await conn.execute(sa.text("ANALYZE"))
+
+
+async def test_a_huge_conversation_is_read_a_page_at_a_time_newest_first(store: CaseStore):
+    await bulk_conversation(store)
+
+    first = await store.conversation("huge")
+    assert first is not None and first.message_count == 1  # written behind the pipeline's back, as intended
+    assert [m.message_id for m in first.messages] == [f"huge-m{n}" for n in range(HUGE - 1, HUGE - 51, -1)]
+    assert len(first.suggestions) == 50 and first.suggestions[0].suggestion_id == f"s-{SUGGESTIONS}"
+    assert first.older is not None
+
+    seen_messages: list[str] = []
+    seen_suggestions: list[str] = []
+    before: str | None = None
+    pages = 0
+    while True:
+        page = await store.conversation("huge", limit=500, before=before)
+        assert page is not None
+        pages += 1
+        assert len(page.messages) <= 500 and len(page.suggestions) <= 500  # never more than a page
+        seen_messages += [m.message_id for m in page.messages]
+        seen_suggestions += [s.suggestion_id for s in page.suggestions]
+        times = [s.created_at for s in page.suggestions]
+        assert times == sorted(times, reverse=True)
+        if page.older is None:
+            break
+        before = page.older
+    assert pages == HUGE // 500
+    # Every message exactly once, newest first, through to the very first.
+    assert seen_messages == [f"huge-m{n}" for n in range(HUGE - 1, -1, -1)]
+    assert len(set(seen_messages)) == HUGE
+    assert sorted(seen_suggestions) == sorted(f"s-{n}" for n in range(1, SUGGESTIONS + 1))
+    assert len(set(seen_suggestions)) == SUGGESTIONS
+
+
+async def test_a_page_of_a_huge_conversation_is_read_through_an_index(store: CaseStore):
+    from vigil import paging
+    from vigil.store import MESSAGE, SUGGESTION
+
+    await bulk_conversation(store)
+    page = await store.conversation("huge", limit=100)
+    assert page is not None and page.older is not None
+    position = paging.Position.decode(page.older)
+    queries = {
+        "messages": paging.messages_page(MESSAGE, "huge", position, 100),
+        "suggestions": paging.suggestions_page(SUGGESTION, "huge", position, 100),
+    }
+    async with store.engine.connect() as conn:
+        dialect = conn.dialect
+        for name, query in queries.items():
+            sql = str(query.compile(dialect=dialect, compile_kwargs={"literal_binds": True}))
+            if dialect.name == "postgresql":
+                # With its parameters bound as the store binds them (typed), not as literals (cast to text).
+                compiled = query.compile(dialect=dialect)
+                params = tuple(compiled.params[name] for name in compiled.positiontup or ())
+                rows = (await conn.exec_driver_sql(f"EXPLAIN {compiled}", params)).all()
+                plan = "\n".join(r[0] for r in rows)
+                assert "Index Scan" in plan and "Sort" not in plan and "Seq Scan" not in plan, (name, plan)
+            else:
+                plan = "\n".join(r[-1] for r in (await conn.exec_driver_sql(f"EXPLAIN QUERY PLAN {sql}")).all())
+                assert "USING INDEX" in plan or "USING COVERING INDEX" in plan, (name, plan)
+                assert "TEMP B-TREE" not in plan, (name, plan)
+
+
+async def test_a_page_holds_the_latest_verdict_on_each_of_its_suggestions(store: CaseStore):
+    await store.record(msg(0))
+    for n in range(3):
+        await store.save_suggestion(
+            suggestion(f"s-{n}", "c-1-m0").model_copy(update={"created_at": AT.replace(second=n)})
+        )
+    for n, (sid, verdict) in enumerate([("s-0", "dismissed"), ("s-2", "edited"), ("s-2", "accepted")]):
+        base = {"type": "feedback", "feedback_id": f"f-{n}", "suggestion_id": sid, "conversation_id": "c-1"}
+        await store.record(event(**base, verdict=verdict, at=f"2026-11-02T10:00:0{n}Z", text="x"))
+
+    newest = await store.conversation("c-1", limit=2)
+    assert newest is not None
+    assert [s.suggestion_id for s in newest.suggestions] == ["s-2", "s-1"]
+    assert [(f.suggestion_id, f.verdict) for f in newest.feedback] == [("s-2", "accepted")]
+    older = await store.conversation("c-1", limit=2, before=newest.older)
+    assert older is not None and older.older is None
+    assert [s.suggestion_id for s in older.suggestions] == ["s-0"]
+    assert [(f.suggestion_id, f.verdict) for f in older.feedback] == [("s-0", "dismissed")]
+    assert older.messages == []  # the one message came on the first page
+
+
+@pytest.mark.parametrize(
+    "cursor", ["not-base64!", "e30", "bm90IGpzb24", "eyJtIjoiMSIsInMiOm51bGwsIm1kIjpmYWxzZSwic2QiOmZhbHNlfQ"]
+)
+async def test_a_cursor_no_page_gave_is_refused(store: CaseStore, cursor: str):
+    from vigil.errors import InvalidCursor
+
+    await store.record(msg(0))
+    with pytest.raises(InvalidCursor):
+        await store.conversation("c-1", before=cursor)

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from vigil.calibration import Logistic
 from vigil.cases import CaseState
-from vigil.drafting import Drafter, DraftSource
+from vigil.drafting import Drafter, DraftSource, drafted_why
 from vigil.events import CaseEvent, Feedback, Message, SourceRef, SuggestionKind
 from vigil.knowledge import FaqMatch, Hit, KnowledgeStore
 from vigil.settings import AnswerSettings
@@ -98,7 +98,7 @@ class AnswerSkill:
             # Only answers the gate would let through are worth a model call; on any failure the extract stands.
             draft = await self._drafter.draft(question, [DraftSource(h.entry_id, h.title, h.passage) for h in hits])
             if draft is not None:
-                text, why = draft.text, f"drafted from {', '.join(draft.cited)}"
+                text, why = draft.text, drafted_why(draft)
         return (Proposal(kind="answer", text=text, confidence=round(confidence, 4), sources=sources, why=why),)
 
 

@@ -9,6 +9,7 @@
     ├── TransportError       the broker failed a request (retried with back-off)
     │   └── RecordRefused        the broker refuses the record itself, too large or invalid (never retried)
     ├── StartupError         a part did not start in time
+    ├── InvalidCursor        a page cursor vigil did not give out (the API answers 422)
     └── AuthError            a panel sign-in was refused or failed (the message may be shown to the person)
         └── AuthUnavailable      the sign-in provider cannot be reached or answered nonsense (try again later)
 
@@ -69,6 +70,10 @@ class RecordRefused(TransportError):
 
 class StartupError(VigilError):
     """A part of the daemon did not start."""
+
+
+class InvalidCursor(VigilError):
+    """A cursor for a page of a conversation that is not one vigil gave out (garbled, or made up)."""
 
 
 class AuthError(VigilError):

@@ -77,7 +77,7 @@ class Metrics:
         )
         self.llm_requests = Counter(
             "vigil_llm_requests",
-            "LLM drafting requests, by outcome (ok, timeout, rate_limited, server_error, unusable, error).",
+            "LLM drafting requests, by outcome (ok, timeout, rate_limited, server_error, unusable, ungrounded, error).",
             ["outcome"],
             registry=registry,
         )

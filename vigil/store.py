@@ -23,7 +23,7 @@ from alembic.config import Config
 from pydantic import BaseModel
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
-from vigil import cases
+from vigil import cases, paging
 from vigil.cases import CASE_EVENT, CONVERSATION, FEEDBACK, MESSAGE, CaseState, Recorded
 from vigil.clock import Clock
 from vigil.errors import EventConflict, SettingsError, StoreError, StoreUnavailable
@@ -83,13 +83,19 @@ class FeedbackView(BaseModel):
 
 
 class ConversationView(ConversationSummary):
-    """A conversation with its messages in order, vigil's suggestions and the analysts' verdicts on them."""
+    """A page of a conversation: its newest messages and suggestions (or those before a cursor), newest first, the
+    latest verdict on each of those suggestions, and the cursor of the page before."""
 
     closed_at: datetime | None
     waiting_since: datetime | None
     messages: list[MessageView]
+    """At most a page, newest first (stream order, reversed)."""
     suggestions: list[Suggestion]
+    """At most a page, newest first."""
     feedback: list[FeedbackView]
+    """The latest verdict on each suggestion of the page, oldest first."""
+    older: str | None
+    """The cursor of the page before this one (pass it as ``before``); None when this page reaches the start."""
 
 
 @dataclass(slots=True)
@@ -321,10 +327,22 @@ class CaseStore:
         return [_suggestion(row) for row in rows]
 
     async def conversation(
-        self, conversation_id: str, *, tenants: Sequence[str] | None = None
+        self,
+        conversation_id: str,
+        *,
+        tenants: Sequence[str] | None = None,
+        limit: int = paging.DEFAULT_PAGE,
+        before: str | None = None,
     ) -> ConversationView | None:
-        """A conversation with its messages in stream order, its suggestions and their feedback; None if there is
-        none of ``tenants`` (None: any) by that id."""
+        """A page of a conversation: up to ``limit`` of its messages and of its suggestions, newest first, from the
+        start or from the ``before`` cursor of a page read earlier, with the verdicts on those suggestions; None if
+        there is none of ``tenants`` (None: any) by that id.
+
+        Raises:
+            InvalidCursor: ``before`` is not a cursor a page gave.
+        """
+        position = paging.Position.decode(before)
+        limit = max(1, min(limit, paging.MAX_PAGE))
         head_stmt = sa.select(CONVERSATION).where(CONVERSATION.c.id == conversation_id)
         if tenants is not None:
             head_stmt = head_stmt.where(CONVERSATION.c.tenant.in_(list(tenants)))
@@ -332,9 +350,17 @@ class CaseStore:
             head = (await conn.execute(head_stmt)).first()
             if head is None:
                 return None
-            messages = await _rows_of(conn, MESSAGE, conversation_id, MESSAGE.c.seq)
-            suggestions = await _rows_of(conn, SUGGESTION, conversation_id, SUGGESTION.c.created_at)
-            feedback = await _rows_of(conn, FEEDBACK, conversation_id, FEEDBACK.c.at, FEEDBACK.c.received_at)
+            messages, suggestions = [], []
+            if not position.messages_done:
+                messages = list(
+                    (await conn.execute(paging.messages_page(MESSAGE, conversation_id, position, limit))).all()
+                )
+            if not position.suggestions_done:
+                page = paging.suggestions_page(SUGGESTION, conversation_id, position, limit)
+                suggestions = list((await conn.execute(page)).all())
+            older, messages, suggestions = paging.next_position(position, messages, suggestions, limit)
+            ids = [s.suggestion_id for s in suggestions]
+            feedback = (await conn.execute(paging.latest_verdicts(FEEDBACK, conversation_id, ids))).all() if ids else []
         return ConversationView(
             **_summary(head).model_dump(),
             closed_at=head.closed_at,
@@ -342,6 +368,7 @@ class CaseStore:
             messages=[MessageView.model_validate(dict(m._mapping)) for m in messages],
             suggestions=[_suggestion(s) for s in suggestions],
             feedback=[FeedbackView.model_validate(dict(f._mapping)) for f in feedback],
+            older=older.encode(),
         )
 
     async def suggestion(self, suggestion_id: str) -> Suggestion | None:
@@ -520,14 +547,6 @@ def _fail(batch: list[_Pending], error: Exception, cause: BaseException | None) 
     for pending in batch:
         if not pending.done.done():
             pending.done.set_exception(error)
-
-
-async def _rows_of(
-    conn: AsyncConnection, table: sa.Table, conversation_id: str, *order: sa.ColumnElement[Any]
-) -> Sequence[sa.Row[Any]]:
-    return (
-        await conn.execute(sa.select(table).where(table.c.conversation_id == conversation_id).order_by(*order))
-    ).all()
 
 
 def _summary(row: sa.Row[Any]) -> ConversationSummary:

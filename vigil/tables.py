@@ -78,7 +78,11 @@ class MessageRow(SQLModel, table=True):
     """A chat message; ``seq`` numbers them in arrival order (the stream's order)."""
 
     __tablename__ = "message"
-    __table_args__ = (sa.UniqueConstraint("conversation_id", "message_id", name="uq_message_conversation_message"),)
+    # A page of a conversation, newest first (vigil/paging.py), walks the index backwards.
+    __table_args__ = (
+        sa.UniqueConstraint("conversation_id", "message_id", name="uq_message_conversation_message"),
+        sa.Index("ix_message_conversation_id_seq", "conversation_id", "seq"),
+    )
 
     seq: int | None = _seq()
     message_id: str = Field(max_length=ID_LENGTH)
@@ -113,6 +117,9 @@ class SuggestionRow(SQLModel, table=True):
     """A suggestion vigil made; ``published_at`` is set once it is out on every sink."""
 
     __tablename__ = "suggestion"
+    __table_args__ = (
+        sa.Index("ix_suggestion_conversation_id_created_at", "conversation_id", "created_at", "suggestion_id"),
+    )
 
     suggestion_id: str = Field(primary_key=True, max_length=ID_LENGTH)
     conversation_id: str = Field(index=True, max_length=ID_LENGTH)

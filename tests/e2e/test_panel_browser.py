@@ -321,3 +321,79 @@ async def test_signing_in_through_the_oidc_provider(
         await page.get_by_role("link", name="Sign in with your company account").click()
         await expect(page.get_by_role("alert")).to_contain_text("access_denied")
         assert (await page.request.get(daemon.base_url + "/api/whoami")).status == 401
+
+
+# ---- a long conversation, a page at a time; a machine-written draft says so on its card ----
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+async def test_a_long_conversation_shows_its_newest_page_then_earlier_ones_and_labels_drafts(
+    page: Page,
+    store,  # type: ignore[no-untyped-def]
+):
+    import asyncio
+    import socket
+
+    import uvicorn
+    from prometheus_client import CollectorRegistry
+
+    from vigil.api import EmbeddedServer, create_app
+    from vigil.clock import SystemClock
+    from vigil.drafting import DRAFT_MARK
+    from vigil.events import Suggestion, parse
+    from vigil.health import Health
+    from vigil.metrics import Metrics
+    from vigil.paging import DEFAULT_PAGE
+    from vigil.settings import PanelSettings
+
+    total = DEFAULT_PAGE * 2 + 10
+    for n in range(total):
+        raw = message("long", f"long-m{n:03d}", f"message {n}", sent_at=f"2026-11-30T09:{n // 60:02d}:{n % 60:02d}Z")
+        await store.record(parse(json.dumps(raw).encode(), max_event_bytes=1 << 20, max_text_bytes=1 << 16))
+    for sid, why in (("s-drafted", f"{DRAFT_MARK}: esim-setup"), ("s-faq", "matches the FAQ “eSIM”")):
+        made = datetime(2026, 11, 30, 10, 0, 0 if sid == "s-faq" else 1, tzinfo=UTC)
+        await store.save_suggestion(
+            Suggestion(
+                suggestion_id=sid,
+                conversation_id="long",
+                tenant="default",
+                in_reply_to=f"long-m{total - 1:03d}",
+                created_at=made,
+                kind="answer",
+                text="Scan the QR code [esim-setup].",
+                why=why,
+                confidence=0.8,
+                latency_ms=5.0,
+            )
+        )
+    metrics = Metrics(CollectorRegistry())
+    app = create_app(
+        store=store,
+        health=Health({}, clock=SystemClock(), metrics=metrics, interval_s=1),
+        metrics=metrics,
+        panel=PanelSettings(auth="none"),
+    )
+    listener = socket.create_server(("127.0.0.1", 0))
+    server = EmbeddedServer(uvicorn.Config(app, log_config=None, access_log=False, lifespan="off"))
+    serving = asyncio.create_task(server.serve(sockets=[listener]))
+    try:
+        async with asyncio.timeout(10):
+            while not server.started:
+                await asyncio.sleep(0.01)
+        await page.goto(f"http://127.0.0.1:{listener.getsockname()[1]}/panel/conversations/long")
+
+        texts = page.locator(".msg .text")
+        await expect(texts).to_have_count(DEFAULT_PAGE)
+        await expect(texts.last).to_have_text(f"message {total - 1}")  # the newest at the bottom, as in a chat
+        earlier = page.get_by_role("button", name="Show earlier messages")
+        await earlier.click()
+        await expect(texts).to_have_count(DEFAULT_PAGE * 2, timeout=SEEN)
+        await earlier.click()
+        await expect(texts).to_have_count(total, timeout=SEEN)
+        await expect(earlier).to_be_hidden()  # the start of the conversation is here
+        assert await texts.all_text_contents() == [f"message {n}" for n in range(total)]
+
+        drafted = page.locator('.card[data-suggestion-id="s-drafted"]')
+        await expect(drafted.get_by_role("note")).to_have_text("Drafted by AI from the sources")
+        await expect(page.locator('.card[data-suggestion-id="s-faq"] .drafted')).to_have_count(0)
+    finally:
+        server.should_exit = True
+        await asyncio.wait_for(serving, 10)

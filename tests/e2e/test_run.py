@@ -90,7 +90,7 @@ async def test_stores_conversations_in_stream_order_with_their_case_state(
     for conversation_id, script in scripts.items():
         view = daemon.conversation(conversation_id)
         assert view is not None, conversation_id
-        sent = [e for e in script if e["type"] == "message"]
+        sent = [e for e in script if e["type"] == "message"][::-1]  # the page is newest first
         assert [m["message_id"] for m in view["messages"]] == [m["message_id"] for m in sent]
         for got, want in zip(view["messages"], sent, strict=True):
             assert (got["role"], got["text"], got["author"], got["metadata"]) == (

@@ -15,8 +15,9 @@ from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from fastapi.sse import EventSourceResponse, ServerSentEvent
 from pydantic import AwareDatetime, BaseModel, Field
 
+from vigil import paging
 from vigil.clock import Clock
-from vigil.errors import StoreError, TransportError
+from vigil.errors import InvalidCursor, StoreError, TransportError
 from vigil.events import Feedback
 from vigil.live import LiveFeed
 from vigil.panel.auth import Authenticator
@@ -127,11 +128,17 @@ def api_routes(
 
     @router.get(
         "/conversations/{conversation_id:path}",
-        responses={404: {"description": "unknown conversation"}, **_UNAVAILABLE},
+        responses={404: {"description": "unknown conversation"}, 422: {"description": "a bad cursor"}, **_UNAVAILABLE},
     )
-    async def conversation(conversation_id: str, who: Identity = who_is) -> ConversationView:
-        """A conversation: its state, messages in order, vigil's suggestions and the verdicts on them."""
-        return await visible_conversation(store, conversation_id, who)
+    async def conversation(
+        conversation_id: str,
+        who: Identity = who_is,
+        limit: Annotated[int, Query(ge=1, le=paging.MAX_PAGE)] = paging.DEFAULT_PAGE,
+        before: Annotated[str | None, Query(max_length=2048, description="the `older` cursor of a page")] = None,
+    ) -> ConversationView:
+        """A page of a conversation: its state, its newest ``limit`` messages and suggestions (newest first), the
+        verdicts on those suggestions, and ``older``, the cursor that fetches the page before (null at the start)."""
+        return await visible_conversation(store, conversation_id, who, limit=limit, before=before)
 
     @router.post(
         "/conversations/{conversation_id:path}/read",
@@ -205,9 +212,20 @@ def api_routes(
     return router
 
 
-async def visible_conversation(store: CaseStore, conversation_id: str, who: Identity) -> ConversationView:
-    """The conversation if the caller may see it; 404 otherwise (another tenant's looks like none at all)."""
-    view = await store.conversation(conversation_id, tenants=who.tenant_filter)
+async def visible_conversation(
+    store: CaseStore,
+    conversation_id: str,
+    who: Identity,
+    *,
+    limit: int = paging.DEFAULT_PAGE,
+    before: str | None = None,
+) -> ConversationView:
+    """A page of the conversation if the caller may see it; 404 otherwise (another tenant's looks like none at all),
+    422 for a cursor that no page gave."""
+    try:
+        view = await store.conversation(conversation_id, tenants=who.tenant_filter, limit=limit, before=before)
+    except InvalidCursor as exc:
+        raise HTTPException(422, str(exc)) from exc
     if view is None:
         raise HTTPException(404, "unknown conversation")
     return view

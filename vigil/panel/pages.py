@@ -19,6 +19,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 
 from vigil.clock import Clock
+from vigil.drafting import DRAFT_MARK
 from vigil.errors import AuthError, AuthUnavailable
 from vigil.knowledge import KnowledgeStore
 from vigil.panel.api import visible_conversation
@@ -79,7 +80,8 @@ def page_routes(
     async def conversation_page(conversation_id: str, request: Request) -> HTMLResponse:
         who = await viewer(request)
         view = await visible_conversation(store, conversation_id, who)
-        return render(request, "conversation.html", who, view=view, data=view.model_dump(mode="json"))
+        data = view.model_dump(mode="json")
+        return render(request, "conversation.html", who, view=view, data=data, draft_mark=DRAFT_MARK)
 
     @router.get("/panel/knowledge/{entry_id:path}")
     async def knowledge_page(entry_id: str, request: Request) -> HTMLResponse:

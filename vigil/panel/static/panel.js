@@ -216,18 +216,28 @@
     const noSuggestions = document.getElementById("no-suggestions");
     const reply = document.getElementById("reply");
     const replyNote = document.getElementById("reply-note");
+    const earlier = document.getElementById("earlier");
+    const draftMark = cards.dataset.draftMark || "";
     const seenMessages = new Map();  // message id -> text
     const cardNodes = new Map();
+    let older = view.older;  // the cursor of the page before the oldest one shown; null once it is all here
 
-    function addMessage(m) {
+    // New messages go at the bottom; those of an earlier page at the top, keeping the reader's place.
+    function addMessage(m, earlierPage = false) {
       if (seenMessages.has(m.message_id)) return;
       seenMessages.set(m.message_id, m.text);
       const who = m.author ? `${m.role} · ${m.author}` : m.role;
-      messages.append(
-        el("li", { class: `msg ${m.role}`, "data-message-id": m.message_id },
-          el("span", { class: "meta" }, `${who} · `, el("time", { datetime: m.sent_at, text: clock(m.sent_at) })),
-          el("span", { class: "text", text: m.text })));
-      messages.scrollTop = messages.scrollHeight;
+      const item = el("li", { class: `msg ${m.role}`, "data-message-id": m.message_id },
+        el("span", { class: "meta" }, `${who} · `, el("time", { datetime: m.sent_at, text: clock(m.sent_at) })),
+        el("span", { class: "text", text: m.text }));
+      if (earlierPage) {
+        const fromBottom = messages.scrollHeight - messages.scrollTop;
+        messages.prepend(item);
+        messages.scrollTop = messages.scrollHeight - fromBottom;
+      } else {
+        messages.append(item);
+        messages.scrollTop = messages.scrollHeight;
+      }
     }
 
     function sourceItem(source) {
@@ -238,7 +248,7 @@
       return el("li", {}, el("span", { class: "mono", text: `${source.kind}: ` }), body);
     }
 
-    function addCard(s) {
+    function addCard(s, earlierPage = false) {
       if (cardNodes.has(s.suggestion_id)) return;
       const percent = Math.round(s.confidence * 100);
       const text = el("p", { class: "text", text: s.text });
@@ -254,6 +264,7 @@
             `${percent}%`)),
         quote ? el("p", { class: "asked" }, el("strong", { text: "In reply to: " }), `“${quote}”`) : null,
         text,
+        drafted(s) ? el("p", { class: "drafted", role: "note", text: draftMark }) : null,
         s.why ? el("p", { class: "why" }, el("strong", { text: "Why: " }), s.why) : null,
         s.sources && s.sources.length ? el("ul", { class: "sources", "aria-label": "Sources" }, ...s.sources.map(sourceItem)) : null,
         verdict,
@@ -261,8 +272,10 @@
       card.parts = { text, verdict, buttons, suggestion: s };
       cardNodes.set(s.suggestion_id, card);
       showButtons(card);
-      cards.prepend(card);
+      if (earlierPage) cards.append(card);
+      else cards.prepend(card);
       noSuggestions.hidden = true;
+      if (earlierPage) return;  // older than what was marked read already
       if (!newest || Date.parse(s.created_at) > Date.parse(newest)) newest = s.created_at;
       unseen = true;
       markRead();
@@ -370,12 +383,36 @@
     }
     document.addEventListener("visibilitychange", markRead);
 
+    // A machine-written draft says so on its card (vigil marks its "why").
+    function drafted(s) {
+      return Boolean(draftMark && s.why && s.why.startsWith(draftMark));
+    }
+
+    // A page comes newest first: the newest page (at load, or a resync) adds below and above what is shown, an
+    // earlier page only above.
     function load(state) {
-      state.messages.forEach(addMessage);
-      state.suggestions.forEach(addCard);
+      [...state.messages].reverse().forEach((m) => addMessage(m, false));
+      [...state.suggestions].reverse().forEach((s) => addCard(s, false));
       state.feedback.forEach(applyFeedback);
       applyCase(state);
     }
+
+    function loadEarlier(state) {
+      state.messages.forEach((m) => addMessage(m, true));
+      state.suggestions.forEach((s) => addCard(s, true));
+      state.feedback.forEach(applyFeedback);
+      older = state.older;
+      earlier.hidden = !older;
+    }
+
+    earlier.addEventListener("click", () => {
+      if (!older) return;
+      earlier.disabled = true;
+      api("GET", `/api/conversations/${encodeURIComponent(id)}?before=${encodeURIComponent(older)}`)
+        .then(loadEarlier)
+        .catch((error) => { replyNote.textContent = `Could not load earlier messages: ${error.message}`; })
+        .finally(() => { earlier.disabled = false; });
+    });
 
     document.getElementById("copy-reply").addEventListener("click", () => useReply(reply.value));
     load(view);
