@@ -84,6 +84,21 @@ async def mosquitto_pub(broker: Mosquitto, topic: str, payload: bytes, *options:
     return process.returncode
 
 
+async def mosquitto_pub_lines(broker: Mosquitto, topic: str, lines: list[str], qos: int) -> int:
+    """Publish each line as one message, as fast as one client can (``mosquitto_pub -l``); its exit code."""
+    process = await asyncio.create_subprocess_exec(
+        "mosquitto_pub",
+        *("-h", broker.host, "-p", str(broker.port), "-V", "5", "-q", str(qos), "-t", topic, "-l"),
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
+    async with asyncio.timeout(30):
+        await process.communicate("".join(f"{line}\n" for line in lines).encode())
+    assert process.returncode is not None
+    return process.returncode
+
+
 class MosquittoSub:
     """A persistent ``mosquitto_sub`` session: ``subscribe()`` creates it, ``read(n)`` collects what it queued."""
 

@@ -12,12 +12,14 @@ from datetime import UTC, datetime
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from prometheus_client import CollectorRegistry
 
 from tests.conftest import wait_for
-from tests.mosquitto import Mosquitto, MosquittoSub, mosquitto_pub
+from tests.mosquitto import Mosquitto, MosquittoSub, mosquitto_pub, mosquitto_pub_lines
 from vigil.broker import free_port
 from vigil.errors import Rejected, TransportError
 from vigil.events import Suggestion
+from vigil.metrics import Metrics
 from vigil.settings import MqttSettings
 from vigil.transport.mqtt import (
     MqttConnection,
@@ -45,12 +47,17 @@ def settings_for(broker: Mosquitto, **overrides: object) -> MqttSettings:
 
 
 @pytest.fixture
-async def connect() -> AsyncIterator[Connect]:
+def metrics() -> Metrics:
+    return Metrics(CollectorRegistry())
+
+
+@pytest.fixture
+async def connect(metrics: Metrics) -> AsyncIterator[Connect]:
     """Starts vigil's side (a connection and its source); closes every one at the end of the test."""
     opened: list[MqttConnection] = []
 
     async def start(settings: MqttSettings) -> MqttSource:
-        connection = MqttConnection(settings)
+        connection = MqttConnection(settings, metrics=metrics)
         opened.append(connection)
         source = MqttSource(connection)
         await source.start()
@@ -312,7 +319,40 @@ async def test_publishing_while_the_broker_is_down_fails_as_a_transport_error(mo
 
 
 async def test_start_fails_as_a_transport_error_when_no_broker_listens():
-    connection = MqttConnection(MqttSettings(host="127.0.0.1", port=free_port()))
+    connection = MqttConnection(MqttSettings(host="127.0.0.1", port=free_port()), metrics=Metrics(CollectorRegistry()))
     with pytest.raises(TransportError, match="cannot connect"):
         await connection.start()
     assert not connection.connected
+
+
+# Bounds on what vigil holds: a QoS 0 flood is dropped beyond the bound and counted; QoS 1 never is.
+
+
+async def test_a_qos0_flood_while_vigil_is_busy_is_held_to_the_bound_and_qos1_all_arrives(
+    mosquitto: Mosquitto, connect: Connect, metrics: Metrics
+):
+    bound = 50
+    source = await connect(settings_for(mosquitto, max_queued_qos0=bound))
+    connection = source._connection
+    qos0 = [f"q0-{i}" for i in range(3000)]
+    qos1 = [f"q1-{i}" for i in range(100)]
+
+    def dropped() -> float:
+        return sum(
+            metrics.registry.get_sample_value("vigil_mqtt_dropped_total", {"reason": reason}) or 0
+            for reason in ("client_queue_full", "inbox_full")
+        )
+
+    # Nothing takes from the inbox meanwhile: vigil's handling is blocked.
+    codes = await asyncio.gather(
+        mosquitto_pub_lines(mosquitto, "vigil/acme/flood/events", qos0, qos=0),
+        mosquitto_pub_lines(mosquitto, "vigil/acme/steady/events", qos1, qos=1),
+    )
+    assert codes == [0, 0]
+    await wait_for(lambda: connection.inbox.qsize() + dropped() == len(qos0) + len(qos1))
+
+    assert connection.inbox.qsize() <= bound + len(qos1)
+    assert dropped() == len(qos0) + len(qos1) - connection.inbox.qsize()
+    received = values(await take(source, connection.inbox.qsize()))
+    assert sorted(v for v in received if v and v.startswith(b"q1-")) == sorted(q.encode() for q in qos1)
+    assert len([v for v in received if v and v.startswith(b"q0-")]) == bound
