@@ -249,3 +249,14 @@ def test_an_event_takes_the_tenant_its_topic_names_and_may_not_contradict_it():
         with pytest.raises(Rejected) as refused:
             addressed(named, tenant=tenant, conversation_id=conversation)
         assert refused.value.reason == "address_mismatch"
+
+
+def test_no_event_may_name_the_tenant_that_means_every_tenant():
+    with pytest.raises(Rejected) as refused:
+        parse(encode(message(tenant="*")), **LIMITS)
+    assert refused.value.reason == "invalid_field" and "tenant" in refused.value.detail
+    anonymous = parse(encode(message(tenant=...)), **LIMITS)
+    with pytest.raises(Rejected) as refused:
+        addressed(anonymous, tenant="*", conversation_id=None)
+    assert refused.value.reason == "invalid_field"
+    assert addressed(anonymous, tenant="a*", conversation_id=None).tenant == "a*"  # only the wildcard itself

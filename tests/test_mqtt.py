@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import re
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -18,7 +19,7 @@ from tests.conftest import wait_for
 from tests.mosquitto import Mosquitto, MosquittoSub, mosquitto_pub, mosquitto_pub_lines
 from vigil.broker import free_port
 from vigil.errors import Rejected, TransportError
-from vigil.events import Suggestion
+from vigil.events import Suggestion, addressed, parse
 from vigil.metrics import Metrics
 from vigil.settings import MqttSettings
 from vigil.transport.mqtt import (
@@ -32,6 +33,7 @@ from vigil.transport.mqtt import (
 )
 
 Connect = Callable[[MqttSettings], Awaitable[MqttSource]]
+LIMITS = {"max_event_bytes": 1024 * 1024, "max_text_bytes": 64 * 1024}
 
 
 def settings_for(broker: Mosquitto, **overrides: object) -> MqttSettings:
@@ -356,3 +358,32 @@ async def test_a_qos0_flood_while_vigil_is_busy_is_held_to_the_bound_and_qos1_al
     received = values(await take(source, connection.inbox.qsize()))
     assert sorted(v for v in received if v and v.startswith(b"q1-")) == sorted(q.encode() for q in qos1)
     assert len([v for v in received if v and v.startswith(b"q0-")]) == bound
+
+
+# Ids taken from a topic are checked as strictly as the same fields in a payload.
+
+TOPIC_TENANTS = [
+    ("%00", "contains a NUL character"),
+    ("%ED%A0%80", "contains a lone surrogate"),  # U+D800 as encode_level writes it, and decode_level reads it
+    ("t" * 257, "at most 256 characters"),
+    ("*", "means every tenant"),
+]
+
+
+@pytest.mark.parametrize(("level", "problem"), TOPIC_TENANTS, ids=["nul", "lone-surrogate", "over-long", "star"])
+async def test_a_tenant_from_the_topic_that_no_payload_could_name_is_refused(
+    mosquitto: Mosquitto, connect: Connect, level: str, problem: str
+):
+    source = await connect(settings_for(mosquitto))
+    event = {"schema_version": 1, "type": "message", "message_id": "m-1", "conversation_id": "c-9"}
+    event |= {"sent_at": "2026-11-02T09:14:05Z", "role": "customer", "text": "hello"}  # no tenant: the topic's
+    payload = json.dumps(event).encode()
+    assert await mosquitto_pub(mosquitto, f"vigil/{level}/c-9/events", payload) == 0
+    [delivery] = await take(source, 1)
+    record = delivery.record
+    assert record.tenant == decode_level(level)
+
+    with pytest.raises(Rejected) as refused:
+        addressed(parse(record.value, **LIMITS), tenant=record.tenant, conversation_id=record.conversation_id)
+    assert refused.value.reason == "invalid_field"
+    assert refused.value.detail.startswith("the topic's tenant: ") and problem in refused.value.detail
