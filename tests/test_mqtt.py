@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import json
 import re
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -16,9 +18,9 @@ from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry
 
 from tests.conftest import wait_for
-from tests.mosquitto import Mosquitto, MosquittoSub, mosquitto_pub, mosquitto_pub_lines
+from tests.mosquitto import Mosquitto, MosquittoSub, make_certificates, mosquitto_pub, mosquitto_pub_lines
 from vigil.broker import free_port
-from vigil.errors import Rejected, TransportError
+from vigil.errors import Rejected, SettingsError, TransportError
 from vigil.events import Suggestion, addressed, parse
 from vigil.metrics import Metrics
 from vigil.settings import MqttSettings
@@ -387,3 +389,76 @@ async def test_a_tenant_from_the_topic_that_no_payload_could_name_is_refused(
         addressed(parse(record.value, **LIMITS), tenant=record.tenant, conversation_id=record.conversation_id)
     assert refused.value.reason == "invalid_field"
     assert refused.value.detail.startswith("the topic's tenant: ") and problem in refused.value.detail
+
+
+# TLS and credentials: a listener that takes only TLS clients trusting its CA, with a user name and password.
+
+
+@pytest.fixture
+def secure_mosquitto(tmp_path: Path) -> Iterator[Mosquitto]:
+    broker = Mosquitto(
+        tmp_path / "secure", tls=make_certificates(tmp_path / "pki"), users={"vigil": "s3cret", "other": "x"}
+    )
+    broker.start()
+    try:
+        yield broker
+    finally:
+        broker.stop()
+
+
+def secure_settings(broker: Mosquitto, **overrides: object) -> MqttSettings:
+    assert broker.tls is not None
+    values = {"tls": True, "tls_ca_file": broker.tls.ca, "username": "vigil", "password": "s3cret"}
+    return settings_for(broker, **(values | overrides))
+
+
+async def test_over_tls_with_a_password_vigil_receives_events_and_publishes(
+    secure_mosquitto: Mosquitto, connect: Connect
+):
+    source = await connect(secure_settings(secure_mosquitto))
+    reader = MosquittoSub(secure_mosquitto, "vigil/acme/c-tls/suggestions", f"reader-{uuid.uuid4().hex[:8]}")
+    await reader.subscribe()
+
+    assert await mosquitto_pub(secure_mosquitto, "vigil/acme/c-tls/events", b"over TLS") == 0
+    [delivery] = await take(source, 1)
+    assert delivery.record.value == b"over TLS"
+    delivery.ack()
+    await MqttSink(source._connection).publish(suggestion("acme", "c-tls"))
+    [line] = await reader.read(1, fmt="%t")
+    assert line == "vigil/acme/c-tls/suggestions"
+
+
+@pytest.mark.parametrize(
+    ("overrides", "problem"),
+    [
+        ({"password": "wrong"}, "not authori[sz]ed|bad user name or password"),
+        ({"username": None, "password": None}, "not authori[sz]ed|bad user name or password"),
+    ],
+    ids=["wrong-password", "anonymous"],
+)
+async def test_a_wrong_password_or_none_is_refused_with_a_clear_error(
+    secure_mosquitto: Mosquitto, metrics: Metrics, overrides: dict[str, object], problem: str
+):
+    connection = MqttConnection(secure_settings(secure_mosquitto, **overrides), metrics=metrics)
+    with pytest.raises(TransportError, match=f"(?i)cannot connect to the MQTT broker at 127.0.0.1:.*({problem})"):
+        await connection.start()
+    assert not connection.connected
+
+
+async def test_a_broker_whose_certificate_the_configured_ca_did_not_sign_is_refused(
+    secure_mosquitto: Mosquitto, metrics: Metrics, tmp_path: Path
+):
+    stranger = make_certificates(tmp_path / "another-pki")
+    connection = MqttConnection(secure_settings(secure_mosquitto, tls_ca_file=stranger.ca), metrics=metrics)
+    with pytest.raises(TransportError, match=r"cannot connect.*CERTIFICATE_VERIFY_FAILED"):
+        await connection.start()
+    assert not connection.connected
+    gc.collect()  # a refused socket left open would warn now (ResourceWarning, an error in this suite), not later
+
+
+def test_a_ca_file_needs_tls_and_must_be_readable(tmp_path: Path, metrics: Metrics):
+    with pytest.raises(ValueError, match="VIGIL_MQTT__TLS is not"):
+        MqttSettings(host="127.0.0.1", tls_ca_file=tmp_path / "ca.pem")
+    settings = MqttSettings(host="127.0.0.1", tls=True, tls_ca_file=tmp_path / "missing.pem")
+    with pytest.raises(SettingsError, match="VIGIL_MQTT__TLS_CA_FILE"):
+        MqttConnection(settings, metrics=metrics)

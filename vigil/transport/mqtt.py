@@ -132,12 +132,25 @@ def _properties(packet_type: int) -> Properties:
     return Properties(packet_type)  # type: ignore[no-untyped-call]
 
 
+class _ClosingSSLSocket(ssl.SSLSocket):
+    """Closes itself when the handshake fails (a certificate refused): paho leaves that socket open."""
+
+    def do_handshake(self, block: bool = False) -> None:
+        try:
+            super().do_handshake(block)
+        except BaseException:
+            self.close()
+            raise
+
+
 def _tls_context(settings: MqttSettings) -> ssl.SSLContext:
     ca_file = settings.tls_ca_file
     try:
-        return ssl.create_default_context(cafile=ca_file)
+        context = ssl.create_default_context(cafile=ca_file)
     except (OSError, ssl.SSLError) as exc:
         raise SettingsError("VIGIL_MQTT__TLS_CA_FILE", f"cannot read CA certificates from {ca_file}: {exc}") from exc
+    context.sslsocket_class = _ClosingSSLSocket
+    return context
 
 
 class TopicPattern:
