@@ -395,7 +395,8 @@ class MqttConnection:
             if not self.inbox.accepts(message.qos):
                 self._dropped("inbox_full")  # before the ledger, which would wait for it forever
                 continue
-            self._dropping = self._dropping and message.qos > 0
+            if message.qos == 0:
+                self._dropping = False  # there is room again: the next flood is logged too
             number = session.ledger.add(message.mid, message.qos)
             self.inbox.put_nowait(MqttDelivery(self._record(message), message.qos, session.ledger, number, self))
 
