@@ -322,3 +322,14 @@ def test_timestamps_outside_1970_to_9999_are_refused(at: str):
     assert reason(encode(message(sent_at=at))) == "timestamp_out_of_range"
     case = {"type": "case", "schema_version": 1, "event_id": "e", "conversation_id": "c", "event": "opened", "at": at}
     assert reason(encode(case)) == "timestamp_out_of_range"
+
+
+def test_no_event_may_name_the_tenant_that_means_every_tenant():
+    with pytest.raises(Rejected) as refused:
+        parse(encode(message(tenant="*")), **LIMITS)
+    assert refused.value.reason == "invalid_field" and "tenant" in refused.value.detail
+    anonymous = parse(encode(message(tenant=...)), **LIMITS)
+    with pytest.raises(Rejected) as refused:
+        addressed(anonymous, tenant="*", conversation_id=None)
+    assert refused.value.reason == "invalid_field"
+    assert addressed(anonymous, tenant="a*", conversation_id=None).tenant == "a*"  # only the wildcard itself

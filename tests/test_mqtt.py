@@ -4,20 +4,25 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
+import json
 import re
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from prometheus_client import CollectorRegistry
 
 from tests.conftest import wait_for
-from tests.mosquitto import Mosquitto, MosquittoSub, mosquitto_pub
+from tests.mosquitto import Mosquitto, MosquittoSub, make_certificates, mosquitto_pub, mosquitto_pub_lines
 from vigil.broker import free_port
-from vigil.errors import Rejected, TransportError
-from vigil.events import Suggestion
+from vigil.errors import Rejected, SettingsError, TransportError
+from vigil.events import Suggestion, addressed, parse
+from vigil.metrics import Metrics
 from vigil.settings import MqttSettings
 from vigil.transport.mqtt import (
     MqttConnection,
@@ -30,6 +35,7 @@ from vigil.transport.mqtt import (
 )
 
 Connect = Callable[[MqttSettings], Awaitable[MqttSource]]
+LIMITS = {"max_event_bytes": 1024 * 1024, "max_text_bytes": 64 * 1024}
 
 
 def settings_for(broker: Mosquitto, **overrides: object) -> MqttSettings:
@@ -45,12 +51,17 @@ def settings_for(broker: Mosquitto, **overrides: object) -> MqttSettings:
 
 
 @pytest.fixture
-async def connect() -> AsyncIterator[Connect]:
+def metrics() -> Metrics:
+    return Metrics(CollectorRegistry())
+
+
+@pytest.fixture
+async def connect(metrics: Metrics) -> AsyncIterator[Connect]:
     """Starts vigil's side (a connection and its source); closes every one at the end of the test."""
     opened: list[MqttConnection] = []
 
     async def start(settings: MqttSettings) -> MqttSource:
-        connection = MqttConnection(settings)
+        connection = MqttConnection(settings, metrics=metrics)
         opened.append(connection)
         source = MqttSource(connection)
         await source.start()
@@ -312,7 +323,142 @@ async def test_publishing_while_the_broker_is_down_fails_as_a_transport_error(mo
 
 
 async def test_start_fails_as_a_transport_error_when_no_broker_listens():
-    connection = MqttConnection(MqttSettings(host="127.0.0.1", port=free_port()))
+    connection = MqttConnection(MqttSettings(host="127.0.0.1", port=free_port()), metrics=Metrics(CollectorRegistry()))
     with pytest.raises(TransportError, match="cannot connect"):
         await connection.start()
     assert not connection.connected
+
+
+# Bounds on what vigil holds: a QoS 0 flood is dropped beyond the bound and counted; QoS 1 never is.
+
+
+async def test_a_qos0_flood_while_vigil_is_busy_is_held_to_the_bound_and_qos1_all_arrives(
+    mosquitto: Mosquitto, connect: Connect, metrics: Metrics
+):
+    bound = 50
+    source = await connect(settings_for(mosquitto, max_queued_qos0=bound))
+    connection = source._connection
+    qos0 = [f"q0-{i}" for i in range(3000)]
+    qos1 = [f"q1-{i}" for i in range(100)]
+
+    def dropped() -> float:
+        return sum(
+            metrics.registry.get_sample_value("vigil_mqtt_dropped_total", {"reason": reason}) or 0
+            for reason in ("client_queue_full", "inbox_full")
+        )
+
+    # Nothing takes from the inbox meanwhile: vigil's handling is blocked.
+    codes = await asyncio.gather(
+        mosquitto_pub_lines(mosquitto, "vigil/acme/flood/events", qos0, qos=0),
+        mosquitto_pub_lines(mosquitto, "vigil/acme/steady/events", qos1, qos=1),
+    )
+    assert codes == [0, 0]
+    await wait_for(lambda: connection.inbox.qsize() + dropped() == len(qos0) + len(qos1))
+
+    assert connection.inbox.qsize() <= bound + len(qos1)
+    assert dropped() == len(qos0) + len(qos1) - connection.inbox.qsize()
+    received = values(await take(source, connection.inbox.qsize()))
+    assert sorted(v for v in received if v and v.startswith(b"q1-")) == sorted(q.encode() for q in qos1)
+    assert len([v for v in received if v and v.startswith(b"q0-")]) == bound
+
+
+# Ids taken from a topic are checked as strictly as the same fields in a payload.
+
+TOPIC_TENANTS = [
+    ("%00", "contains a NUL character"),
+    ("%ED%A0%80", "contains a lone surrogate"),  # U+D800 as encode_level writes it, and decode_level reads it
+    ("t" * 257, "at most 256 characters"),
+    ("*", "means every tenant"),
+]
+
+
+@pytest.mark.parametrize(("level", "problem"), TOPIC_TENANTS, ids=["nul", "lone-surrogate", "over-long", "star"])
+async def test_a_tenant_from_the_topic_that_no_payload_could_name_is_refused(
+    mosquitto: Mosquitto, connect: Connect, level: str, problem: str
+):
+    source = await connect(settings_for(mosquitto))
+    event = {"schema_version": 1, "type": "message", "message_id": "m-1", "conversation_id": "c-9"}
+    event |= {"sent_at": "2026-11-02T09:14:05Z", "role": "customer", "text": "hello"}  # no tenant: the topic's
+    payload = json.dumps(event).encode()
+    assert await mosquitto_pub(mosquitto, f"vigil/{level}/c-9/events", payload) == 0
+    [delivery] = await take(source, 1)
+    record = delivery.record
+    assert record.tenant == decode_level(level)
+
+    with pytest.raises(Rejected) as refused:
+        addressed(parse(record.value, **LIMITS), tenant=record.tenant, conversation_id=record.conversation_id)
+    assert refused.value.reason == "invalid_field"
+    assert refused.value.detail.startswith("the topic's tenant: ") and problem in refused.value.detail
+
+
+# TLS and credentials: a listener that takes only TLS clients trusting its CA, with a user name and password.
+
+
+@pytest.fixture
+def secure_mosquitto(tmp_path: Path) -> Iterator[Mosquitto]:
+    broker = Mosquitto(
+        tmp_path / "secure", tls=make_certificates(tmp_path / "pki"), users={"vigil": "s3cret", "other": "x"}
+    )
+    broker.start()
+    try:
+        yield broker
+    finally:
+        broker.stop()
+
+
+def secure_settings(broker: Mosquitto, **overrides: object) -> MqttSettings:
+    assert broker.tls is not None
+    values = {"tls": True, "tls_ca_file": broker.tls.ca, "username": "vigil", "password": "s3cret"}
+    return settings_for(broker, **(values | overrides))
+
+
+async def test_over_tls_with_a_password_vigil_receives_events_and_publishes(
+    secure_mosquitto: Mosquitto, connect: Connect
+):
+    source = await connect(secure_settings(secure_mosquitto))
+    reader = MosquittoSub(secure_mosquitto, "vigil/acme/c-tls/suggestions", f"reader-{uuid.uuid4().hex[:8]}")
+    await reader.subscribe()
+
+    assert await mosquitto_pub(secure_mosquitto, "vigil/acme/c-tls/events", b"over TLS") == 0
+    [delivery] = await take(source, 1)
+    assert delivery.record.value == b"over TLS"
+    delivery.ack()
+    await MqttSink(source._connection).publish(suggestion("acme", "c-tls"))
+    [line] = await reader.read(1, fmt="%t")
+    assert line == "vigil/acme/c-tls/suggestions"
+
+
+@pytest.mark.parametrize(
+    ("overrides", "problem"),
+    [
+        ({"password": "wrong"}, "not authori[sz]ed|bad user name or password"),
+        ({"username": None, "password": None}, "not authori[sz]ed|bad user name or password"),
+    ],
+    ids=["wrong-password", "anonymous"],
+)
+async def test_a_wrong_password_or_none_is_refused_with_a_clear_error(
+    secure_mosquitto: Mosquitto, metrics: Metrics, overrides: dict[str, object], problem: str
+):
+    connection = MqttConnection(secure_settings(secure_mosquitto, **overrides), metrics=metrics)
+    with pytest.raises(TransportError, match=f"(?i)cannot connect to the MQTT broker at 127.0.0.1:.*({problem})"):
+        await connection.start()
+    assert not connection.connected
+
+
+async def test_a_broker_whose_certificate_the_configured_ca_did_not_sign_is_refused(
+    secure_mosquitto: Mosquitto, metrics: Metrics, tmp_path: Path
+):
+    stranger = make_certificates(tmp_path / "another-pki")
+    connection = MqttConnection(secure_settings(secure_mosquitto, tls_ca_file=stranger.ca), metrics=metrics)
+    with pytest.raises(TransportError, match=r"cannot connect.*CERTIFICATE_VERIFY_FAILED"):
+        await connection.start()
+    assert not connection.connected
+    gc.collect()  # a refused socket left open would warn now (ResourceWarning, an error in this suite), not later
+
+
+def test_a_ca_file_needs_tls_and_must_be_readable(tmp_path: Path, metrics: Metrics):
+    with pytest.raises(ValueError, match="VIGIL_MQTT__TLS is not"):
+        MqttSettings(host="127.0.0.1", tls_ca_file=tmp_path / "ca.pem")
+    settings = MqttSettings(host="127.0.0.1", tls=True, tls_ca_file=tmp_path / "missing.pem")
+    with pytest.raises(SettingsError, match="VIGIL_MQTT__TLS_CA_FILE"):
+        MqttConnection(settings, metrics=metrics)

@@ -74,7 +74,7 @@ class Daemon:
         if settings.panel.fanout and self.store.engine.dialect.name == "postgresql":
             self.fanout = Fanout(settings.database_url, self.feed, backoff=self.backoff)
             self.feed.relay = self.fanout.send
-        self.transports = Transports.from_settings(settings)
+        self.transports = Transports.from_settings(settings, self.metrics)
         self.pipeline = Pipeline(
             store=self.store,
             skills=skills,

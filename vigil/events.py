@@ -21,6 +21,7 @@ from pydantic import (
     StringConstraints,
     TypeAdapter,
     ValidationError,
+    field_validator,
     model_validator,
 )
 
@@ -44,10 +45,25 @@ Verdict = Literal["accepted", "edited", "dismissed", "approved", "rejected"]
 SuggestionKind = Literal["answer", "next_step", "follow_up", "handover", "action", "escalation"]
 
 
+ALL_TENANTS = "*"
+"""Not a tenant: the panel's grant of every tenant, so no event may name it."""
+
+
+def _not_all_tenants(value: str | None) -> str | None:
+    if value == ALL_TENANTS:
+        raise ValueError(f"{ALL_TENANTS!r} means every tenant; it cannot be one")
+    return value
+
+
 class _Wire(BaseModel):
     model_config = ConfigDict(strict=True, frozen=True, extra="ignore")
 
     schema_version: Literal[1] = Field(description="Always 1 for this format.")
+
+    @field_validator("tenant", check_fields=False)
+    @classmethod
+    def _a_tenant(cls, value: str | None) -> str | None:
+        return _not_all_tenants(value)
 
 
 class Message(_Wire):
@@ -217,8 +233,13 @@ def addressed(
     leaves out is taken from the address; an event that contradicts its address is refused.
 
     Raises:
-        Rejected: ``address_mismatch``, naming the field.
+        Rejected: ``invalid_field`` for an id no event could hold (see ``check_id``); ``address_mismatch``, naming
+            the field.
     """
+    if tenant is not None:
+        check_id(tenant, field="the topic's tenant", tenant=True)
+    if conversation_id is not None:
+        check_id(conversation_id, field="the topic's conversation_id")
     if conversation_id is not None and conversation_id != event.conversation_id:
         raise Rejected(
             "address_mismatch",
@@ -231,6 +252,29 @@ def addressed(
     if event.tenant != tenant:
         raise Rejected("address_mismatch", f"tenant {event.tenant!r} but the topic names {tenant!r}")
     return event
+
+
+_ID = TypeAdapter[str](Id)
+
+
+def check_id(value: str, *, field: str, tenant: bool = False) -> None:
+    """Refuse an id an event could not hold, for ids read from elsewhere than the payload (an MQTT topic level):
+    the rules of ``parse`` (no NUL character or lone surrogate, 1 to 256 characters; a tenant is not ``*``).
+
+    Raises:
+        Rejected: ``invalid_field``, naming ``field``.
+    """
+    try:
+        _walk(value, 1)
+    except _Refused as refused:
+        raise Rejected(refused.reason, f"{field}: {refused.problem}") from None
+    try:
+        _ID.validate_python(value, strict=True)
+        if tenant:
+            _not_all_tenants(value)
+    except (ValidationError, ValueError) as exc:
+        problem = exc.errors(include_url=False)[0]["msg"] if isinstance(exc, ValidationError) else str(exc)
+        raise Rejected("invalid_field", f"{field}: {problem}") from exc
 
 
 def _load_json(text: str) -> object:

@@ -35,6 +35,13 @@ class Metrics:
             ["reason"],
             registry=registry,
         )
+        self.mqtt_dropped = Counter(
+            "vigil_mqtt_dropped",
+            "QoS 0 MQTT messages dropped because vigil already held its maximum of them, by where "
+            "(client_queue_full, inbox_full).",
+            ["reason"],
+            registry=registry,
+        )
         self.suggestions_published = Counter(
             "vigil_suggestions_published", "Suggestions published, by kind.", ["kind"], registry=registry
         )

@@ -94,6 +94,9 @@ class MqttSettings(BaseModel):
     username: str | None = None
     password: SecretStr | None = None
     tls: bool = Field(default=False, description="Connect with TLS (the system's CA certificates).")
+    tls_ca_file: Path | None = Field(
+        default=None, description="With tls: the CA certificates (PEM) to trust instead of the system's."
+    )
     client_id: str = Field(
         default="vigil", min_length=1, description="Stable id: the broker keeps this session across restarts."
     )
@@ -110,6 +113,12 @@ class MqttSettings(BaseModel):
     keepalive_s: int = Field(default=30, ge=5)
     reconnect_initial_s: float = Field(default=0.5, gt=0)
     reconnect_max_s: float = Field(default=10.0, gt=0)
+    max_queued_qos0: int = Field(
+        default=1000,
+        ge=1,
+        description="QoS 0 messages held while vigil is busy (in the client's queue and in the inbox, each); beyond "
+        "it new QoS 0 messages are dropped and counted. QoS 1 and 2 are never dropped: Receive Maximum bounds them.",
+    )
 
     @field_validator("events_topic", "suggestions_topic")
     @classmethod
@@ -126,6 +135,12 @@ class MqttSettings(BaseModel):
         if "+" in value or "#" in value:
             raise ValueError("must not contain MQTT wildcards: it is one topic")
         return value
+
+    @model_validator(mode="after")
+    def _ca_file_with_tls(self) -> MqttSettings:
+        if self.tls_ca_file is not None and not self.tls:
+            raise ValueError("VIGIL_MQTT__TLS_CA_FILE is set but VIGIL_MQTT__TLS is not: set it to true to use TLS")
+        return self
 
     @model_validator(mode="after")
     def _events_are_not_vigils_own(self) -> MqttSettings:

@@ -302,6 +302,12 @@ async def test_malformed_payloads_are_dead_lettered_unchanged_with_their_reason(
     ):
         expected[value] = "address_mismatch"
         await publish(mosquitto, "dlq-c1", value, tenant="acme")
+    # Tenants on the topic that no payload could name: NUL, a lone surrogate (as percent-encoded), too long, `*`.
+    bad_levels = ("%00", "%ED%A0%80", "t" * 257, "*")
+    for n, level in enumerate(bad_levels):
+        value = dumps(message(f"dlq-bad-tenant-{n}", f"dlq-bad-tenant-{n}", "hi"))
+        expected[value] = "invalid_field"
+        await publish(mosquitto, f"dlq-bad-tenant-{n}", value, tenant=level)
     await good(99, tenant="acme")
     # A new conversation whose events name no tenant belongs to the tenant of its topic.
     await publish(mosquitto, "dlq-c3", dumps(message("dlq-c3", "dlq-c3-m1", "hello")), tenant="acme")
@@ -317,7 +323,9 @@ async def test_malformed_payloads_are_dead_lettered_unchanged_with_their_reason(
     for topic, properties, payload in letters:
         assert topic == "vigil/dlq"
         assert payload in expected, f"not a payload as it was published: {payload[:80]!r}"
-        assert properties["source"] in (events_topic("dlq-c1", "acme"), events_topic("dlq-c1", "globex"))
+        sources = {events_topic("dlq-c1", "acme"), events_topic("dlq-c1", "globex")}
+        sources |= {events_topic(f"dlq-bad-tenant-{n}", level) for n, level in enumerate(bad_levels)}
+        assert properties["source"] in sources
         assert properties["detail"], f"no detail for {properties['reason']}"
         seen[payload] = properties["reason"]
     assert seen == expected  # each payload once, unchanged, with its reason

@@ -15,6 +15,10 @@ at ``qos`` and each waits for the broker's acknowledgement.
 A tenant or conversation id is one topic level, UTF-8 percent-encoded where MQTT would read it as structure or the
 broker would refuse it: ``%``, ``/``, ``+``, ``#``, ``$``, control characters, surrogates and non-characters (``a/b``
 is ``a%2Fb``). Incoming levels are percent-decoded, so publishers encode ids the same way.
+
+Receive Maximum bounds only what needs a PUBACK. QoS 0 messages come as fast as publishers send them, so vigil holds
+at most ``max_queued_qos0`` of them waiting (in the client's queue and in the inbox, each), and drops and counts
+(``vigil_mqtt_dropped_total``) any beyond that: QoS 0 promises nothing more. QoS 1 and 2 are never dropped.
 """
 
 from __future__ import annotations
@@ -26,8 +30,9 @@ import random
 import re
 import ssl
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 from urllib.parse import unquote
 
 import aiomqtt
@@ -39,6 +44,7 @@ from paho.mqtt.subscribeoptions import SubscribeOptions
 
 from vigil.errors import Rejected, SettingsError, TransportError
 from vigil.events import Suggestion
+from vigil.metrics import Metrics
 from vigil.settings import PLACEHOLDER, MqttSettings, topic_filter
 from vigil.transport import Record, dead_letter_headers
 
@@ -79,8 +85,72 @@ def property_text(text: str, max_bytes: int = 65535) -> str:
     return clean.encode()[:max_bytes].decode("utf-8", "ignore")
 
 
+_T = TypeVar("_T")
+
+
+class _Held(asyncio.Queue[_T]):
+    """Received messages waiting: any number at QoS 1 or 2 (the broker sends at most Receive Maximum of those), at
+    most ``max_qos0`` at QoS 0; a QoS 0 message beyond that is dropped (``put_nowait`` calls ``on_drop``)."""
+
+    def __init__(self, max_qos0: int, on_drop: Callable[[], None], qos_of: Callable[[_T], int]) -> None:
+        super().__init__()
+        self._max_qos0 = max_qos0
+        self._on_drop = on_drop
+        self._qos_of = qos_of
+        self.qos0 = 0
+        """QoS 0 messages held now."""
+
+    def accepts(self, qos: int) -> bool:
+        """Whether ``put_nowait`` would keep a message of this QoS."""
+        return qos > 0 or self.qos0 < self._max_qos0
+
+    def put_nowait(self, item: _T) -> None:
+        if self.accepts(self._qos_of(item)):
+            super().put_nowait(item)
+        else:
+            self._on_drop()
+
+    def _put(self, item: _T) -> None:
+        super()._put(item)
+        self.qos0 += self._qos_of(item) == 0
+
+    def _get(self) -> _T:
+        item = super()._get()
+        self.qos0 -= self._qos_of(item) == 0
+        return item
+
+
+def _message_qos(message: aiomqtt.Message) -> int:
+    return message.qos
+
+
+def _delivery_qos(delivery: MqttDelivery | None) -> int:
+    return 1 if delivery is None else delivery.qos  # the stop marker is never dropped
+
+
 def _properties(packet_type: int) -> Properties:
     return Properties(packet_type)  # type: ignore[no-untyped-call]
+
+
+class _ClosingSSLSocket(ssl.SSLSocket):
+    """Closes itself when the handshake fails (a certificate refused): paho leaves that socket open."""
+
+    def do_handshake(self, block: bool = False) -> None:
+        try:
+            super().do_handshake(block)
+        except BaseException:
+            self.close()
+            raise
+
+
+def _tls_context(settings: MqttSettings) -> ssl.SSLContext:
+    ca_file = settings.tls_ca_file
+    try:
+        context = ssl.create_default_context(cafile=ca_file)
+    except (OSError, ssl.SSLError) as exc:
+        raise SettingsError("VIGIL_MQTT__TLS_CA_FILE", f"cannot read CA certificates from {ca_file}: {exc}") from exc
+    context.sslsocket_class = _ClosingSSLSocket
+    return context
 
 
 class TopicPattern:
@@ -173,6 +243,7 @@ class MqttDelivery:
     """An MQTT message in flight; ``ack`` releases its PUBACK once every earlier message is acknowledged."""
 
     record: Record
+    qos: int
     _ledger: _Ledger
     _number: int
     _connection: MqttConnection
@@ -194,20 +265,26 @@ class MqttConnection:
 
     Args:
         settings: where the broker is, the topics and the session.
+        metrics: where dropped QoS 0 messages are counted.
         receive_maximum: messages the broker may have in flight to vigil (MQTT v5 Receive Maximum; Mosquitto
             honours it instead of its ``max_inflight_messages``); about ``ingest.max_in_flight``.
+
+    Raises:
+        SettingsError: no host, or the CA file cannot be read.
     """
 
-    def __init__(self, settings: MqttSettings, *, receive_maximum: int = 512) -> None:
+    def __init__(self, settings: MqttSettings, *, metrics: Metrics, receive_maximum: int = 512) -> None:
         if not settings.host:
             raise SettingsError("VIGIL_MQTT__HOST", "required to use MQTT")
         self.settings = settings
         self.events = TopicPattern(settings.events_topic)
         self.suggestions = TopicPattern(settings.suggestions_topic)
-        self.inbox: asyncio.Queue[MqttDelivery | None] = asyncio.Queue()
+        self._metrics = metrics
+        self._dropping = False
+        self.inbox = _Held(settings.max_queued_qos0, lambda: self._dropped("inbox_full"), _delivery_qos)
         """Received messages waiting for the source; None when intake stops."""
         self._receive_maximum = receive_maximum
-        self._tls = ssl.create_default_context() if settings.tls else None  # once, not on every reconnect
+        self._tls = _tls_context(settings) if settings.tls else None  # once, not on every reconnect
         self._where = f"{settings.host}:{settings.port}"
         self._session: _Session | None = None
         self._task: asyncio.Task[None] | None = None
@@ -258,6 +335,25 @@ class MqttConnection:
             await asyncio.sleep(delay * random.uniform(0.8, 1.2))
             delay = min(delay * 2, self.settings.reconnect_max_s)
 
+    def _dropped(self, reason: str) -> None:
+        self._metrics.mqtt_dropped.labels(reason).inc()
+        if not self._dropping:  # once a flood, not once a message
+            self._dropping = True
+            log.warning(
+                "dropping QoS 0 messages: %d already wait (VIGIL_MQTT__MAX_QUEUED_QOS0); see vigil_mqtt_dropped_total",
+                self.settings.max_queued_qos0,
+            )
+
+    def _client_queue(self) -> type[asyncio.Queue[aiomqtt.Message]]:
+        """The client's incoming queue, bounded like the inbox (aiomqtt's own bound would drop QoS 1 as well)."""
+        max_qos0, on_drop = self.settings.max_queued_qos0, lambda: self._dropped("client_queue_full")
+
+        class ClientQueue(_Held[aiomqtt.Message]):
+            def __init__(self, maxsize: int = 0) -> None:  # aiomqtt passes its own bound, 0: none
+                super().__init__(max_qos0, on_drop, _message_qos)
+
+        return ClientQueue
+
     def _new_client(self) -> aiomqtt.Client:
         settings = self.settings
         properties = _properties(PacketTypes.CONNECT)
@@ -274,6 +370,7 @@ class MqttConnection:
             keepalive=settings.keepalive_s,
             properties=properties,
             tls_context=self._tls,
+            queue_type=self._client_queue(),
         )
         # aiomqtt 2.5 has no manual acknowledgements; its paho client has (PUBACK only on ``ack(mid, qos)``).
         client._client.manual_ack_set(True)
@@ -295,8 +392,13 @@ class MqttConnection:
 
     async def _pump(self, session: _Session) -> None:
         async for message in session.client.messages:
+            if not self.inbox.accepts(message.qos):
+                self._dropped("inbox_full")  # before the ledger, which would wait for it forever
+                continue
+            if message.qos == 0:
+                self._dropping = False  # there is room again: the next flood is logged too
             number = session.ledger.add(message.mid, message.qos)
-            self.inbox.put_nowait(MqttDelivery(self._record(message), session.ledger, number, self))
+            self.inbox.put_nowait(MqttDelivery(self._record(message), message.qos, session.ledger, number, self))
 
     def _record(self, message: aiomqtt.Message) -> Record:
         topic = message.topic.value

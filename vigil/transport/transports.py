@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from functools import partial
 
 from vigil.backoff import Backoff
+from vigil.metrics import Metrics
 from vigil.settings import Settings
 from vigil.transport import Outbox, Sink, Source
 from vigil.transport.kafka import KafkaOutbox, KafkaPublisher, KafkaSink, KafkaSource, ensure_topics
@@ -31,13 +32,13 @@ class Transports:
     _close: list[Step] = field(default_factory=list)
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> Transports:
+    def from_settings(cls, settings: Settings, metrics: Metrics) -> Transports:
         """Kafka if ``VIGIL_KAFKA__BOOTSTRAP_SERVERS`` is set, MQTT if ``VIGIL_MQTT__HOST`` is; nothing contacted."""
         built = cls()
         if settings.kafka.bootstrap_servers:
             built._add_kafka(settings)
         if settings.mqtt.host:
-            built._add_mqtt(settings)
+            built._add_mqtt(settings, metrics)
         return built
 
     def _add_kafka(self, settings: Settings) -> None:
@@ -59,9 +60,11 @@ class Transports:
         ]
         self._close += [source.close, publisher.close]
 
-    def _add_mqtt(self, settings: Settings) -> None:
+    def _add_mqtt(self, settings: Settings, metrics: Metrics) -> None:
         # The broker sends at most this many messages not yet acknowledged: the same bound as Kafka's intake.
-        connection = MqttConnection(settings.mqtt, receive_maximum=min(settings.ingest.max_in_flight, 65535))
+        connection = MqttConnection(
+            settings.mqtt, metrics=metrics, receive_maximum=min(settings.ingest.max_in_flight, 65535)
+        )
         source = MqttSource(connection)
         self.sources.append(source)
         self.sinks.append(MqttSink(connection))
