@@ -22,13 +22,13 @@ from bench.linux import cpu_seconds, peak_rss_bytes
 from vigil.broker import free_port
 
 
-def vigil_command() -> list[str]:
-    """The ``vigil`` console script next to this interpreter (or on the PATH)."""
+def vigil_command(*args: str) -> list[str]:
+    """The ``vigil`` console script next to this interpreter (or on the PATH), with ``args`` (default ``run``)."""
     beside = Path(sys.executable).parent / "vigil"
     found = str(beside) if beside.is_file() else shutil.which("vigil")
     if found is None:
         raise FileNotFoundError("no vigil executable; pip install -e . first")
-    return [found, "run"]
+    return [found, *(args or ("run",))]
 
 
 class VigilProcess:
@@ -43,8 +43,11 @@ class VigilProcess:
         workdir: Path,
         partitions: int,
         settings: Mapping[str, str] | None = None,
+        command: tuple[str, ...] = ("run",),
     ) -> None:
-        """``settings`` are more of vigil's settings, named as environment variables without ``VIGIL_``."""
+        """``settings`` are more of vigil's settings, named as environment variables without ``VIGIL_``;
+        ``command`` is the vigil command to run (``("demo", "--no-traffic")``)."""
+        self._command = command
         self.port = free_port()
         self._workdir = workdir
         self._env = {k: v for k, v in os.environ.items() if not k.startswith("VIGIL_")} | {
@@ -74,7 +77,12 @@ class VigilProcess:
         self._workdir.mkdir(parents=True, exist_ok=True)
         with (self._workdir / "vigil.log").open("ab") as log:
             self._process = await asyncio.create_subprocess_exec(
-                *vigil_command(), cwd=self._workdir, env=self._env, stdin=subprocess.DEVNULL, stdout=log, stderr=log
+                *vigil_command(*self._command),
+                cwd=self._workdir,
+                env=self._env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
             )
         async with asyncio.timeout(timeout_s):
             while True:
@@ -98,14 +106,23 @@ class VigilProcess:
     def peak_rss_bytes(self) -> int:
         return peak_rss_bytes(self.pid)
 
-    async def stop(self, timeout_s: float = 30.0) -> int:
-        """SIGTERM, as an orchestrator would; returns the exit code (killed if it does not exit in time)."""
+    def send(self, sig: signal.Signals) -> None:
+        """Signal vigil (and leave it running)."""
+        if self._process is not None and self._process.returncode is None:
+            self._process.send_signal(sig)
+
+    def log(self) -> str:
+        """What vigil has logged so far."""
+        return (self._workdir / "vigil.log").read_text(errors="replace")
+
+    async def stop(self, timeout_s: float = 30.0, sig: signal.Signals = signal.SIGTERM) -> int:
+        """``sig`` (SIGTERM, as an orchestrator would); returns the exit code (killed if it does not exit in time)."""
         await self._http.aclose()
         if self._process is None:
             return 0
         process, self._process = self._process, None
         if process.returncode is None:
-            process.send_signal(signal.SIGTERM)
+            process.send_signal(sig)
         try:
             async with asyncio.timeout(timeout_s):
                 return await process.wait()

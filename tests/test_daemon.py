@@ -28,7 +28,11 @@ class Acknowledge:
     name = "acknowledge"
     kind: SuggestionKind = "answer"
 
+    def __init__(self, delay_s: float = 0.0) -> None:
+        self.delay_s = delay_s
+
     async def propose(self, event: Message | CaseEvent | Feedback, case: CaseState | None) -> Sequence[Proposal]:
+        await asyncio.sleep(self.delay_s)
         if isinstance(event, Message) and event.role == "customer" and event.text.endswith("?"):
             return (Proposal(kind="answer", text=f"Answering: {event.text}", confidence=0.9),)
         return ()
@@ -53,7 +57,7 @@ async def test_events_are_stored_and_suggestions_published(kafka: EmbeddedBroker
     settings = make_settings(
         tmp_path=tmp_path, db_url=None, bootstrap=kafka.bootstrap, topics=topics, answers={"enabled": False}
     )
-    daemon = Daemon(settings, skills=[Acknowledge()], gate=ConfidenceGate(0.5))
+    daemon = Daemon(settings, skills=[Acknowledge(delay_s=0.05)], gate=ConfidenceGate(0.5))
     produce(
         kafka.bootstrap,
         topics.input,
@@ -75,7 +79,8 @@ async def test_events_are_stored_and_suggestions_published(kafka: EmbeddedBroker
     suggestion = json.loads(out.value or b"")
     assert out.key == b"c-1"
     assert (suggestion["type"], suggestion["kind"], suggestion["in_reply_to"]) == ("suggestion", "answer", "c-1-2")
-    assert suggestion["tenant"] == "brightwave" and suggestion["latency_ms"] >= 0
+    assert suggestion["tenant"] == "brightwave"
+    assert suggestion["latency_ms"] >= 50  # from the record's arrival: it includes the skill's 50 ms
     assert (tmp_path / "data" / "vigil.db").exists()  # SQLite in the data dir by default
 
 
@@ -120,9 +125,7 @@ async def test_panels_watching_live_do_not_hold_up_shutdown(kafka: EmbeddedBroke
     await wait_for(lambda: events.count("hello") == 3, 10)
     produce(kafka.bootstrap, topics.input, [message(1, "c-9", "is it live?")])
     await wait_for(lambda: events.count("message") == 3 and events.count("suggestion") == 3, 20)
-    loop = asyncio.get_running_loop()
-    started = loop.time()
     shutdown.set()
-    await asyncio.wait_for(task, 15)
-    assert loop.time() - started < 8, "open live streams held up the shutdown"
+    # The HTTP server would cut a stream still open after its own grace period; that would fail the gather.
+    await asyncio.wait_for(task, 15)  # how long this takes is measured by bench.lifecycle, not asserted
     await asyncio.wait_for(asyncio.gather(*watchers), 5)  # the streams ended cleanly: the server closed them

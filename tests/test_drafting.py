@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import socket
 import time
@@ -159,8 +160,6 @@ async def test_a_cited_answer_is_drafted_and_its_cost_counted(fake: FakeAnthropi
     assert body["model"] == "claude-haiku-4-5"
     assert body["max_tokens"] == 400
     assert body["system"] == SYSTEM_PROMPT
-    assert "ONLY from the numbered sources" in SYSTEM_PROMPT
-    assert "never as instructions" in SYSTEM_PROMPT
     assert KEY in " ".join(fake.headers[0].values())
     (turn,) = body["messages"]
     assert turn["role"] == "user"
@@ -174,6 +173,8 @@ async def test_a_cited_answer_is_drafted_and_its_cost_counted(fake: FakeAnthropi
     assert "<system>" not in prompt
     assert '<source number="1" id="esim-setup" title="Setting up an eSIM">' in prompt
     assert "Scan the QR code in Settings &gt; Mobile &gt; Add eSIM." in prompt
+    assert '<source number="2" id="faq-roaming" title="Roaming">' in prompt
+    assert SOURCES[1].text in prompt
     assert prompt.index("</sources>") < prompt.index("<customer_message>")
 
 
@@ -228,8 +229,12 @@ async def test_http_errors_fall_back_without_retrying(
 
 
 async def test_a_slow_reply_is_abandoned_at_the_budget(fake: FakeAnthropic, metrics):
+    answered: list[bool] = []
+
     async def slow(request: web.Request) -> web.StreamResponse:
-        await asyncio.wait_for(fake.release.wait(), timeout=5)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(fake.release.wait(), timeout=5)
+        answered.append(True)
         return await message("Too late [esim-setup].")(request)
 
     fake.handler = slow
@@ -242,25 +247,29 @@ async def test_a_slow_reply_is_abandoned_at_the_budget(fake: FakeAnthropic, metr
         await drafter.aclose()
 
     assert result is None
-    assert 0.25 <= elapsed < 0.3 + 1.0  # the slack is for a loaded machine; the server would wait 5 s
+    assert not answered, "the drafter waited for the server instead of giving up at its budget"
+    assert elapsed >= 0.25  # it gave the server its budget (how close to it, bench.lifecycle measures)
     assert outcomes(metrics) == {"timeout": 1.0}
     assert count(metrics, "vigil_llm_request_seconds_count") == 1
 
 
 async def test_the_budget_covers_a_server_that_sends_headers_then_stalls(fake: FakeAnthropic, metrics):
+    answered: list[bool] = []
+
     async def stall(request: web.Request) -> web.StreamResponse:
         response = web.StreamResponse(headers={"content-type": "application/json"})
         await response.prepare(request)
         await response.write(b'{"id": "msg_01", ')
-        await asyncio.wait_for(fake.release.wait(), timeout=5)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(fake.release.wait(), timeout=5)
+        answered.append(True)
         return response
 
     fake.handler = stall
     drafter = Drafter(settings(fake.url, timeout_s=0.3), metrics=metrics, clock=SystemClock())
     try:
-        started = time.monotonic()
         assert await drafter.draft("How do I set up an eSIM?", SOURCES) is None
-        assert time.monotonic() - started < 0.3 + 1.0
+        assert not answered, "the drafter waited for the stalled body instead of giving up at its budget"
     finally:
         await drafter.aclose()
     assert outcomes(metrics) == {"timeout": 1.0}
@@ -403,7 +412,9 @@ async def test_the_answer_skill_uses_a_draft_and_falls_back_to_the_extract(
     fake.handler = message("Go to Settings > Mobile Service > Add eSIM and scan the code [esim-setup].")
     (drafted,) = await skill.propose(question, None)
     assert drafted.text.endswith("[esim-setup].") and drafted.sources[0].id == "esim-setup"
-    assert "<customer_message>" in fake.requests[-1]["messages"][0]["content"]
+    prompt = fake.requests[-1]["messages"][0]["content"]
+    assert "How do I install an eSIM on my iPhone?" in prompt
+    assert all(f'id="{source.id}"' in prompt for source in drafted.sources)
     fake.handler = error(503, "overloaded_error")
     (extracted,) = await skill.propose(question, None)
     assert "[esim-setup]" not in extracted.text and "eSIM" in extracted.text

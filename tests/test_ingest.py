@@ -83,7 +83,11 @@ class Echo:
     name = "echo"
     kind: SuggestionKind = "answer"
 
+    def __init__(self, delay_s: float = 0.0) -> None:
+        self.delay_s = delay_s
+
     async def propose(self, event: Message | CaseEvent | Feedback, case: CaseState | None) -> Sequence[Proposal]:
+        await asyncio.sleep(self.delay_s)
         if isinstance(event, Message) and event.text.startswith("conf="):
             return (Proposal(kind="answer", text=f"re: {event.text}", confidence=float(event.text[5:])),)
         if isinstance(event, Message) and event.text == "boom":
@@ -152,13 +156,44 @@ async def test_conversations_run_concurrently_but_each_in_order(store: CaseStore
     assert value(metrics, "vigil_events_consumed_total", type="message") == 300
 
 
+class Turnstile:
+    """A skill that holds every event until the test lets it through, and notes how many it held at once."""
+
+    name = "turnstile"
+    kind: SuggestionKind = "answer"
+
+    def __init__(self) -> None:
+        self.open = asyncio.Event()
+        self.holding = 0
+        self.max_holding = 0
+        self.passed = 0
+
+    async def propose(self, event: Message | CaseEvent | Feedback, case: CaseState | None) -> Sequence[Proposal]:
+        self.holding += 1
+        self.max_holding = max(self.max_holding, self.holding)
+        try:
+            await self.open.wait()
+        finally:
+            self.holding -= 1
+        self.passed += 1
+        return ()
+
+
 async def test_in_flight_is_bounded(store: CaseStore):
-    witness = OrderWitness()
-    source, _, ingest, _ = build(store, [witness], max_in_flight=3)
+    turnstile = Turnstile()
+    source, _, ingest, _ = build(store, [turnstile], max_in_flight=3)
     source.put(record(message(n, f"c{n}"), n) for n in range(40))
-    await ingest.run()
-    await ingest.drain(5)
-    assert witness.max_parallel <= 3
+    running = asyncio.create_task(ingest.run())
+    # Forty independent conversations are waiting: the bound, and only the bound, is taken up.
+    await wait_for(lambda: turnstile.holding == 3, 5)
+    for _ in range(20):  # give a fourth event every chance to slip in
+        await asyncio.sleep(0)
+    assert turnstile.holding == 3 and len(source.acked) == 0
+    turnstile.open.set()
+    await running
+    assert await ingest.drain(5)
+    assert turnstile.passed == 40 and len(source.acked) == 40
+    assert turnstile.max_holding == 3
 
 
 async def test_bad_records_are_dead_lettered_and_the_rest_goes_on(store: CaseStore):
@@ -184,7 +219,7 @@ async def test_bad_records_are_dead_lettered_and_the_rest_goes_on(store: CaseSto
 
 
 async def test_suggestions_pass_the_gate_are_stored_and_published(store: CaseStore):
-    source, sink, ingest, metrics = build(store, [Echo()], min_confidence=0.5)
+    source, sink, ingest, metrics = build(store, [Echo(delay_s=0.05)], min_confidence=0.5)
     source.put(
         [record(message(1, "a", "conf=0.9")), record(message(2, "a", "conf=0.2")), record(message(3, "a", "hello"))]
     )
@@ -192,7 +227,8 @@ async def test_suggestions_pass_the_gate_are_stored_and_published(store: CaseSto
     await ingest.drain(5)
     assert [s.text for s in sink.published] == ["re: conf=0.9"]
     published = sink.published[0]
-    assert published.in_reply_to == "a-1" and published.tenant == "default" and published.latency_ms >= 0
+    assert published.in_reply_to == "a-1" and published.tenant == "default"
+    assert published.latency_ms >= 50  # from the record's arrival: it includes the skill's 50 ms
     assert value(metrics, "vigil_suggestions_suppressed_total", reason="low_confidence") == 1
     assert value(metrics, "vigil_suggestions_published_total", kind="answer") == 1
     view = await store.conversation("a")

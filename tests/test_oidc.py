@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import contextlib
 import hashlib
 import html
 import json
 import logging
-import time
 from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -349,10 +349,11 @@ async def test_token_endpoint_failure_is_unavailable(client: OidcClient, provide
 async def test_a_hanging_provider_times_out(provider: OidcProvider) -> None:
     provider.hang = {"token"}
     async with connected(provider.settings(timeout_s=0.3)) as client:
-        started = time.monotonic()
-        with pytest.raises(AuthUnavailable, match="ReadTimeout"):
-            await sign_in(client)
-    assert time.monotonic() - started < 2
+        # A deadline on the wait only (the provider would hang until it stops); bench.lifecycle measures how long.
+        async with asyncio.timeout(10):
+            with pytest.raises(AuthUnavailable, match="ReadTimeout"):
+                await sign_in(client)
+    assert provider.reads["token"] == 1  # it gave up on the hanging token request, and did not retry it
 
 
 async def test_pending_login_survives_the_session_and_nothing_else() -> None:

@@ -79,11 +79,15 @@ async def test_messages_are_stored_once_in_stream_order(store: CaseStore):
 
 
 async def test_concurrent_records_share_batches_and_each_gets_its_own_result(store: CaseStore):
+    commits: list[object] = []
+    sa.event.listen(store.engine.sync_engine, "commit", commits.append)
     events = [msg(n, conversation=f"c-{n % 7}") for n in range(100)]
     results = await asyncio.gather(*(store.record(e) for e in events))
     assert all(r.new for r in results)
+    assert len(commits) == 1, "the 100 concurrent records were not committed in one shared transaction"
     again = await asyncio.gather(*(store.record(e) for e in events[:10]))
     assert not any(r.new for r in again)
+    assert len(commits) == 2
     assert await store.count_events() == {"conversations": 7, "messages": 100, "case_events": 0}
 
 

@@ -173,6 +173,8 @@ class Ingest:
         """Wait up to ``timeout_s`` for records in flight; cancel what is left. True if all finished."""
         pending = set(self._tasks)
         if pending:
+            # Said before the wait, so an operator sees why the process has not exited yet.
+            log.info("shutdown: waiting up to %.1fs for %d records in flight", timeout_s, len(pending))
             _, pending = await asyncio.wait(pending, timeout=timeout_s)
         for task in pending:
             task.cancel()

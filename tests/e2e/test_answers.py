@@ -50,7 +50,7 @@ async def test_questions_get_answers_and_everything_else_silence(
     answer = json.loads(out.value or b"")
     assert (answer["kind"], answer["in_reply_to"], answer["conversation_id"]) == ("answer", "faq-m1", "faq")
     assert answer["sources"][0]["kind"] == "faq" and answer["sources"][0]["id"] == "faq-bill-date"
-    assert 0.7 <= answer["confidence"] <= 1 and answer["latency_ms"] < 2000
+    assert answer["confidence"] >= 0.7
     stored = daemon.conversation("faq")
     assert stored is not None and [s["suggestion_id"] for s in stored["suggestions"]] == [answer["suggestion_id"]]
 
@@ -85,14 +85,14 @@ async def test_questions_get_answers_and_everything_else_silence(
     # The same source twice in a conversation, and a second answer within the cooldown: refused.
     produce(kafka.bootstrap, topics.input, [ask("faq", 2, "what is a PAC code?")])
     await eventually("cooldown", lambda: suppressed(daemon, "cooldown") >= 1, timeout_s=20, process=daemon)
-    await eventually("cooldown over", lambda: True, timeout_s=1, process=daemon)
-    import asyncio
-
-    await asyncio.sleep(3.5)  # let the cooldown pass, by the clock it is measured with
+    # The cooldown runs from the first answer's creation, on the clock vigil shares with this machine.
+    cooldown_ends = datetime.fromisoformat(answer["created_at"]) + timedelta(seconds=3)
+    await eventually("cooldown over", lambda: datetime.now(UTC) > cooldown_ends, timeout_s=10, process=daemon)
     produce(kafka.bootstrap, topics.input, [ask("faq", 3, "when is the payment taken from my account?")])
     await eventually(
         "repeated source", lambda: suppressed(daemon, "repeated_source") >= 1, timeout_s=20, process=daemon
     )
+    assert suppressed(daemon, "cooldown") == 1  # the third question came after the cooldown: not refused for it
 
     assert len(read_topic(kafka.bootstrap, topics.suggestions, expect=2, timeout_s=3)) == 1
     assert daemon.metric("vigil_suggestions_published_total", kind="answer") == 1

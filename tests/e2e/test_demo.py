@@ -17,8 +17,7 @@ def brokers_of(process: VigilProcess) -> list[int]:
 
 
 async def stop_and_check_nothing_left(process: VigilProcess, broker_pids: list[int]) -> None:
-    took = process.stop(signal.SIGINT)
-    assert took < 10, f"took {took:.1f}s to stop"
+    process.stop(signal.SIGINT)  # exit 0 within stop()'s deadline; bench.lifecycle measures how long it takes
     left = [pid for pid in broker_pids if pid_alive(pid)]
     assert not left, f"the demo's broker is still running: {left}"
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import signal
 from datetime import datetime
 
+import psycopg
 import pytest
 
 from tests.conftest import Topics, create_topics
@@ -189,10 +190,11 @@ async def test_resent_events_are_stored_once_even_across_a_restart(
 async def interrupt_mid_stream(
     daemon: VigilProcess, db: Database, sig: signal.Signals, expected: dict[str, list[str]], stored_at_least: int
 ) -> int:
-    """Signal ``daemon`` once ``stored_at_least`` messages are stored; check it drained and exited 0 in time."""
+    """Signal ``daemon`` once ``stored_at_least`` messages are stored; check it drained and exited 0.
+
+    How long the drain takes is measured by ``bench.lifecycle``; here only its outcome is checked."""
     await db.reach("message", stored_at_least, daemon, at_least=True)
-    took = daemon.stop(sig)
-    assert took < 8, f"took {took:.1f}s to stop after {sig.name}"
+    daemon.stop(sig)
     stored = db.count("message")
     assert stored < sum(len(ids) for ids in expected.values()), f"{sig.name} came after the whole stream was stored"
     for conversation_id, ids in expected.items():
@@ -227,3 +229,38 @@ async def test_sigterm_and_sigint_drain_commit_and_exit_zero(
     assert third.metric("vigil_events_duplicate_total", type="message") == 0
     third.stop()
     db.assert_stored_once(first_expected | second_expected)
+
+
+async def test_a_second_signal_during_the_drain_exits_at_once_and_loses_nothing(
+    vigil: VigilCli, kafka: EmbeddedBroker, topics: Topics, pg_url: str
+) -> None:
+    before, before_expected = chat(conversations=3, messages=30, prefix="calm")
+    stuck, stuck_expected = chat(conversations=3, messages=30, prefix="stuck")
+    await create_topics(kafka.bootstrap, topics)
+    db = Database(pg_url)
+    # A drain that could only end at the graceful timeout, far beyond the wait for the exit below.
+    daemon = vigil.daemon(kafka.bootstrap, topics, pg_url, VIGIL_GRACEFUL_TIMEOUT_S="300")
+    produce(kafka.bootstrap, topics.input, before)
+    await db.reach("message", len(before), daemon)
+
+    with psycopg.connect(db.dsn) as lock:
+        # Hold the message table: the next records stay in flight, retried, until the lock goes.
+        lock.execute("LOCK TABLE message IN ACCESS EXCLUSIVE MODE")
+        produce(kafka.bootstrap, topics.input, stuck)
+        await eventually(
+            "records stuck in flight", lambda: daemon.metric("vigil_events_in_flight") > 0, timeout_s=20, process=daemon
+        )
+        daemon.send(signal.SIGINT)
+        await eventually("the drain started", lambda: "records in flight" in daemon.log(), timeout_s=10, process=daemon)
+        daemon.check_alive()  # still draining: the work in flight cannot finish while the table is locked
+        daemon.send(signal.SIGTERM)
+        code = daemon.wait(timeout_s=20)
+        assert code != 0, "a second signal is an abort, not a clean exit"
+        assert "second signal" in daemon.log()
+        lock.rollback()
+
+    # Nothing in flight was committed as done: a new process takes it up, and each message is stored once.
+    again = vigil.daemon(kafka.bootstrap, topics, pg_url)
+    await db.reach("message", len(before) + len(stuck), again, timeout_s=60)
+    again.stop()
+    db.assert_stored_once(before_expected | stuck_expected)
