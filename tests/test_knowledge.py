@@ -16,6 +16,7 @@ from pathlib import Path
 import httpx
 import numpy as np
 import pytest
+import sqlalchemy as sa
 
 from tests.conftest import help_centre, open_knowledge, wait_for
 from tests.test_panel import USERS, bearer
@@ -26,7 +27,7 @@ from vigil.clock import ManualClock, SystemClock
 from vigil.documents import Entry, KnowledgeFileError, Passage
 from vigil.events import Message
 from vigil.health import Health
-from vigil.knowledge import KnowledgeStore
+from vigil.knowledge import ENTRY, KnowledgeStore
 from vigil.lexical import LexicalIndex
 from vigil.metrics import Metrics
 from vigil.panel.overview import overview
@@ -475,3 +476,29 @@ async def test_the_refresh_loop_picks_up_files_changed_added_and_removed(store: 
     finally:
         loop.cancel()
         await asyncio.gather(loop, return_exceptions=True)
+
+
+async def test_knowledge_stored_before_tenants_is_global_and_repaired_at_start(
+    store: CaseStore, knowledge: KnowledgeStore, tmp_path: Path, embedder
+):  # type: ignore[no-untyped-def]
+    await knowledge.upsert([faq("faq-pay", "How do I pay?", ["pay my bill"])])
+    # As the previous version left it: no recorded question vectors, and vectors without a tenant.
+    async with store.engine.begin() as conn:
+        await conn.execute(sa.update(ENTRY).values(question_vectors=None))
+    client = connect(path=tmp_path / "chroma", url=None)
+    for name, ids, metadata in (
+        ("vigil-passages", ["faq-pay#1"], {"entry_id": "faq-pay", "kind": "faq"}),
+        ("vigil-questions", ["faq-pay?0", "faq-pay?1"], {"entry_id": "faq-pay"}),
+    ):
+        collection = client.get_collection(name)
+        collection.delete(ids=ids)
+        collection.add(
+            ids=ids, embeddings=embedder.embed(["How do I pay?"] * len(ids)), metadatas=[metadata] * len(ids)
+        )
+
+    reopened = await open_knowledge(store, tmp_path / "chroma", embedder)  # what a start after the upgrade does
+    match = await reopened.match_faq("pay my bill", tenant="acme")
+    assert match is not None and match.entry_id == "faq-pay" and match.similarity > 0.99
+    assert [h.entry_id for h in await reopened.search("How do I pay?", 1, tenant="acme")] == ["faq-pay"]
+    await reopened.upsert([faq("faq-pay", "How do I pay?", [])])  # the unrecorded vectors are still found
+    assert set(questions_in_chroma(tmp_path / "chroma")) == {"faq-pay?0"}
