@@ -124,11 +124,11 @@ def _where(tenant: str | None, kinds: Sequence[EntryKind] | None = None) -> dict
     return {"$and": [scope, {"kind": {"$in": list(kinds)}}]} if kinds else scope
 
 
-def _question_ids(row: Any) -> list[str]:
+def _stored_question_ids(row: Any) -> list[str]:
     """The question vectors stored for an entry row: as recorded, or as numbered before they were recorded."""
     if row.question_vectors is not None:
         return list(row.question_vectors)
-    return [f"{row.id}?{n}" for n in range(len(row.questions))]
+    return [_question_id(row.id, n) for n in range(len(row.questions))]
 
 
 class KnowledgeStore:
@@ -335,7 +335,7 @@ class KnowledgeStore:
                 await conn.execute(sa.select(ENTRY.c.id, ENTRY.c.questions, ENTRY.c.question_vectors, ENTRY.c.tenant))
             ).all()
         passages = {row.id: (row.entry_id, _tenant_tag(row.tenant)) for row in passage_rows}
-        questions = {q: (row.id, _tenant_tag(row.tenant)) for row in entry_rows for q in _question_ids(row)}
+        questions = {q: (row.id, _tenant_tag(row.tenant)) for row in entry_rows for q in _stored_question_ids(row)}
         missing: set[str] = set()
         for collection, wanted in ((self._passages, passages), (self._questions, questions)):
             present = await asyncio.to_thread(collection.metadatas)
@@ -485,7 +485,7 @@ async def _vector_ids(conn: AsyncConnection, entry_ids: Sequence[str]) -> tuple[
     heads = await conn.execute(
         sa.select(ENTRY.c.id, ENTRY.c.questions, ENTRY.c.question_vectors).where(ENTRY.c.id.in_(list(entry_ids)))
     )
-    return [row.id for row in passages], [q for row in heads for q in _question_ids(row)]
+    return [row.id for row in passages], [q for row in heads for q in _stored_question_ids(row)]
 
 
 def _question_id(entry_id: str, number: int) -> str:
