@@ -343,7 +343,8 @@ async def test_the_knowledge_page_of_another_tenants_entry_is_not_found(
         ]
         assert [await status("root", e) for e in ("acme-refunds", "globex-refunds")] == [200, 200]
         page = await client.get("/panel/knowledge/acme-refunds", headers=bearer("ana"))
-        assert "5 working days" in page.text
+        assert "5 working days" in page.text and 'For tenant <span class="mono">acme</span> only' in page.text
+        assert "For every tenant" in (await client.get("/panel/knowledge/router-lights", headers=bearer("ana"))).text
         refused = await client.get("/panel/knowledge/globex-refunds", headers=bearer("ana"))
         assert "cheque" not in refused.text
 
