@@ -11,12 +11,15 @@ import time
 from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+from importlib import resources
 from pathlib import Path
 
 import httpx
 import numpy as np
 import pytest
 import sqlalchemy as sa
+from alembic import command
+from alembic.config import Config
 
 from tests.conftest import help_centre, open_knowledge, wait_for
 from tests.test_panel import USERS, bearer
@@ -503,3 +506,40 @@ async def test_knowledge_stored_before_tenants_is_global_and_repaired_at_start(
     assert [h.entry_id for h in await reopened.search("How do I pay?", 1, tenant="acme")] == ["faq-pay"]
     await reopened.upsert([faq("faq-pay", "How do I pay?", [])])  # the unrecorded vectors are still found
     assert set(questions_in_chroma(tmp_path / "chroma")) == {"faq-pay?0"}
+
+
+def _downgrade_to_0004(connection: sa.Connection) -> None:
+    config = Config()
+    config.set_main_option("script_location", str(resources.files("vigil") / "migrations"))
+    config.attributes["connection"] = connection
+    command.downgrade(config, "0004")
+
+
+async def test_migration_0006_keeps_existing_entries_global(store: CaseStore, tmp_path: Path, embedder):  # type: ignore[no-untyped-def]
+    async with store.engine.begin() as conn:
+        await conn.run_sync(_downgrade_to_0004)
+        columns = await conn.run_sync(lambda c: {col["name"] for col in sa.inspect(c).get_columns("knowledge_entry")})
+        assert "tenant" not in columns
+        now = datetime.now(UTC)
+        await conn.execute(
+            sa.text(
+                "INSERT INTO knowledge_entry (id, kind, title, body, origin, tags, url, product, questions, digest,"
+                " status, confidence, provenance, created_at, updated_at) VALUES ('faq-old', 'faq', 'How do I pay?',"
+                " 'By card.', 'old.yaml', '[]', NULL, NULL, '[\"How do I pay?\", \"pay my bill\"]', 'd', 'active', 1.0,"
+                " NULL, :now, :now)"
+            ),
+            {"now": now},
+        )
+        await conn.execute(
+            sa.text(
+                "INSERT INTO knowledge_passage (id, entry_id, position, heading, text)"
+                " VALUES ('faq-old#1', 'faq-old', 0, NULL, 'How do I pay?\nBy card.')"
+            )
+        )
+    await store.migrate()
+    knowledge = await open_knowledge(store, tmp_path / "chroma", embedder)  # no vectors yet: repair embeds them
+    assert (await knowledge.export())[0]["tenant"] is None
+    for tenant in (None, "acme", "globex"):
+        match = await knowledge.match_faq("pay my bill", tenant=tenant)
+        assert match is not None and match.entry_id == "faq-old"
+    assert await knowledge.stats(["acme"]) == {"faq": 1, "passages": 1}
