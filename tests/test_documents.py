@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -124,3 +125,39 @@ def test_the_bundled_help_centre_loads():
     kinds = [e.kind for e in entries]
     assert kinds.count("article") >= 30 and kinds.count("faq") >= 40
     assert len({e.id for e in entries}) == len(entries)
+
+
+# --- An entry's tenant (issue 8, item 14): absent is every tenant ---
+
+
+def test_a_tenant_is_set_in_front_matter_faq_files_csv_and_documents(tmp_path: Path):
+    (article,) = read(write(tmp_path, "a.md", ARTICLE.replace("product: mobile", "product: mobile\ntenant: acme")))
+    assert article.tenant == "acme"
+    assert read(write(tmp_path, "b.md", ARTICLE))[0].tenant is None
+    faqs = read(
+        write(
+            tmp_path,
+            "faqs.yaml",
+            "tenant: acme\nfaqs:\n  - id: faq-1\n    question: q1\n    answer: a1\n"
+            "  - id: faq-2\n    question: q2\n    answer: a2\n    tenant: globex\n",
+        )
+    )
+    assert [(f.id, f.tenant) for f in faqs] == [("faq-1", "acme"), ("faq-2", "globex")]
+    rows = read(write(tmp_path, "faqs.csv", "id,question,answer,tenant\nfaq-3,q3,a3,globex\nfaq-4,q4,a4,\n"))
+    assert [(r.id, r.tenant) for r in rows] == [("faq-3", "globex"), ("faq-4", None)]
+    docs = [{"id": "d1", "title": "t", "content": "c", "tenant": "acme"}, {"id": "d2", "title": "t", "content": "c"}]
+    assert [d.tenant for d in read(write(tmp_path, "docs.json", json.dumps(docs)))] == ["acme", None]
+
+
+def test_moving_an_entry_to_a_tenant_changes_its_digest(tmp_path: Path):
+    (article,) = read(write(tmp_path, "a.md", ARTICLE))
+    assert replace(article, tenant="acme").digest != article.digest
+    assert replace(article, tenant="acme").digest != replace(article, tenant="globex").digest
+
+
+@pytest.mark.parametrize("tenant", ['"*"', "[acme, globex]", '"bad\\u0000id"', '"' + "x" * 257 + '"'])
+def test_a_bad_tenant_is_refused_with_the_file_and_line(tmp_path: Path, tenant: str):
+    path = write(tmp_path, "faqs.yaml", f"faqs:\n  - id: ok\n    question: q\n    answer: a\n    tenant: {tenant}\n")
+    with pytest.raises(KnowledgeFileError, match="not a tenant id") as caught:
+        read(path)
+    assert caught.value.line == 2

@@ -2,16 +2,41 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import asyncio
+import logging
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from importlib import resources
 from pathlib import Path
 
+import httpx
+import numpy as np
 import pytest
+import sqlalchemy as sa
+from alembic import command
+from alembic.config import Config
 
-from tests.conftest import help_centre, open_knowledge
-from vigil.documents import Entry, KnowledgeFileError
-from vigil.knowledge import KnowledgeStore
+from tests.conftest import help_centre, open_knowledge, wait_for
+from tests.test_panel import USERS, bearer
+from vigil.answers import AnswerSkill
+from vigil.api import create_app
+from vigil.cases import CaseState
+from vigil.clock import ManualClock, SystemClock
+from vigil.documents import Entry, KnowledgeFileError, Passage
+from vigil.events import Message
+from vigil.health import Health
+from vigil.knowledge import ENTRY, KnowledgeStore
+from vigil.lexical import LexicalIndex
+from vigil.metrics import Metrics
+from vigil.panel.overview import overview
+from vigil.settings import AnswerSettings, PanelSettings, Settings
 from vigil.store import CaseStore
+from vigil.vectors import VectorCollection, connect
 
 ROOT = Path(__file__).parent.parent
 
@@ -112,3 +137,409 @@ async def test_import_files_loads_all_or_nothing(knowledge: KnowledgeStore, tmp_
     report = await knowledge.import_files([good], prune=True)
     assert (report.added, report.removed, report.unchanged) == (1, 1, 1)
     assert {e["id"] for e in await knowledge.export()} == {"a", "faq-b"}
+
+
+# --- Question vectors: exactly the ones stored for an entry, deleted on update and repaired (issue 8, item 13) ---
+
+
+def questions_in_chroma(path: Path) -> dict[str, str]:
+    """Every question vector in the Chroma store at ``path``: its id and the entry it belongs to, read from Chroma
+    itself rather than through the knowledge store."""
+    found = connect(path=path, url=None).get_collection("vigil-questions").get(include=["metadatas"])
+    return {item: str(meta["entry_id"]) for item, meta in zip(found["ids"], found["metadatas"], strict=True)}
+
+
+def faq(entry_id: str, question: str, alternates: Sequence[str]) -> Entry:
+    return Entry(
+        id=entry_id,
+        kind="faq",
+        title=question,
+        body=f"The answer to {question}",
+        origin="test",
+        questions=(question, *alternates),
+        passages=(Passage(id=f"{entry_id}#1", heading=None, text=question),),
+    )
+
+
+async def test_an_faq_updated_to_fewer_alternates_leaves_no_stale_question_vectors(
+    knowledge: KnowledgeStore, tmp_path: Path
+):
+    many = [f"how do I pay bill number {n}" for n in range(70)]  # more than the 64 the old code deleted
+    await knowledge.upsert([faq("faq-pay", "How do I pay?", many), faq("faq-other", "Where is my parcel?", [])])
+    assert len([q for q, e in questions_in_chroma(tmp_path / "chroma").items() if e == "faq-pay"]) == 71
+
+    await knowledge.upsert(
+        [faq("faq-pay", "How do I pay?", ["pay my bill", "paying"]), faq("faq-other", "Where is my parcel?", [])]
+    )
+    stored = questions_in_chroma(tmp_path / "chroma")
+    assert sorted(q for q, e in stored.items() if e == "faq-pay") == ["faq-pay?0", "faq-pay?1", "faq-pay?2"]
+    assert [q for q, e in stored.items() if e == "faq-other"] == ["faq-other?0"]
+    match = await knowledge.match_faq("how do I pay bill number 69")
+    assert match is not None and match.entry_id == "faq-pay"  # still found by what it still holds
+
+    assert await knowledge.remove(["faq-pay"]) == 1
+    assert set(questions_in_chroma(tmp_path / "chroma")) == {"faq-other?0"}
+
+
+async def test_repair_restores_missing_question_vectors_and_removes_strays(
+    store: CaseStore, knowledge: KnowledgeStore, tmp_path: Path, embedder
+):  # type: ignore[no-untyped-def]
+    await knowledge.upsert([faq("faq-pay", "How do I pay?", ["pay my bill", "settle my account"])])
+    expected = questions_in_chroma(tmp_path / "chroma")
+    assert set(expected) == {"faq-pay?0", "faq-pay?1", "faq-pay?2"}
+    # By hand, behind the store's back: two vectors lost, and one left over from an entry SQL no longer holds.
+    collection = VectorCollection(connect(path=tmp_path / "chroma", url=None), "vigil-questions")
+    collection.delete(["faq-pay?1", "faq-pay?2"])
+    collection.upsert(["faq-gone?0"], embedder.embed(["an old question"]), [{"entry_id": "faq-gone", "tenant": ""}])
+
+    await open_knowledge(store, tmp_path / "chroma", embedder)  # a restart: open() repairs
+    assert questions_in_chroma(tmp_path / "chroma") == expected
+    match = await knowledge.match_faq("settle my account")
+    assert match is not None and match.entry_id == "faq-pay" and match.similarity > 0.99
+
+
+# --- Tenants: an entry of one tenant is searched, shown and counted for that tenant only (issue 8, item 14) ---
+
+TENANT_FILES = {
+    "router.md": "---\nid: router-lights\ntitle: The router's lights\n---\n\nSolid white means online. "
+    "A refund for a faulty router is made to your card.\n",
+    "acme-refunds.md": "---\nid: acme-refunds\ntitle: Acme refunds\ntenant: acme\n---\n\n"
+    "A refund takes 5 working days to reach the card you paid with.\n",
+    "globex-refunds.md": "---\nid: globex-refunds\ntitle: Globex refunds\ntenant: globex\n---\n\n"
+    "A refund takes 10 working days and is sent by cheque.\n",
+    "globex.yaml": "tenant: globex\nfaqs:\n  - id: faq-globex-refund\n    question: How long does a refund take?\n"
+    "    answer: Ten working days, by cheque.\n",
+    "acme.csv": "id,question,answer,alternates,tenant\n"
+    "faq-acme-refund,When will I get my refund?,Within 5 working days.,how long for a refund,acme\n",
+    "global.yaml": "faqs:\n  - id: faq-password\n    question: How do I reset my password?\n"
+    "    answer: Use the link on the sign-in page.\n",
+}
+
+
+@pytest.fixture
+async def tenanted(knowledge: KnowledgeStore, tmp_path: Path) -> KnowledgeStore:
+    folder = tmp_path / "kb"
+    folder.mkdir()
+    for name, text in TENANT_FILES.items():
+        (folder / name).write_text(text)
+    assert (await knowledge.import_files([folder])).added == 6
+    return knowledge
+
+
+def owner(entry_id: str) -> str | None:
+    return entry_id.split("-")[1] if entry_id.split("-")[1] in ("acme", "globex") else None
+
+
+async def test_retrieval_for_a_tenant_sees_global_entries_and_its_own_never_another_tenants(
+    tenanted: KnowledgeStore,
+):
+    question = "How long does a refund take?"
+    for tenant, other in (("acme", "globex"), ("globex", "acme")):
+        hits = await tenanted.search(question, 10, tenant=tenant)
+        assert {owner(h.entry_id) for h in hits} == {None, tenant}, hits
+        assert f"{tenant}-refunds" in [h.entry_id for h in hits]
+        assert all(other not in h.entry_id for h in hits)
+    # Globex's FAQ is the question word for word, and wins for Globex; Acme never sees it.
+    globex = await tenanted.match_faq(question, tenant="globex")
+    assert globex is not None and globex.entry_id == "faq-globex-refund" and globex.similarity > 0.99
+    acme = await tenanted.match_faq(question, tenant="acme")
+    assert acme is not None and acme.entry_id == "faq-acme-refund"
+    # Without a tenant, only the global entries.
+    assert {owner(h.entry_id) for h in await tenanted.search(question, 10)} == {None}
+    nobody = await tenanted.match_faq(question)
+    assert nobody is not None and nobody.entry_id == "faq-password"
+
+
+async def test_the_answer_skill_answers_a_conversation_from_its_tenants_knowledge(tenanted: KnowledgeStore):
+    skill = AnswerSkill(tenanted, AnswerSettings())
+    for tenant, other in (("acme", "globex"), ("globex", "acme")):
+        message = Message.model_validate(
+            {
+                "type": "message",
+                "schema_version": 1,
+                "message_id": "m1",
+                "conversation_id": "c1",
+                "tenant": tenant,
+                "sent_at": datetime.now(UTC),
+                "role": "customer",
+                "text": "How long does a refund take?",
+            }
+        )
+        case = CaseState("c1", tenant, "open", None, None, message.sent_at, message.sent_at, None, 1)
+        proposals = await skill.propose(message, case)
+        assert proposals and all(other not in s.id for p in proposals for s in p.sources)
+        assert any(tenant in s.id for p in proposals for s in p.sources)
+
+
+async def test_another_tenants_entries_never_crowd_a_tenants_candidates_out(knowledge: KnowledgeStore):
+    # 60 Globex passages nearer to the question than the one global article: more than the candidates each
+    # ranking takes. Acme's search still finds the global article on both rankings (filtered before the top k).
+    crowd = [
+        Entry(
+            id=f"globex-{n}",
+            kind="document",
+            title="Refunds",
+            body="b",
+            origin="t",
+            tenant="globex",
+            passages=(Passage(f"globex-{n}#1", None, f"How long does a refund take? It takes {n} days."),),
+        )
+        for n in range(60)
+    ]
+    article = Entry(
+        id="refund-times",
+        kind="article",
+        title="Money back",
+        body="b",
+        origin="t",
+        passages=(Passage("refund-times#1", None, "Money back: a refund reaches your bank soon."),),
+    )
+    await knowledge.upsert([*crowd, article])
+    (hit,) = await knowledge.search("How long does a refund take?", 1, tenant="acme")
+    assert hit.entry_id == "refund-times" and hit.dense > 0 and hit.lexical > 0
+    assert (await knowledge.search("How long does a refund take?", 1, tenant="globex"))[0].entry_id != "refund-times"
+
+
+def test_the_lexical_mask_keeps_out_what_a_tenant_may_not_see():
+    index = LexicalIndex(["b#1", "g#1"], ["a refund takes ten days", "refund"])
+    assert [h.passage_id for h in index.search("refund takes ten days", 1)] == ["b#1"]
+    assert [h.passage_id for h in index.search("refund takes ten days", 1, only=np.array([0.0, 1.0]))] == ["g#1"]
+
+
+async def test_counts_are_per_tenant_where_asked(tenanted: KnowledgeStore, store: CaseStore):
+    assert await tenanted.stats() == {"article": 3, "faq": 3, "passages": 6}
+    assert await tenanted.stats(["acme"]) == {"article": 2, "faq": 2, "passages": 4}
+    assert await tenanted.stats(["acme", "globex"]) == await tenanted.stats()
+    now = datetime.now(UTC)
+    lead = await overview(
+        store, tenants=["globex"], since=now - timedelta(hours=1), until=now + timedelta(minutes=1), bucket_s=3600
+    )
+    assert lead.totals.knowledge == {"article": 2, "faq": 2}
+    admin = await overview(
+        store, tenants=None, since=now - timedelta(hours=1), until=now + timedelta(minutes=1), bucket_s=3600
+    )
+    assert admin.totals.knowledge == {"article": 3, "faq": 3}
+
+
+async def test_the_knowledge_page_of_another_tenants_entry_is_not_found(
+    tenanted: KnowledgeStore, store: CaseStore, registry
+):  # type: ignore[no-untyped-def]
+    metrics = Metrics(registry)
+    app = create_app(
+        store=store,
+        health=Health({}, clock=SystemClock(), metrics=metrics, interval_s=1),
+        metrics=metrics,
+        knowledge=tenanted,
+        panel=PanelSettings(auth="tokens", users=USERS),
+    )
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://vigil.test") as client:
+
+        async def status(who: str, entry_id: str) -> int:
+            return (await client.get(f"/panel/knowledge/{entry_id}", headers=bearer(who))).status_code
+
+        # ana sees acme, lee sees globex, root sees every tenant.
+        assert [await status("ana", e) for e in ("router-lights", "acme-refunds", "globex-refunds")] == [200, 200, 404]
+        assert [await status("lee", e) for e in ("router-lights", "acme-refunds", "faq-globex-refund")] == [
+            200,
+            404,
+            200,
+        ]
+        assert [await status("root", e) for e in ("acme-refunds", "globex-refunds")] == [200, 200]
+        page = await client.get("/panel/knowledge/acme-refunds", headers=bearer("ana"))
+        assert "5 working days" in page.text and 'For tenant <span class="mono">acme</span> only' in page.text
+        assert "For every tenant" in (await client.get("/panel/knowledge/router-lights", headers=bearer("ana"))).text
+        refused = await client.get("/panel/knowledge/globex-refunds", headers=bearer("ana"))
+        assert "cheque" not in refused.text
+
+
+# --- Chroma in server mode (VIGIL_KNOWLEDGE__CHROMA_URL), against a real `chroma run` ---
+
+CHROMA = Path("/work/main/.venv/bin/chroma")
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.fixture
+def chroma_server(tmp_path: Path) -> Iterator[str]:
+    """A Chroma server on a free port, with its data under the test's folder; its URL."""
+    executable = CHROMA if CHROMA.exists() else Path(sys.executable).parent / "chroma"
+    port = free_port()
+    log = (tmp_path / "chroma-server.log").open("w")
+    server = subprocess.Popen(
+        [str(executable), "run", "--path", str(tmp_path / "chroma-server"), "--host", "127.0.0.1", "--port", str(port)],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert server.poll() is None, f"chroma run exited: {(tmp_path / 'chroma-server.log').read_text()}"
+            try:
+                if httpx.get(f"{url}/api/v2/heartbeat", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline, "the Chroma server did not answer its heartbeat within 60 s"
+            time.sleep(0.1)
+        yield url
+    finally:
+        server.terminate()
+        server.wait(timeout=20)
+        log.close()
+
+
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+async def test_the_knowledge_store_imports_and_searches_through_a_chroma_server(
+    store: CaseStore,
+    tmp_path: Path,
+    embedder,
+    chroma_server: str,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+):  # type: ignore[no-untyped-def]
+    folder = tmp_path / "kb"
+    folder.mkdir()
+    for name, text in TENANT_FILES.items():
+        (folder / name).write_text(text)
+    monkeypatch.setenv("VIGIL_KNOWLEDGE__CHROMA_URL", chroma_server)
+    settings = Settings(_env_file=None, data_dir=tmp_path / "data")  # type: ignore[call-arg]
+    assert settings.knowledge.chroma_url == chroma_server
+
+    def replica() -> KnowledgeStore:  # as open_knowledge_store builds it, with the session's loaded model
+        return KnowledgeStore(
+            engine=store.engine,
+            embedder=embedder,
+            clock=SystemClock(),
+            chroma_path=settings.data_dir / "chroma",
+            chroma_url=settings.knowledge.chroma_url,
+        )
+
+    first = replica()
+    await first.open()
+    assert (await first.import_files([folder])).added == 6
+    hits = await first.search("How long does a refund take?", 10, tenant="acme")
+    assert "acme-refunds" in [h.entry_id for h in hits] and all("globex" not in h.entry_id for h in hits)
+    assert hits[0].dense > 0  # found by the vectors held by the server
+    match = await first.match_faq("How long does a refund take?", tenant="globex")
+    assert match is not None and match.entry_id == "faq-globex-refund"
+    assert not (settings.data_dir / "chroma").exists()  # nothing was written to an embedded Chroma
+
+    # A second replica on the same server and database finds every vector there: nothing to re-embed.
+    caplog.set_level(logging.WARNING, logger="vigil.knowledge")
+    second = replica()
+    await second.open()
+    assert not [r for r in caplog.records if "re-embedding" in r.getMessage()]
+    (hit,) = await second.search("How long does a refund take?", 1, tenant="globex", kinds=["article"])
+    assert hit.entry_id == "globex-refunds" and hit.dense > 0
+
+
+# --- The refresh loop: what `vigil kb import` changes on the shared database reaches a running daemon ---
+
+
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+async def test_the_refresh_loop_picks_up_files_changed_added_and_removed(store: CaseStore, tmp_path: Path, embedder):  # type: ignore[no-untyped-def]
+    folder = tmp_path / "kb"
+    folder.mkdir()
+    (folder / "router.md").write_text("---\nid: router\ntitle: Router\n---\n\nThe router light is white.\n")
+    (folder / "faqs.yaml").write_text(
+        "faqs:\n  - id: faq-bill\n    question: When is my bill taken?\n    answer: On the 1st.\n"
+    )
+    clock = ManualClock(datetime.now(UTC))
+    daemon = KnowledgeStore(engine=store.engine, embedder=embedder, clock=clock, chroma_path=tmp_path / "chroma")
+    await daemon.open()
+    assert (await daemon.import_files([folder])).added == 2
+    # `vigil kb import --prune` in another process: the same database and vector store, its own indexes.
+    importer = await open_knowledge(store, tmp_path / "chroma", embedder)
+    loop = asyncio.create_task(daemon.refresh_forever(10.0))
+    try:
+
+        async def found(query: str) -> set[str]:
+            return {h.entry_id for h in await daemon.search(query, 5)}
+
+        (folder / "router.md").write_text("---\nid: router\ntitle: Router\n---\n\nThe router light is turquoise.\n")
+        (folder / "wifi.md").write_text("---\nid: wifi\ntitle: Wi-Fi\n---\n\nThe Wi-Fi password is on the sticker.\n")
+        (folder / "faqs.yaml").write_text("faqs: []\n")
+        report = await importer.import_files([folder], prune=True)
+        assert (report.added, report.updated, report.removed) == (1, 1, 1)
+        assert "wifi" not in await found("wifi password sticker")  # not until the loop's next tick
+        clock.advance(10.0)
+
+        async def rebuilt() -> bool:
+            return "wifi" in await found("wifi password sticker")
+
+        await wait_for(rebuilt, timeout_s=30)
+        (hit,) = await daemon.search("turquoise light", 1)
+        assert hit.entry_id == "router" and "turquoise" in hit.passage and hit.lexical > 0
+        assert await daemon.match_faq("When is my bill taken?") is None
+        assert loop.done() is False  # it keeps running for the next change
+    finally:
+        loop.cancel()
+        await asyncio.gather(loop, return_exceptions=True)
+
+
+async def test_knowledge_stored_before_tenants_is_global_and_repaired_at_start(
+    store: CaseStore, knowledge: KnowledgeStore, tmp_path: Path, embedder
+):  # type: ignore[no-untyped-def]
+    await knowledge.upsert([faq("faq-pay", "How do I pay?", ["pay my bill"])])
+    # As the previous version left it: no recorded question vectors, and vectors without a tenant.
+    async with store.engine.begin() as conn:
+        await conn.execute(sa.update(ENTRY).values(question_vectors=None))
+    client = connect(path=tmp_path / "chroma", url=None)
+    for name, ids, metadata in (
+        ("vigil-passages", ["faq-pay#1"], {"entry_id": "faq-pay", "kind": "faq"}),
+        ("vigil-questions", ["faq-pay?0", "faq-pay?1"], {"entry_id": "faq-pay"}),
+    ):
+        collection = client.get_collection(name)
+        collection.delete(ids=ids)
+        collection.add(
+            ids=ids, embeddings=embedder.embed(["How do I pay?"] * len(ids)), metadatas=[metadata] * len(ids)
+        )
+
+    reopened = await open_knowledge(store, tmp_path / "chroma", embedder)  # what a start after the upgrade does
+    match = await reopened.match_faq("pay my bill", tenant="acme")
+    assert match is not None and match.entry_id == "faq-pay" and match.similarity > 0.99
+    assert [h.entry_id for h in await reopened.search("How do I pay?", 1, tenant="acme")] == ["faq-pay"]
+    await reopened.upsert([faq("faq-pay", "How do I pay?", [])])  # the unrecorded vectors are still found
+    assert set(questions_in_chroma(tmp_path / "chroma")) == {"faq-pay?0"}
+
+
+def _downgrade_to_0004(connection: sa.Connection) -> None:
+    config = Config()
+    config.set_main_option("script_location", str(resources.files("vigil") / "migrations"))
+    config.attributes["connection"] = connection
+    command.downgrade(config, "0004")
+
+
+async def test_migration_0006_keeps_existing_entries_global(store: CaseStore, tmp_path: Path, embedder):  # type: ignore[no-untyped-def]
+    async with store.engine.begin() as conn:
+        await conn.run_sync(_downgrade_to_0004)
+        columns = await conn.run_sync(lambda c: {col["name"] for col in sa.inspect(c).get_columns("knowledge_entry")})
+        assert "tenant" not in columns
+        now = datetime.now(UTC)
+        await conn.execute(
+            sa.text(
+                "INSERT INTO knowledge_entry (id, kind, title, body, origin, tags, url, product, questions, digest,"
+                " status, confidence, provenance, created_at, updated_at) VALUES ('faq-old', 'faq', 'How do I pay?',"
+                " 'By card.', 'old.yaml', '[]', NULL, NULL, '[\"How do I pay?\", \"pay my bill\"]', 'd', 'active', 1.0,"
+                " NULL, :now, :now)"
+            ),
+            {"now": now},
+        )
+        await conn.execute(
+            sa.text(
+                "INSERT INTO knowledge_passage (id, entry_id, position, heading, text)"
+                " VALUES ('faq-old#1', 'faq-old', 0, NULL, 'How do I pay?\nBy card.')"
+            )
+        )
+    await store.migrate()
+    knowledge = await open_knowledge(store, tmp_path / "chroma", embedder)  # no vectors yet: repair embeds them
+    assert (await knowledge.export())[0]["tenant"] is None
+    for tenant in (None, "acme", "globex"):
+        match = await knowledge.match_faq("pay my bill", tenant=tenant)
+        assert match is not None and match.entry_id == "faq-old"
+    assert await knowledge.stats(["acme"]) == {"faq": 1, "passages": 1}

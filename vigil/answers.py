@@ -71,8 +71,10 @@ class AnswerSkill:
         if not isinstance(event, Message):
             return ()
         question = event.text
+        # The conversation's tenant sees the global knowledge and its own, never another tenant's.
+        tenant = case.tenant if case is not None else event.tenant
         vector = await self._knowledge.embed(question)
-        faq = await self._knowledge.match_faq(question, vector=vector)
+        faq = await self._knowledge.match_faq(question, vector=vector, tenant=tenant)
         if faq is not None:
             confidence = self._faq_model.probability(faq_features(faq))
             if confidence >= self._settings.faq_confidence:
@@ -86,7 +88,7 @@ class AnswerSkill:
                         why=f"matches the FAQ “{faq.question}” ({faq.similarity:.2f})",
                     ),
                 )
-        hits = await self._knowledge.search(question, SOURCES, vector=vector)
+        hits = await self._knowledge.search(question, SOURCES, vector=vector, tenant=tenant)
         if not hits:
             return ()
         confidence = self._retrieval_model.probability(retrieval_features(hits))

@@ -91,8 +91,11 @@ def _kb_commands(kb: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     search.add_argument("text")
     search.add_argument("--k", type=int, default=5)
     search.add_argument("--json", action="store_true", help="print JSON")
+    search.add_argument("--tenant", help="search as this tenant's conversations do (default: global entries only)")
     search.set_defaults(command=_kb_search)
-    kb.add_parser("stats", help="entries per kind").set_defaults(command=_kb_stats)
+    stats = kb.add_parser("stats", help="entries per kind")
+    stats.add_argument("--tenant", action="append", help="count what this tenant sees (repeat; default: every entry)")
+    stats.set_defaults(command=_kb_stats)
     kb.add_parser("export", help="every entry as JSON lines").set_defaults(command=_kb_export)
 
 
@@ -111,7 +114,7 @@ async def _kb_search(args: argparse.Namespace, settings: Settings) -> int:
     async with standalone(settings) as knowledge:
         queries = sys.stdin if args.text == "-" else [args.text]
         for query in queries:
-            hits = await knowledge.search(query.strip(), args.k)
+            hits = await knowledge.search(query.strip(), args.k, tenant=args.tenant)
             ranked = [{"id": h.entry_id, "kind": h.kind, "title": h.title, "score": round(h.score, 6)} for h in hits]
             if args.json or args.text == "-":
                 print(json.dumps(ranked), flush=True)
@@ -125,7 +128,7 @@ async def _kb_stats(args: argparse.Namespace, settings: Settings) -> int:
     from vigil.knowledge import standalone
 
     async with standalone(settings, searchable=False) as knowledge:
-        stats = await knowledge.stats()
+        stats = await knowledge.stats(args.tenant)
     for kind, count in sorted(stats.items()):
         print(f"{kind}: {count}")
     return 0

@@ -204,17 +204,9 @@ class Daemon:
                 report.updated,
                 report.unchanged,
             )
-        self._refresher = asyncio.create_task(self._refresh_knowledge(), name="vigil-knowledge-refresh")
-
-    async def _refresh_knowledge(self) -> None:
-        """Pick up knowledge that another process (``vigil kb import``, the miner) changed."""
-        while True:
-            await self.clock.sleep(self.settings.knowledge.refresh_interval_s)
-            try:
-                if await self.knowledge.refresh_if_changed():
-                    log.info("knowledge changed; indexes rebuilt")
-            except Exception:
-                log.warning("could not refresh the knowledge; will retry", exc_info=True)
+        self._refresher = asyncio.create_task(
+            self.knowledge.refresh_forever(self.settings.knowledge.refresh_interval_s), name="vigil-knowledge-refresh"
+        )
 
     async def _stop_work(self, working: asyncio.Task[None]) -> None:
         self.transports.stop_intake()

@@ -24,6 +24,7 @@ EntryKind = Literal["article", "faq", "document", "case"]
 SUFFIXES = (".md", ".markdown", ".yaml", ".yml", ".csv", ".json", ".jsonl")
 _HEADING = re.compile(r"^(#{1,3})\s+(.+?)\s*#*\s*$", re.MULTILINE)
 _ID = re.compile(r"^[^\s#]{1,200}$")  # "#" separates an entry's id from its passage number
+_TENANT = re.compile(r"^[^\x00-\x1f\x7f*]{1,256}$")  # as a wire-format tenant id; "*" means all to the panel
 PASSAGE_MAX_CHARS = 1500
 
 
@@ -62,12 +63,16 @@ class Entry:
     questions: tuple[str, ...] = ()
     """For an FAQ: its question and the alternates customers use."""
     passages: tuple[Passage, ...] = field(default=())
+    tenant: str | None = None
+    """The one tenant whose conversations may see it; None (the default) for every tenant."""
 
     @property
     def digest(self) -> str:
         """A hash of the content, so a re-import only re-embeds what changed."""
-        payload = json.dumps([self.kind, self.title, self.body, self.tags, self.url, self.product, self.questions])
-        return hashlib.sha256(payload.encode()).hexdigest()[:32]
+        content: list[object] = [self.kind, self.title, self.body, self.tags, self.url, self.product, self.questions]
+        if self.tenant is not None:  # only then: a global entry keeps the digest it had before tenants existed
+            content.append(self.tenant)
+        return hashlib.sha256(json.dumps(content).encode()).hexdigest()[:32]
 
 
 def discover(paths: Iterable[Path]) -> list[Path]:
@@ -133,6 +138,7 @@ def _article(path: Path, text: str) -> Entry:
         url=_optional(meta.get("url")),
         product=_optional(meta.get("product")),
         passages=tuple(split_sections(entry_id, title, body)),
+        tenant=_tenant(path, meta.get("tenant"), 1),
     )
 
 
@@ -177,7 +183,8 @@ def _faq_yaml(path: Path, text: str) -> list[Entry]:
     if not isinstance(doc, dict) or not isinstance(doc.get("faqs"), list):
         raise KnowledgeFileError(path, "an FAQ file holds `faqs:` with a list of {id, question, answer}")
     lines = _yaml_item_lines(text)
-    return [_faq(path, item, lines[i] if i < len(lines) else None) for i, item in enumerate(doc["faqs"])]
+    tenant = _tenant(path, doc.get("tenant"), None)  # the file's tenant; an FAQ may name its own
+    return [_faq(path, item, lines[i] if i < len(lines) else None, tenant) for i, item in enumerate(doc["faqs"])]
 
 
 def _yaml_item_lines(text: str) -> list[int]:
@@ -200,7 +207,7 @@ def _faq_csv(path: Path, text: str) -> list[Entry]:
     return entries
 
 
-def _faq(path: Path, item: object, line: int | None) -> Entry:
+def _faq(path: Path, item: object, line: int | None, tenant: str | None = None) -> Entry:
     if not isinstance(item, dict):
         raise KnowledgeFileError(path, "each FAQ is a mapping with id, question and answer", line)
     entry_id = _entry_id(path, item.get("id"), line)
@@ -219,6 +226,7 @@ def _faq(path: Path, item: object, line: int | None) -> Entry:
         questions=questions,
         tags=_tags(path, item.get("tags")),
         passages=(Passage(id=f"{entry_id}#1", heading=None, text=f"{question}\n{answer}"),),
+        tenant=_tenant(path, item.get("tenant"), line) or tenant,
     )
 
 
@@ -263,6 +271,7 @@ def _documents(path: Path, items: list[Any]) -> list[Entry]:
                 tags=_tags(path, doc.get("tags")),
                 url=_optional(doc.get("url")),
                 passages=tuple(split_sections(entry_id, title, content)),
+                tenant=_tenant(path, doc.get("tenant"), where),
             )
         )
     return entries
@@ -272,6 +281,15 @@ def _entry_id(path: Path, value: object, line: int | None) -> str:
     if not isinstance(value, str) or not _ID.match(value):
         raise KnowledgeFileError(path, f"id {value!r} is not a valid id (1-200 characters, no spaces or #)", line)
     return value
+
+
+def _tenant(path: Path, value: object, line: int | None) -> str | None:
+    """An entry's tenant: absent or empty means every tenant."""
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str) or not _TENANT.match(value.strip()):
+        raise KnowledgeFileError(path, f"tenant {value!r} is not a tenant id (1-256 characters, not *)", line)
+    return value.strip()
 
 
 def _text(path: Path, value: object, name: str, line: int | None) -> str:

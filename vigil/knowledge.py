@@ -3,6 +3,10 @@
 One interface, used the same way by ``vigil kb import``, the miner and the answer skill. Entries carry their kind,
 provenance, status and confidence. SQL is the record; Chroma and the lexical index are derived from it and are
 repaired from it at start-up (``refresh``), so a crash between the two never leaves a passage unsearchable.
+
+An entry may belong to one tenant; one without (the default) is for every tenant. A search for a tenant's
+conversation sees the global entries and that tenant's, never another tenant's: Chroma filters on the ``tenant``
+metadata of each vector, the lexical index masks out the passages of other tenants, and the fusion checks again.
 """
 
 from __future__ import annotations
@@ -16,8 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import sqlalchemy as sa
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from vigil import cases
 from vigil.clock import Clock, SystemClock
@@ -39,6 +44,8 @@ RRF_K = 5
 # Weights of the two rankings in the fusion: tuned on the tau2 banking dev tasks (docs/evaluation.md).
 DENSE_WEIGHT = 0.7
 LEXICAL_WEIGHT = 1.0
+# A vector's ``tenant`` metadata for a global entry (Chroma metadata cannot be None; no tenant id is empty).
+GLOBAL = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,7 +95,40 @@ class _Snapshot:
     lexical: LexicalIndex = field(default_factory=lambda: LexicalIndex([], []))
     passages: dict[str, tuple[str, str]] = field(default_factory=dict)  # passage id -> (entry id, text)
     entries: dict[str, tuple[str, str, str | None, str]] = field(default_factory=dict)  # id -> kind, title, url, body
+    tenants: dict[str, str | None] = field(default_factory=dict)  # entry id -> its tenant (None: every tenant)
+    passage_tenants: list[str | None] = field(default_factory=list)  # per passage, in the lexical index's order
     version: tuple[int, str] = (0, "")
+    _masks: dict[str | None, np.ndarray] = field(default_factory=dict)
+
+    def visible(self, entry_id: str, tenant: str | None) -> bool:
+        """Whether a search for ``tenant`` (None: global entries only) may see the entry."""
+        owner = self.tenants.get(entry_id)
+        return owner is None or owner == tenant
+
+    def mask(self, tenant: str | None) -> np.ndarray:
+        """1 for each passage a search for ``tenant`` may see, 0 for the others (made once per snapshot)."""
+        if tenant not in self._masks:
+            self._masks[tenant] = np.array(
+                [1.0 if owner is None or owner == tenant else 0.0 for owner in self.passage_tenants], dtype=np.float32
+            )
+        return self._masks[tenant]
+
+
+def _tenant_tag(tenant: str | None) -> str:
+    return GLOBAL if tenant is None else tenant
+
+
+def _where(tenant: str | None, kinds: Sequence[EntryKind] | None = None) -> dict[str, Any]:
+    """The Chroma filter for a search for ``tenant``: global vectors and the tenant's own."""
+    scope: dict[str, Any] = {"tenant": {"$in": [GLOBAL] if tenant is None else [GLOBAL, tenant]}}
+    return {"$and": [scope, {"kind": {"$in": list(kinds)}}]} if kinds else scope
+
+
+def _stored_question_ids(row: Any) -> list[str]:
+    """The question vectors stored for an entry row: as recorded, or as numbered before they were recorded."""
+    if row.question_vectors is not None:
+        return list(row.question_vectors)
+    return [_question_id(row.id, n) for n in range(len(row.questions))]
 
 
 class KnowledgeStore:
@@ -190,11 +230,13 @@ class KnowledgeStore:
             return {row.id: (row.digest, row.origin) for row in rows}
 
     async def _index_vectors(self, changed: Sequence[Entry], *, stale: Sequence[str]) -> None:
-        """Embed the changed entries' passages and FAQ questions; drop the vectors of stale entries first."""
+        """Embed the changed entries' passages and FAQ questions; drop the vectors of stale entries first (exactly
+        the ones SQL records for them, however many alternates they had)."""
         if stale:
-            old = await self._passage_ids(stale)
-            await asyncio.to_thread(self._passages.delete, old)
-            await asyncio.to_thread(self._questions.delete, [q for q in self._questions_of_ids(stale)])
+            async with self._engine.connect() as conn:
+                old_passages, old_questions = await _vector_ids(conn, stale)
+            await asyncio.to_thread(self._passages.delete, old_passages)
+            await asyncio.to_thread(self._questions.delete, old_questions)
         passages = [(e, p) for e in changed for p in e.passages]
         if passages:
             vectors = await asyncio.to_thread(self._embedder.embed, [p.text for _, p in passages])
@@ -202,26 +244,17 @@ class KnowledgeStore:
                 self._passages.upsert,
                 [p.id for _, p in passages],
                 vectors,
-                [{"entry_id": e.id, "kind": e.kind} for e, _ in passages],
+                [{"entry_id": e.id, "kind": e.kind, "tenant": _tenant_tag(e.tenant)} for e, _ in passages],
             )
         questions = [(e, n, q) for e in changed for n, q in enumerate(e.questions)]
         if questions:
             vectors = await asyncio.to_thread(self._embedder.embed, [q for _, _, q in questions])
             await asyncio.to_thread(
                 self._questions.upsert,
-                [f"{e.id}?{n}" for e, n, _ in questions],
+                [_question_id(e.id, n) for e, n, _ in questions],
                 vectors,
-                [{"entry_id": e.id} for e, _, _ in questions],
+                [{"entry_id": e.id, "tenant": _tenant_tag(e.tenant)} for e, _, _ in questions],
             )
-
-    def _questions_of_ids(self, entry_ids: Sequence[str]) -> list[str]:
-        # Question vectors are numbered per entry; an entry has at most a few dozen alternates.
-        return [f"{entry_id}?{n}" for entry_id in entry_ids for n in range(64)]
-
-    async def _passage_ids(self, entry_ids: Sequence[str]) -> list[str]:
-        async with self._engine.connect() as conn:
-            rows = await conn.execute(sa.select(PASSAGE.c.id).where(PASSAGE.c.entry_id.in_(list(entry_ids))))
-            return [row.id for row in rows]
 
     async def _write_rows(self, changed: Sequence[Entry], gone: Sequence[str]) -> None:
         now = self._clock.now()
@@ -246,6 +279,8 @@ class KnowledgeStore:
                             "url",
                             "product",
                             "questions",
+                            "question_vectors",
+                            "tenant",
                             "digest",
                             "updated_at",
                         )
@@ -269,22 +304,52 @@ class KnowledgeStore:
         await self.refresh()
         return True
 
+    async def refresh_forever(self, interval_s: float) -> None:
+        """Every ``interval_s`` on the store's clock, pick up what another process (``vigil kb import``, the miner)
+        changed; a failure is logged and tried again at the next tick. Runs until cancelled."""
+        while True:
+            await self._clock.sleep(interval_s)
+            try:
+                if await self.refresh_if_changed():
+                    log.info("knowledge changed; indexes rebuilt")
+            except Exception:
+                log.warning("could not refresh the knowledge; will retry", exc_info=True)
+
     async def _version(self) -> tuple[int, str]:
         async with self._engine.connect() as conn:
             row = (await conn.execute(sa.select(sa.func.count(), sa.func.max(ENTRY.c.updated_at)))).one()
         return int(row[0]), str(row[1] or "")
 
     async def _repair(self) -> None:
+        """Make both vector collections hold exactly what SQL records: strays removed; entries with a vector
+        missing, or tagged with another tenant (or none, as before tenants), embedded again."""
         async with self._engine.connect() as conn:
-            passage_rows = (await conn.execute(sa.select(PASSAGE.c.id, PASSAGE.c.entry_id))).all()
-        wanted = {row.id: row.entry_id for row in passage_rows}
-        present = await asyncio.to_thread(self._passages.ids)
-        extra = sorted(present - wanted.keys())
-        if extra:
-            await asyncio.to_thread(self._passages.delete, extra)
-        missing = {wanted[p] for p in wanted.keys() - present}
+            passage_rows = (
+                await conn.execute(
+                    sa.select(PASSAGE.c.id, PASSAGE.c.entry_id, ENTRY.c.tenant).join(
+                        ENTRY, ENTRY.c.id == PASSAGE.c.entry_id
+                    )
+                )
+            ).all()
+            entry_rows = (
+                await conn.execute(sa.select(ENTRY.c.id, ENTRY.c.questions, ENTRY.c.question_vectors, ENTRY.c.tenant))
+            ).all()
+        passages = {row.id: (row.entry_id, _tenant_tag(row.tenant)) for row in passage_rows}
+        questions = {q: (row.id, _tenant_tag(row.tenant)) for row in entry_rows for q in _stored_question_ids(row)}
+        missing: set[str] = set()
+        for collection, wanted in ((self._passages, passages), (self._questions, questions)):
+            present = await asyncio.to_thread(collection.metadatas)
+            extra = sorted(present.keys() - wanted.keys())
+            if extra:
+                log.warning("removing %d knowledge vectors that no entry holds", len(extra))
+                await asyncio.to_thread(collection.delete, extra)
+            missing |= {
+                entry_id
+                for item, (entry_id, tag) in wanted.items()
+                if item not in present or present[item].get("tenant") != tag
+            }
         if missing:
-            log.warning("re-embedding %d knowledge entries whose vectors were missing", len(missing))
+            log.warning("re-embedding %d knowledge entries whose vectors were missing or out of date", len(missing))
             entries = await self._entries(sorted(missing))
             await self._index_vectors(entries, stale=[])
 
@@ -307,7 +372,7 @@ class KnowledgeStore:
         async with self._engine.connect() as conn:
             rows = (
                 await conn.execute(
-                    sa.select(PASSAGE.c.id, PASSAGE.c.entry_id, PASSAGE.c.text)
+                    sa.select(PASSAGE.c.id, PASSAGE.c.entry_id, PASSAGE.c.text, ENTRY.c.tenant)
                     .join(ENTRY, ENTRY.c.id == PASSAGE.c.entry_id)
                     .where(ENTRY.c.status == "active")
                     .order_by(PASSAGE.c.id)
@@ -315,7 +380,7 @@ class KnowledgeStore:
             ).all()
             heads = (
                 await conn.execute(
-                    sa.select(ENTRY.c.id, ENTRY.c.kind, ENTRY.c.title, ENTRY.c.url, ENTRY.c.body).where(
+                    sa.select(ENTRY.c.id, ENTRY.c.kind, ENTRY.c.title, ENTRY.c.url, ENTRY.c.body, ENTRY.c.tenant).where(
                         ENTRY.c.status == "active"
                     )
                 )
@@ -326,6 +391,8 @@ class KnowledgeStore:
             lexical=lexical,
             passages={r.id: (r.entry_id, r.text) for r in rows},
             entries={h.id: (h.kind, h.title, h.url, h.body) for h in heads},
+            tenants={h.id: h.tenant for h in heads},
+            passage_tenants=[r.tenant for r in rows],
             version=version,
         )
 
@@ -335,25 +402,38 @@ class KnowledgeStore:
         return vectors[0:1].reshape(-1)
 
     async def search(
-        self, query: str, k: int = 5, *, kinds: Sequence[EntryKind] | None = None, vector: Vectors | None = None
+        self,
+        query: str,
+        k: int = 5,
+        *,
+        kinds: Sequence[EntryKind] | None = None,
+        vector: Vectors | None = None,
+        tenant: str | None = None,
     ) -> list[Hit]:
-        """The ``k`` best entries for ``query``: dense and lexical rankings of passages, fused, one hit per entry."""
-        snapshot = self._snapshot
-        vector = await self.embed(query) if vector is None else vector
-        where = {"kind": {"$in": list(kinds)}} if kinds else None
-        dense = await asyncio.to_thread(self._passages.query, vector, CANDIDATES, where)
-        lexical = snapshot.lexical.search(query, CANDIDATES)
-        return _fuse(snapshot, dense, [(h.passage_id, h.score) for h in lexical], k, kinds)
+        """The ``k`` best entries for ``query``: dense and lexical rankings of passages, fused, one hit per entry.
 
-    async def match_faq(self, query: str, *, vector: Vectors | None = None) -> FaqMatch | None:
-        """The FAQ nearest to ``query`` by its questions and alternates, or None when there are no FAQs."""
+        Only global entries and those of ``tenant`` are searched (None: global entries only).
+        """
         snapshot = self._snapshot
         vector = await self.embed(query) if vector is None else vector
-        near = await asyncio.to_thread(self._questions.query, vector, 12, None)
+        dense = await asyncio.to_thread(self._passages.query, vector, CANDIDATES, _where(tenant, kinds))
+        lexical = snapshot.lexical.search(query, CANDIDATES, only=snapshot.mask(tenant))
+        return _fuse(snapshot, dense, [(h.passage_id, h.score) for h in lexical], k, kinds, tenant)
+
+    async def match_faq(
+        self, query: str, *, vector: Vectors | None = None, tenant: str | None = None
+    ) -> FaqMatch | None:
+        """The FAQ nearest to ``query`` by its questions and alternates, or None when there are no FAQs; only
+        global FAQs and those of ``tenant`` are compared (None: global ones only)."""
+        snapshot = self._snapshot
+        vector = await self.embed(query) if vector is None else vector
+        near = await asyncio.to_thread(self._questions.query, vector, 12, _where(tenant))
         best: dict[str, VectorHit] = {}
         for hit in near:
             entry_id = str(hit.metadata.get("entry_id", ""))
-            if entry_id in snapshot.entries and (entry_id not in best or hit.similarity > best[entry_id].similarity):
+            if not (entry_id in snapshot.entries and snapshot.visible(entry_id, tenant)):
+                continue
+            if entry_id not in best or hit.similarity > best[entry_id].similarity:
                 best[entry_id] = hit
         if not best:
             return None
@@ -370,11 +450,19 @@ class KnowledgeStore:
         found = await self._entries([entry_id])
         return found[0] if found else None
 
-    async def stats(self) -> dict[str, int]:
-        """How many entries of each kind, and passages in all."""
+    async def stats(self, tenants: Sequence[str] | None = None) -> dict[str, int]:
+        """How many entries of each kind, and passages in all: every entry, or (with ``tenants``) the ones those
+        tenants see, global entries included."""
+        scope = visible_to(tenants)
         async with self._engine.connect() as conn:
-            kinds = (await conn.execute(sa.select(ENTRY.c.kind, sa.func.count()).group_by(ENTRY.c.kind))).all()
-            passages = await conn.scalar(sa.select(sa.func.count()).select_from(PASSAGE))
+            kinds = (
+                await conn.execute(sa.select(ENTRY.c.kind, sa.func.count()).where(scope).group_by(ENTRY.c.kind))
+            ).all()
+            passages = await conn.scalar(
+                sa.select(sa.func.count())
+                .select_from(PASSAGE.join(ENTRY, ENTRY.c.id == PASSAGE.c.entry_id))
+                .where(scope)
+            )
         return {**{kind: int(count) for kind, count in kinds}, "passages": int(passages or 0)}
 
     async def export(self) -> list[dict[str, Any]]:
@@ -384,12 +472,33 @@ class KnowledgeStore:
         return [{k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in row._mapping.items()} for row in rows]
 
 
+def visible_to(tenants: Sequence[str] | None) -> sa.ColumnElement[bool]:
+    """The SQL condition for the entries ``tenants`` see: global ones and their own (None: every entry)."""
+    if tenants is None:
+        return sa.true()
+    return sa.or_(ENTRY.c.tenant.is_(None), ENTRY.c.tenant.in_(list(tenants)))
+
+
+async def _vector_ids(conn: AsyncConnection, entry_ids: Sequence[str]) -> tuple[list[str], list[str]]:
+    """The passage and question vector ids SQL records for these entries."""
+    passages = await conn.execute(sa.select(PASSAGE.c.id).where(PASSAGE.c.entry_id.in_(list(entry_ids))))
+    heads = await conn.execute(
+        sa.select(ENTRY.c.id, ENTRY.c.questions, ENTRY.c.question_vectors).where(ENTRY.c.id.in_(list(entry_ids)))
+    )
+    return [row.id for row in passages], [q for row in heads for q in _stored_question_ids(row)]
+
+
+def _question_id(entry_id: str, number: int) -> str:
+    return f"{entry_id}?{number}"
+
+
 def _fuse(
     snapshot: _Snapshot,
     dense: Sequence[VectorHit],
     lexical: Sequence[tuple[str, float]],
     k: int,
     kinds: Sequence[EntryKind] | None,
+    tenant: str | None,
 ) -> list[Hit]:
     """Reciprocal-rank fusion of the two passage rankings, then the best passage per entry."""
     fused: dict[str, float] = defaultdict(float)
@@ -405,7 +514,7 @@ def _fuse(
             continue  # removed since the vector index was queried
         entry_id, text = snapshot.passages[passage_id]
         kind, title, url, _ = snapshot.entries[entry_id]
-        if entry_id in hits or (kinds and kind not in kinds):
+        if entry_id in hits or (kinds and kind not in kinds) or not snapshot.visible(entry_id, tenant):
             continue
         hits[entry_id] = Hit(
             entry_id=entry_id,
@@ -434,6 +543,8 @@ def _entry_row(e: Entry, now: Any) -> dict[str, Any]:
         "url": e.url,
         "product": e.product,
         "questions": list(e.questions),
+        "question_vectors": [_question_id(e.id, n) for n in range(len(e.questions))],
+        "tenant": e.tenant,
         "digest": e.digest,
         "status": "active",
         "confidence": 1.0,
@@ -459,6 +570,7 @@ def _entry(row: Any, passages: tuple[Passage, ...]) -> Entry:
         product=row.product,
         questions=tuple(row.questions),
         passages=passages,
+        tenant=row.tenant,
     )
 
 

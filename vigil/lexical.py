@@ -50,15 +50,19 @@ class LexicalIndex:
     def __len__(self) -> int:
         return len(self._ids)
 
-    def search(self, query: str, k: int) -> list[LexicalHit]:
-        """The ``k`` best passages for ``query``; passages with no matching word are left out."""
+    def search(self, query: str, k: int, *, only: np.ndarray | None = None) -> list[LexicalHit]:
+        """The ``k`` best passages for ``query``; passages with no matching word are left out, and so are those
+        ``only`` (one 0 or 1 per passage, in index order) masks out: they score 0 before the top ``k`` are taken,
+        so a tenant's search is never crowded out by passages it may not see."""
         if self._retriever is None or not query.strip():
             return []
         words = _tokens([query])
         if not words[0]:
             return []
+        if only is not None and len(only) != len(self._ids):
+            raise ValueError("one mask value per passage")
         k = min(k, len(self._ids))
-        found, scores = self._retriever.retrieve(words, k=k, show_progress=False, n_threads=1)
+        found, scores = self._retriever.retrieve(words, k=k, show_progress=False, n_threads=1, weight_mask=only)
         return [
             LexicalHit(self._ids[int(index)], float(score))
             for index, score in zip(np.asarray(found)[0], np.asarray(scores)[0], strict=True)

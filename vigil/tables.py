@@ -195,6 +195,10 @@ class KnowledgeEntryRow(SQLModel, table=True):
     url: str | None = Field(default=None, max_length=1024)
     product: str | None = Field(default=None, max_length=ID_LENGTH)
     questions: list[str] = Field(default_factory=list, sa_column=sa.Column(sa.JSON, nullable=False))
+    question_vectors: list[str] | None = Field(default=None, sa_column=sa.Column(sa.JSON))
+    """The ids of the question vectors stored in Chroma for it (None: stored before they were tracked)."""
+    tenant: str | None = Field(default=None, index=True, max_length=ID_LENGTH)
+    """The one tenant that may see it; None for every tenant."""
     digest: str = Field(max_length=64)
     status: str = Field(default="active", max_length=16)
     confidence: float = 1.0

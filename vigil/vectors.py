@@ -75,6 +75,18 @@ class VectorCollection:
         """Every id in the collection."""
         return set(self._collection.get(include=[])["ids"])
 
+    def metadatas(self) -> dict[str, Mapping[str, Any]]:
+        """Every id in the collection, with its metadata."""
+        found = self._collection.get(include=["metadatas"])
+        return {item: metadata or {} for item, metadata in zip(found["ids"], found["metadatas"], strict=True)}
+
+    def get(self, ids: Sequence[str]) -> dict[str, Mapping[str, Any]]:
+        """The items of ``ids`` that exist, with their metadata."""
+        if not ids:
+            return {}
+        found = self._collection.get(ids=list(ids), include=["metadatas"])
+        return {item: metadata or {} for item, metadata in zip(found["ids"], found["metadatas"], strict=True)}
+
     def count(self) -> int:
         return int(self._collection.count())
 

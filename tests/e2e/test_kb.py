@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -20,6 +21,8 @@ def vigil(tmp_path: Path, *args: str, stdin: str | None = None) -> subprocess.Co
         "HOME": str(tmp_path),
         "VIGIL_DATA_DIR": str(tmp_path / "data"),
         "VIGIL_LOG_LEVEL": "WARNING",
+        # The code under test when it is not the installed one (a checkout on PYTHONPATH).
+        **{k: v for k, v in os.environ.items() if k == "PYTHONPATH"},
     }
     return subprocess.run(
         [str(VIGIL), "kb", *args], cwd=tmp_path, env=env, input=stdin, capture_output=True, text=True, timeout=180
@@ -68,3 +71,27 @@ def test_a_bad_file_is_named_and_nothing_is_loaded(tmp_path: Path):
     assert result.returncode == 1
     assert f"{kb / 'bad.jsonl'}:2" in result.stderr and "not valid JSON" in result.stderr
     assert vigil(tmp_path, "stats").stdout.split() == ["passages:", "0"]
+
+
+def test_search_and_stats_per_tenant(tmp_path: Path):
+    kb = tmp_path / "kb"
+    kb.mkdir()
+    for tenant in ("acme", "globex"):
+        (kb / f"{tenant}.md").write_text(
+            f"---\nid: {tenant}-refunds\ntitle: {tenant.title()} refunds\ntenant: {tenant}\n---\n\n"
+            f"## Refunds\n\nA {tenant} refund reaches your card in 5 working days.\n"
+        )
+    (kb / "global.md").write_text(
+        "---\nid: refunds\ntitle: Refunds\n---\n\nRefunds go back to the card you paid with.\n"
+    )
+    assert vigil(tmp_path, "import", str(kb)).stdout.strip() == "3 added, 0 updated, 0 unchanged, 0 removed"
+
+    def ids(*tenant: str) -> list[str]:
+        found = vigil(tmp_path, "search", "how long does a refund take", "--json", *tenant)
+        assert found.returncode == 0, found.stderr
+        return sorted(hit["id"] for hit in json.loads(found.stdout))
+
+    assert ids("--tenant", "acme") == ["acme-refunds", "refunds"]
+    assert ids() == ["refunds"]  # without a tenant: the global entries only
+    assert vigil(tmp_path, "stats").stdout.split() == ["article:", "3", "passages:", "3"]
+    assert vigil(tmp_path, "stats", "--tenant", "globex").stdout.split() == ["article:", "2", "passages:", "2"]

@@ -18,7 +18,8 @@ How things are counted:
   bucket of ``first_customer_at``; those without a response yet are counted as ``unanswered`` instead, and a
   response stamped before the customer's message (events out of order) is left out.
 - *knowledge size*: entries active now, by kind, created before each bucket's end. Removed entries are deleted and
-  statuses keep no history, so the past is what is active today as it grew; it is not filtered by tenant.
+  statuses keep no history, so the past is what is active today as it grew; it counts global entries and
+  those of the tenants counted.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from vigil.cases import CONVERSATION, FEEDBACK, SUGGESTION
 from vigil.events import SuggestionKind
-from vigil.knowledge import ENTRY
+from vigil.knowledge import ENTRY, visible_to
 from vigil.panel.buckets import Buckets, Percentiles
 from vigil.store import CaseStore
 
@@ -150,7 +151,7 @@ async def overview(
 
     Args:
         store: the case store to read.
-        tenants: the tenants to count (None for all); knowledge size is not tenant-scoped.
+        tenants: the tenants to count (None for all); knowledge size counts global entries and theirs.
         since: the window's start (aware; floored to the second), the first bucket's start.
         until: the window's end (aware, exclusive); the last bucket may be cut short by it.
         bucket_s: the bucket length in seconds; at most ``buckets.MAX_BUCKETS`` (1000) buckets.
@@ -249,7 +250,7 @@ async def _newest(conn: AsyncConnection, rows: sa.Select[Any], max_rows: int) ->
 async def _knowledge(conn: AsyncConnection, w: _Window) -> dict[str, list[int]]:
     """Active knowledge entries by kind at each bucket's end (the last one ends at ``until``)."""
     e = ENTRY.c
-    active = e.status == "active"
+    active = sa.and_(e.status == "active", visible_to(w.tenants))
     before = await conn.execute(
         sa.select(e.kind, sa.func.count()).where(active, e.created_at < w.since).group_by(e.kind)
     )

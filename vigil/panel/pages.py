@@ -87,8 +87,8 @@ def page_routes(
     async def knowledge_page(entry_id: str, request: Request) -> HTMLResponse:
         who = await viewer(request)
         entry = await knowledge.entry(entry_id) if knowledge is not None else None
-        if entry is None:
-            raise HTTPException(404, "unknown knowledge entry")
+        if entry is None or (entry.tenant is not None and not who.may_see(entry.tenant)):
+            raise HTTPException(404, "unknown knowledge entry")  # another tenant's entry is not there for them
         link = entry.url if entry.url and entry.url.startswith(("https://", "http://")) else None
         return render(request, "knowledge.html", who, entry=entry, link=link)
 
