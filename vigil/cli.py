@@ -29,16 +29,26 @@ if TYPE_CHECKING:
 log = logging.getLogger("vigil")
 
 
+# Loggers of libraries that print SQL parameters, which hold customer text, at DEBUG.
+PARAMETER_LOGGERS = ("aiosqlite", "sqlalchemy.engine", "sqlalchemy.pool")
+
+
+def configure_logging(level: str) -> None:
+    """Log to stderr at ``level``. Even at DEBUG, no library logs the parameters of a SQL statement."""
+    logging.basicConfig(level=level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # Alembic announces its plugins when it is imported, which a command does after logging is set up.
+    logging.getLogger("alembic.runtime.plugins").setLevel(logging.WARNING)
+    quieter = max(logging.INFO, logging.getLogger().getEffectiveLevel())
+    for name in PARAMETER_LOGGERS:
+        logging.getLogger(name).setLevel(quieter)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `vigil` console script."""
     args = _parser().parse_args(argv)
     try:
         settings = load_settings()
-        logging.basicConfig(
-            level=settings.log_level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-        )
-        # Alembic announces its plugins when it is imported, which a command does after logging is set up.
-        logging.getLogger("alembic.runtime.plugins").setLevel(logging.WARNING)
+        configure_logging(settings.log_level)
         command: Callable[[argparse.Namespace, Settings], Coroutine[Any, Any, int]] = args.command
         return asyncio.run(command(args, settings))
     except SettingsError as exc:
