@@ -10,7 +10,7 @@ RUN_STAMP := $(VENV)/.run-$(HASH)
 DEV_STAMP := $(VENV)/.dev-$(HASH)
 PROMTOOL := .tools/bin/promtool
 
-.PHONY: run test lint format typecheck bench eval screenshots clean
+.PHONY: run test test-pythons lint format typecheck bench eval screenshots clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -47,6 +47,18 @@ format: $(DEV_STAMP)
 
 test: $(DEV_STAMP) $(PROMTOOL) lint typecheck
 	PATH="$(CURDIR)/.tools/bin:$$PATH" $(BIN)/pytest
+
+# The wire parser's tests (property tests included) on every other supported Python found here: json.loads and
+# the recursion limit differ between versions. A venv each, with only what vigil.events needs.
+OTHER_PYTHONS ?= $(wildcard /root/.pyenv/versions/3.12*/bin/python /root/.pyenv/versions/3.13*/bin/python)
+test-pythons:
+	@for py in $(OTHER_PYTHONS); do \
+	  v=$$($$py -c 'import sys; print("%d.%d" % sys.version_info[:2])'); env=.tools/py$$v; \
+	  [ -x $$env/bin/pytest ] || { $$py -m venv $$env && $$env/bin/pip install -q pydantic==2.14.4 hypothesis==6.170.17 \
+	    pytest==9.2.0 pytest-asyncio==1.5.0 pytest-timeout==2.4.0; } || exit 1; \
+	  echo "Python $$v: tests/test_events.py"; \
+	  PYTHONPATH=$(CURDIR) $$env/bin/python -m pytest tests/test_events.py -q -p no:cacheprovider --noconftest || exit 1; \
+	done
 
 bench: $(DEV_STAMP)
 	$(BIN)/python -m bench.ingest
