@@ -52,6 +52,7 @@ test: $(DEV_STAMP) $(PROMTOOL) lint typecheck
 # the recursion limit differ between versions. A venv each, with only what vigil.events needs.
 OTHER_PYTHONS ?= $(wildcard /root/.pyenv/versions/3.12*/bin/python /root/.pyenv/versions/3.13*/bin/python)
 test-pythons:
+	@[ -n "$(OTHER_PYTHONS)" ] || echo "test-pythons: no Python 3.12 or 3.13 here; the parser ran on this venv's only"
 	@for py in $(OTHER_PYTHONS); do \
 	  v=$$($$py -c 'import sys; print("%d.%d" % sys.version_info[:2])'); env=.tools/py$$v; \
 	  [ -x $$env/bin/pytest ] || { $$py -m venv $$env && $$env/bin/pip install -q pydantic==2.14.4 hypothesis==6.170.17 \

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import signal
 import time
@@ -28,6 +29,20 @@ from vigil.store import CaseStore
 from vigil.transport.kafka import ensure_topics
 
 PG_ADMIN = os.environ.get("VIGIL_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
+
+
+@pytest.fixture
+def restored_logging() -> Iterator[None]:
+    """Put back the logger levels the CLI's ``configure_logging`` sets, so later tests log as before."""
+    from vigil.cli import PARAMETER_LOGGERS
+
+    loggers = [logging.getLogger(name) for name in (*PARAMETER_LOGGERS, "alembic.runtime.plugins", "")]
+    levels = [logger.level for logger in loggers]
+    try:
+        yield
+    finally:
+        for logger, level in zip(loggers, levels, strict=True):
+            logger.setLevel(level)
 
 
 @pytest.fixture(scope="session")

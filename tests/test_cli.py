@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
 
 import pytest
 
@@ -12,20 +11,9 @@ from vigil.cli import PARAMETER_LOGGERS, configure_logging
 from vigil.store import CaseStore
 
 
-@pytest.fixture
-def restored_logging() -> Iterator[None]:
-    """Put back the levels ``configure_logging`` sets, so other tests log as before."""
-    loggers = [logging.getLogger(name) for name in (*PARAMETER_LOGGERS, "alembic.runtime.plugins", "")]
-    levels = [logger.level for logger in loggers]
-    try:
-        yield
-    finally:
-        for logger, level in zip(loggers, levels, strict=True):
-            logger.setLevel(level)
-
-
 @pytest.mark.usefixtures("restored_logging")
 async def test_debug_logging_never_prints_a_customers_text(store: CaseStore, caplog: pytest.LogCaptureFixture):
+    logging.getLogger().setLevel(logging.DEBUG)  # basicConfig does nothing where pytest set up handlers already
     configure_logging("DEBUG")
     caplog.set_level(logging.DEBUG)
     secret = "my card is 4111 1111 1111 1111"
@@ -40,6 +28,8 @@ async def test_debug_logging_never_prints_a_customers_text(store: CaseStore, cap
         )
     )
     assert await store.count_events() == {"conversations": 1, "messages": 1, "case_events": 0}
+    statements = [r for r in caplog.records if r.name.startswith("sqlalchemy.engine")]
+    assert statements, "at DEBUG, vigil logs its SQL statements (with their parameters hidden)"
     assert secret not in caplog.text
 
 

@@ -389,7 +389,11 @@ def chroma_server(tmp_path: Path) -> Iterator[str]:
         yield url
     finally:
         server.terminate()
-        server.wait(timeout=20)
+        try:
+            server.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
         log.close()
 
 

@@ -8,10 +8,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import re
 import socket
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import httpx
 import pytest
@@ -470,13 +472,17 @@ async def test_a_session_ends_at_its_max_age_however_active(seeded: CaseStore, o
         assert (await client.get("/api/whoami")).status_code == 401
 
 
+@pytest.mark.usefixtures("restored_logging")
 async def test_vigil_sessions_revoke_signs_a_person_out_of_every_browser(
-    seeded: CaseStore, db_url: str, outbox: MemoryOutbox, registry, monkeypatch: pytest.MonkeyPatch
+    seeded: CaseStore, db_url: str, outbox: MemoryOutbox, registry, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ):  # type: ignore[no-untyped-def]
     app = panel_app(seeded, outbox, registry)
     async with browser(app) as ana, browser(app) as lee:
         await sign_in(ana, "ana")
         await sign_in(lee, "lee")
+        for name in [name for name in os.environ if name.startswith("VIGIL_")]:
+            monkeypatch.delenv(name)
+        monkeypatch.chdir(tmp_path)  # no .env of the developer's
         monkeypatch.setenv("VIGIL_DATABASE__URL", db_url)
         # The command runs its own event loop, as from a shell: in a thread of its own here.
         assert await asyncio.to_thread(main, ["sessions", "revoke", "ana"]) == 0
