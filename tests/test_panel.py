@@ -38,11 +38,12 @@ from vigil.store import CaseStore
 from vigil.transport.memory import MemoryOutbox
 
 NOW = datetime.now(UTC).replace(microsecond=0)
-TOKENS = {"ana": "ana-secret-token", "lee": "lee-secret-token", "root": "root-secret-token"}
+TOKENS = {"ana": "ana-secret-token", "lee": "lee-secret-token", "root": "root-secret-token", "ada": "ada-token"}
 USERS = [
     PanelUser(name="ana", role="analyst", tenants=["acme"], token_sha256=token_digest(TOKENS["ana"])),
     PanelUser(name="lee", role="lead", tenants=["globex"], token_sha256=token_digest(TOKENS["lee"])),
     PanelUser(name="root", role="admin", tenants=["*"], token_sha256=token_digest(TOKENS["root"])),
+    PanelUser(name="ada", role="admin", tenants=["acme"], token_sha256=token_digest(TOKENS["ada"])),
 ]
 
 
@@ -438,8 +439,9 @@ async def test_an_admin_signs_a_person_out_of_every_browser_on_every_replica(
         await sign_in(phone, "ana")
         lee_csrf = await sign_in(admin, "lee")
         revoke = {"user": "ana"}
-        # Below admin, nobody may: not ana herself, not a lead, with a bearer token or a cookie and its CSRF token.
-        for headers in (bearer("ana"), bearer("lee"), {"X-CSRF-Token": lee_csrf}):
+        # Below admin, nobody may: not ana herself, not a lead, with a bearer token or a cookie and its CSRF token; nor
+        # an admin of one tenant (ana's sessions are not only that tenant's business).
+        for headers in (bearer("ana"), bearer("lee"), {"X-CSRF-Token": lee_csrf}, bearer("ada")):
             assert (await admin.post("/api/sessions/revoke", json=revoke, headers=headers)).status_code == 403
         for still in (laptop, phone):
             assert (await still.get("/api/whoami")).status_code == 200

@@ -332,6 +332,20 @@ async def test_feedback_on_another_conversations_suggestion_is_refused(store: Ca
     assert own.new and own.suggestion_kind == "answer"
 
 
+async def test_feedback_cannot_wait_in_a_conversation_not_yet_opened_for_a_suggestion_to_come(store: CaseStore):
+    # Suggestion ids are predictable: globex names acme's next conversation and the suggestion vigil will make there.
+    ahead = {"type": "feedback", "suggestion_id": "s-future", "verdict": "dismissed", "at": EPOCH}
+    with pytest.raises(EventConflict) as early:
+        await store.record(event(**ahead, feedback_id="f-early", conversation_id="c-9", tenant="globex"))
+    assert early.value.reason == "unknown_conversation"
+    await store.record(msg(1, conversation="c-9", tenant="acme"))
+    await store.save_suggestion(
+        suggestion("s-future", "c-9-m1", conversation="c-9").model_copy(update={"tenant": "acme"})
+    )
+    view = await store.conversation("c-9")
+    assert view is not None and view.tenant == "acme" and view.feedback == []
+
+
 # --- PostgreSQL errors by SQLSTATE: what passes is retried, what is a refusal is not ---
 
 # A trigger on the write path that raises whatever SQLSTATE the test puts in ``fault``, quoting the message's text

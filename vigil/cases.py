@@ -278,7 +278,11 @@ def _insert(dialect: str, table: sa.Table) -> Any:
 
 async def _feedback(conn: AsyncConnection, f: Feedback, received_at: datetime) -> Recorded:
     head = (await conn.execute(sa.select(CONVERSATION).where(CONVERSATION.c.id == f.conversation_id))).first()
-    if f.tenant is not None and head is not None and head.tenant != f.tenant:
+    if head is None:
+        # A verdict comes after the suggestion it judges, in the conversation's order. Taking one for a conversation
+        # not yet seen would let it wait there for a suggestion made later, in whatever tenant opens the conversation.
+        raise EventConflict("unknown_conversation", f"feedback on conversation {f.conversation_id!r}, not seen yet")
+    if f.tenant is not None and head.tenant != f.tenant:
         raise EventConflict(
             "tenant_mismatch", f"conversation {f.conversation_id!r} belongs to another tenant than {f.tenant!r}"
         )
@@ -301,8 +305,9 @@ async def _feedback(conn: AsyncConnection, f: Feedback, received_at: datetime) -
         "text": f.text,
     }
     inserted = await conn.execute(upsert(conn, FEEDBACK).values(row).on_conflict_do_nothing())
-    case = CaseState.from_row(head) if head is not None else None
-    return Recorded(new=inserted.rowcount == 1, case=case, suggestion_kind=judged.kind if judged else None)
+    return Recorded(
+        new=inserted.rowcount == 1, case=CaseState.from_row(head), suggestion_kind=judged.kind if judged else None
+    )
 
 
 def _check_judged(f: Feedback, judged: sa.Row[Any] | None) -> None:

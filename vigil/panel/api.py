@@ -184,11 +184,14 @@ def api_routes(
     @router.post(
         "/sessions/revoke",
         dependencies=[Depends(caller.guard)],
-        responses={403: {"description": "not an admin, or the CSRF checks failed"}, **_UNAVAILABLE},
+        responses={403: {"description": "not an admin of every tenant, or the CSRF checks failed"}, **_UNAVAILABLE},
     )
     async def revoke_sessions(body: RevokeRequest, who: Identity = admin) -> Revoked:
         """Sign a person out of every browser on every replica (admins only). Their bearer token, if they have one,
-        stays valid: remove them from ``VIGIL_PANEL__USERS`` to take it away."""
+        stays valid: remove them from ``VIGIL_PANEL__USERS`` to take it away. A person's sessions span their tenants,
+        so only an admin of every tenant may end them."""
+        if who.tenant_filter is not None:
+            raise HTTPException(403, "only an admin of every tenant may sign people out")
         ended = await caller.auth.sessions.end_all(body.user)
         log.info("%s revoked %d panel sessions of %s", who.name, ended, body.user)
         return Revoked(user=body.user, sessions=ended)
