@@ -36,7 +36,8 @@ def restored_logging() -> Iterator[None]:
     """Put back the logger levels the CLI's ``configure_logging`` sets, so later tests log as before."""
     from vigil.cli import PARAMETER_LOGGERS
 
-    loggers = [logging.getLogger(name) for name in (*PARAMETER_LOGGERS, "alembic.runtime.plugins", "")]
+    names = (*PARAMETER_LOGGERS, "sqlalchemy.engine", "alembic.runtime.plugins", "")
+    loggers = [logging.getLogger(name) for name in names]
     levels = [logger.level for logger in loggers]
     try:
         yield

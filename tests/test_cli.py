@@ -15,6 +15,7 @@ from vigil.store import CaseStore
 async def test_debug_logging_never_prints_a_customers_text(store: CaseStore, caplog: pytest.LogCaptureFixture):
     logging.getLogger().setLevel(logging.DEBUG)  # basicConfig does nothing where pytest set up handlers already
     configure_logging("DEBUG")
+    logging.getLogger("sqlalchemy.engine").setLevel(logging.INFO)  # as an operator turning SQL logging on would
     caplog.set_level(logging.DEBUG)
     secret = "my card is 4111 1111 1111 1111"
     await store.record(
@@ -29,7 +30,7 @@ async def test_debug_logging_never_prints_a_customers_text(store: CaseStore, cap
     )
     assert await store.count_events() == {"conversations": 1, "messages": 1, "case_events": 0}
     statements = [r for r in caplog.records if r.name.startswith("sqlalchemy.engine")]
-    assert statements, "at DEBUG, vigil logs its SQL statements (with their parameters hidden)"
+    assert statements, "SQL logging was on"
     assert secret not in caplog.text
 
 

@@ -6,8 +6,10 @@ import argparse
 import asyncio
 import json
 import logging
+import os
 import signal
 import sys
+import threading
 from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -29,8 +31,11 @@ if TYPE_CHECKING:
 log = logging.getLogger("vigil")
 
 
-# Loggers of libraries that print SQL parameters, which hold customer text, at DEBUG.
-PARAMETER_LOGGERS = ("aiosqlite", "sqlalchemy.engine", "sqlalchemy.pool")
+# Loggers of libraries that print SQL parameters, which hold customer text, at DEBUG. (SQLAlchemy's own loggers stay
+# at the WARNING it gives them, and the engines hide parameters even when an operator turns SQL logging on.)
+PARAMETER_LOGGERS = ("aiosqlite",)
+HARD_EXIT_S = 2.0
+"""After a second signal, how long cancelled work may take to unwind before the process exits regardless."""
 
 
 def configure_logging(level: str) -> None:
@@ -153,6 +158,11 @@ async def _kb_export(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def _exit_now() -> None:
+    sys.stderr.flush()
+    os._exit(1)
+
+
 async def _until_signalled(work: Callable[[asyncio.Event], Awaitable[None]]) -> None:
     """Run ``work`` with an event that SIGTERM or SIGINT sets; a second signal exits at once."""
     stop = asyncio.Event()
@@ -161,6 +171,9 @@ async def _until_signalled(work: Callable[[asyncio.Event], Awaitable[None]]) -> 
     def on_signal() -> None:
         if stop.is_set():
             log.warning("second signal: exiting without draining")
+            # Unwinding cancels the work in flight, whose clean-ups may wait on a broker or a database (closing a
+            # consumer commits, for one): bound it. Nothing is lost either way; what was not committed comes again.
+            threading.Timer(HARD_EXIT_S, _exit_now).start()
             raise SystemExit(1)
         stop.set()
 

@@ -395,5 +395,6 @@ async def test_a_long_conversation_shows_its_newest_page_then_earlier_ones_and_l
         await expect(drafted.get_by_role("note")).to_have_text("Drafted by AI from the sources")
         await expect(page.locator('.card[data-suggestion-id="s-faq"] .drafted')).to_have_count(0)
     finally:
+        await page.goto("about:blank")  # the page's live stream would hold the server open
         server.should_exit = True
         await asyncio.wait_for(serving, 10)
