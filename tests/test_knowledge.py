@@ -30,7 +30,7 @@ from vigil.clock import ManualClock, SystemClock
 from vigil.documents import Entry, KnowledgeFileError, Passage
 from vigil.events import Message
 from vigil.health import Health
-from vigil.knowledge import ENTRY, KnowledgeStore
+from vigil.knowledge import ENTRY, EntryConflict, KnowledgeStore
 from vigil.lexical import LexicalIndex
 from vigil.metrics import Metrics
 from vigil.panel.overview import overview
@@ -224,6 +224,25 @@ async def tenanted(knowledge: KnowledgeStore, tmp_path: Path) -> KnowledgeStore:
         (folder / name).write_text(text)
     assert (await knowledge.import_files([folder])).added == 6
     return knowledge
+
+
+async def test_an_import_cannot_take_another_tenants_entry_by_its_id(tenanted: KnowledgeStore, tmp_path: Path):
+    # Globex's help centre happens to use the id Acme's article has; and so does a file for every tenant.
+    for name, text in (
+        ("globex-too.md", "---\nid: acme-refunds\ntitle: Refunds\ntenant: globex\n---\n\nBy cheque, in 10 days.\n"),
+        ("everyone.md", "---\nid: acme-refunds\ntitle: Refunds\n---\n\nRefunds take a while.\n"),
+    ):
+        other = tmp_path / name
+        other.write_text(text)
+        with pytest.raises(EntryConflict, match=r"acme-refunds.*already.*tenant 'acme'"):
+            await tenanted.import_files([other])
+    hits = await tenanted.search("How long does a refund take?", 10, tenant="acme")
+    assert "acme-refunds" in [h.entry_id for h in hits]  # still Acme's, with Acme's text
+    # Its own file may move it (here: to every tenant).
+    own = tmp_path / "kb" / "acme-refunds.md"
+    own.write_text(own.read_text().replace("tenant: acme\n", ""))
+    assert (await tenanted.import_files([own])).updated == 1
+    assert "acme-refunds" in [h.entry_id for h in await tenanted.search("How long does a refund take?", 10)]
 
 
 def owner(entry_id: str) -> str | None:

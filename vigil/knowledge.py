@@ -28,7 +28,7 @@ from vigil import cases
 from vigil.clock import Clock, SystemClock
 from vigil.documents import Entry, EntryKind, Passage, discover, read
 from vigil.embedding import Embedder, SentenceTransformerEmbedder, Vectors
-from vigil.errors import StartupError
+from vigil.errors import StartupError, VigilError
 from vigil.lexical import LexicalIndex
 from vigil.settings import Settings
 from vigil.store import CaseStore
@@ -131,6 +131,10 @@ def _stored_question_ids(row: Any) -> list[str]:
     return [_question_id(row.id, n) for n in range(len(row.questions))]
 
 
+class EntryConflict(VigilError):
+    """An import would put one tenant's entry in the place of another tenant's (entry ids are shared by all)."""
+
+
 class KnowledgeStore:
     """Knowledge entries: import, search, FAQ matching, statistics and export."""
 
@@ -203,9 +207,10 @@ class KnowledgeStore:
             raise ValueError(f"entry id {twice!r} appears twice")
         async with self._lock:
             stored = await self._digests()
-            changed = [e for e in entries if stored.get(e.id, (None, None))[0] != e.digest]
+            _refuse_takeovers(entries, stored)
+            changed = [e for e in entries if stored.get(e.id, (None, None, None))[0] != e.digest]
             origins = set(prune_origins)
-            gone = [i for i, (_, origin) in stored.items() if origin in origins and i not in by_id]
+            gone = [i for i, (_, origin, _) in stored.items() if origin in origins and i not in by_id]
             await self._index_vectors(changed, stale=[i for i in gone] + [e.id for e in changed if e.id in stored])
             await self._write_rows(changed, gone)
             await self._rebuild()
@@ -224,10 +229,11 @@ class KnowledgeStore:
             await self._rebuild()
         return len(gone)
 
-    async def _digests(self) -> dict[str, tuple[str, str]]:
+    async def _digests(self) -> dict[str, tuple[str, str, str | None]]:
+        """Each stored entry's digest, origin and tenant, by id."""
         async with self._engine.connect() as conn:
-            rows = await conn.execute(sa.select(ENTRY.c.id, ENTRY.c.digest, ENTRY.c.origin))
-            return {row.id: (row.digest, row.origin) for row in rows}
+            rows = await conn.execute(sa.select(ENTRY.c.id, ENTRY.c.digest, ENTRY.c.origin, ENTRY.c.tenant))
+            return {row.id: (row.digest, row.origin, row.tenant) for row in rows}
 
     async def _index_vectors(self, changed: Sequence[Entry], *, stale: Sequence[str]) -> None:
         """Embed the changed entries' passages and FAQ questions; drop the vectors of stale entries first (exactly
@@ -604,3 +610,21 @@ async def standalone(settings: Settings, *, searchable: bool = True) -> AsyncIte
         yield knowledge
     finally:
         await store.close()
+
+
+def _refuse_takeovers(entries: Sequence[Entry], stored: dict[str, tuple[str, str, str | None]]) -> None:
+    """Refuse an entry whose id another file already gave to another tenant's entry: importing it would silently
+    take that tenant's entry away (or hand it to everyone). Moving an entry within its own file is fine."""
+    for entry in entries:
+        if entry.id not in stored:
+            continue
+        _, origin, tenant = stored[entry.id]
+        if origin != entry.origin and tenant != entry.tenant:
+            raise EntryConflict(
+                f"{entry.origin}: entry id {entry.id!r} ({_whose(entry.tenant)}) is already {origin}'s entry for "
+                f"{_whose(tenant)}; entry ids are shared by every tenant, so give it another"
+            )
+
+
+def _whose(tenant: str | None) -> str:
+    return f"tenant {tenant!r}" if tenant is not None else "every tenant"
