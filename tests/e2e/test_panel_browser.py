@@ -6,7 +6,10 @@ messages and suggestions arrive live, accept, edit and dismiss, and never see an
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
+import socket
 import uuid
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
@@ -14,15 +17,27 @@ from pathlib import Path
 
 import httpx
 import pytest
+import uvicorn
 from playwright.async_api import Browser, Page, expect
+from prometheus_client import CollectorRegistry
 
 from tests.browser import chromium
 from tests.conftest import Topics, create_topics, new_topics
 from tests.e2e.harness import VigilCli, VigilProcess, eventually, message, ready, record
 from tests.kafka_client import produce
 from tests.oidc_provider import CLIENT_ID, CLIENT_SECRET, OidcProvider
+from vigil.api import EmbeddedServer, create_app
 from vigil.broker import EmbeddedBroker, free_port
+from vigil.clock import SystemClock
+from vigil.drafting import DRAFT_MARK
+from vigil.events import Suggestion, parse
+from vigil.health import Health
+from vigil.live import LiveFeed, Update, recorded
+from vigil.metrics import Metrics
+from vigil.paging import DEFAULT_PAGE
 from vigil.panel.auth import token_digest
+from vigil.settings import PanelSettings
+from vigil.store import CaseStore
 
 pytestmark = pytest.mark.e2e
 
@@ -325,29 +340,55 @@ async def test_signing_in_through_the_oidc_provider(
 
 # ---- a long conversation, a page at a time; a machine-written draft says so on its card ----
 @pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+@contextlib.asynccontextmanager
+async def in_process_panel(store: CaseStore, page: Page, feed: LiveFeed | None = None) -> AsyncIterator[str]:
+    """The panel of ``store`` served in this process, without sign-in; its base URL. The page is sent away from it
+    before it stops (a live stream would hold the server open)."""
+    metrics = Metrics(CollectorRegistry())
+    app = create_app(
+        store=store,
+        health=Health({}, clock=SystemClock(), metrics=metrics, interval_s=1),
+        metrics=metrics,
+        panel=PanelSettings(auth="none"),
+        feed=feed,
+    )
+    listener = socket.create_server(("127.0.0.1", 0))
+    server = EmbeddedServer(uvicorn.Config(app, log_config=None, access_log=False, lifespan="off"))
+    serving = asyncio.create_task(server.serve(sockets=[listener]))
+    try:
+        async with asyncio.timeout(10):
+            while not server.started:
+                await asyncio.sleep(0.01)
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+    finally:
+        await page.goto("about:blank")
+        server.should_exit = True
+        await asyncio.wait_for(serving, 10)
+
+
+async def say_in(store: CaseStore, conversation: str, numbers: range) -> list[Update]:
+    """Store messages ``message N`` in ``conversation``; the live updates the pipeline would have sent for them."""
+    updates = []
+    for n in numbers:
+        raw = message(
+            conversation,
+            f"{conversation}-m{n:03d}",
+            f"message {n}",
+            sent_at=f"2026-11-30T{9 + n // 3600:02d}:{n // 60 % 60:02d}:{n % 60:02d}Z",
+        )
+        event = parse(json.dumps(raw).encode(), max_event_bytes=1 << 20, max_text_bytes=1 << 16)
+        result = await store.record(event)
+        assert result.case is not None
+        updates.append(recorded(event, result.case))
+    return updates
+
+
 async def test_a_long_conversation_shows_its_newest_page_then_earlier_ones_and_labels_drafts(
     page: Page,
-    store,  # type: ignore[no-untyped-def]
+    store: CaseStore,
 ):
-    import asyncio
-    import socket
-
-    import uvicorn
-    from prometheus_client import CollectorRegistry
-
-    from vigil.api import EmbeddedServer, create_app
-    from vigil.clock import SystemClock
-    from vigil.drafting import DRAFT_MARK
-    from vigil.events import Suggestion, parse
-    from vigil.health import Health
-    from vigil.metrics import Metrics
-    from vigil.paging import DEFAULT_PAGE
-    from vigil.settings import PanelSettings
-
     total = DEFAULT_PAGE * 2 + 10
-    for n in range(total):
-        raw = message("long", f"long-m{n:03d}", f"message {n}", sent_at=f"2026-11-30T09:{n // 60:02d}:{n % 60:02d}Z")
-        await store.record(parse(json.dumps(raw).encode(), max_event_bytes=1 << 20, max_text_bytes=1 << 16))
+    await say_in(store, "long", range(total))
     for sid, why in (("s-drafted", f"{DRAFT_MARK}: esim-setup"), ("s-faq", "matches the FAQ “eSIM”")):
         made = datetime(2026, 11, 30, 10, 0, 0 if sid == "s-faq" else 1, tzinfo=UTC)
         await store.save_suggestion(
@@ -364,22 +405,8 @@ async def test_a_long_conversation_shows_its_newest_page_then_earlier_ones_and_l
                 latency_ms=5.0,
             )
         )
-    metrics = Metrics(CollectorRegistry())
-    app = create_app(
-        store=store,
-        health=Health({}, clock=SystemClock(), metrics=metrics, interval_s=1),
-        metrics=metrics,
-        panel=PanelSettings(auth="none"),
-    )
-    listener = socket.create_server(("127.0.0.1", 0))
-    server = EmbeddedServer(uvicorn.Config(app, log_config=None, access_log=False, lifespan="off"))
-    serving = asyncio.create_task(server.serve(sockets=[listener]))
-    try:
-        async with asyncio.timeout(10):
-            while not server.started:
-                await asyncio.sleep(0.01)
-        await page.goto(f"http://127.0.0.1:{listener.getsockname()[1]}/panel/conversations/long")
-
+    async with in_process_panel(store, page) as url:
+        await page.goto(f"{url}/panel/conversations/long")
         texts = page.locator(".msg .text")
         await expect(texts).to_have_count(DEFAULT_PAGE)
         await expect(texts.last).to_have_text(f"message {total - 1}")  # the newest at the bottom, as in a chat
@@ -394,7 +421,28 @@ async def test_a_long_conversation_shows_its_newest_page_then_earlier_ones_and_l
         drafted = page.locator('.card[data-suggestion-id="s-drafted"]')
         await expect(drafted.get_by_role("note")).to_have_text("Drafted by AI from the sources")
         await expect(page.locator('.card[data-suggestion-id="s-faq"] .drafted')).to_have_count(0)
-    finally:
-        await page.goto("about:blank")  # the page's live stream would hold the server open
-        server.should_exit = True
-        await asyncio.wait_for(serving, 10)
+
+
+async def test_after_missing_more_than_a_page_live_the_conversation_shows_no_gap(page: Page, store: CaseStore):
+    shown = DEFAULT_PAGE + 10
+    await say_in(store, "gap", range(shown))
+    feed = LiveFeed(max_queue=5)
+    async with in_process_panel(store, page, feed) as url:
+        await page.goto(f"{url}/panel/conversations/gap")
+        texts = page.locator(".msg .text")
+        await expect(texts.last).to_have_text(f"message {shown - 1}")
+        await expect(page.locator("body[data-live=on]")).to_have_count(1, timeout=SEEN)
+        # More than a page arrives at once: the page's stream falls behind, is dropped, and reconnects.
+        missed = await say_in(store, "gap", range(shown, shown + DEFAULT_PAGE + 20))
+        for update in missed:
+            feed.publish(update)
+        last = shown + DEFAULT_PAGE + 20 - 1
+        await expect(texts.last).to_have_text(f"message {last}", timeout=SEEN)
+        numbers = [int(text.split()[1]) for text in await texts.all_text_contents()]
+        assert numbers == list(range(numbers[0], last + 1)), "a message is missing between two shown"
+        earlier = page.get_by_role("button", name="Show earlier messages")
+        while await earlier.is_visible():
+            count = await texts.count()
+            await earlier.click()
+            await expect(texts).not_to_have_count(count, timeout=SEEN)
+        assert await texts.all_text_contents() == [f"message {n}" for n in range(last + 1)]

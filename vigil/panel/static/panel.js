@@ -405,6 +405,19 @@
       earlier.hidden = !older;
     }
 
+    // After a reconnection: the newest page, joined to what is shown. If more arrived meanwhile than a page holds,
+    // the two do not meet, and adding it would hide a gap: show the newest page alone, the rest a click away.
+    function resync(state) {
+      const meets = !state.older || state.messages.some((m) => seenMessages.has(m.message_id));
+      if (seenMessages.size && state.messages.length && !meets) {
+        messages.replaceChildren();
+        seenMessages.clear();
+        older = state.older;
+        earlier.hidden = !older;
+      }
+      load(state);
+    }
+
     earlier.addEventListener("click", () => {
       if (!older) return;
       earlier.disabled = true;
@@ -417,7 +430,7 @@
     document.getElementById("copy-reply").addEventListener("click", () => useReply(reply.value));
     load(view);
     markRead();
-    const reload = () => api("GET", `/api/conversations/${encodeURIComponent(id)}`).then(load).catch(() => {});
+    const reload = () => api("GET", `/api/conversations/${encodeURIComponent(id)}`).then(resync).catch(() => {});
     live(`/api/live?conversation=${encodeURIComponent(id)}`, {
       // A message too long for the replicas' relay arrives cut short: fetch it whole.
       message: (d) => { if (d.message.truncated) reload(); else addMessage(d.message); applyCase(d.case); },
