@@ -189,6 +189,13 @@ def make_settings(
 @pytest.fixture
 async def store(db_url: str, tmp_path: Path) -> AsyncIterator[CaseStore]:
     """A migrated case store on each database."""
+    async with migrated_store(db_url, tmp_path) as case_store:
+        yield case_store
+
+
+@contextlib.asynccontextmanager
+async def migrated_store(db_url: str, tmp_path: Path) -> AsyncIterator[CaseStore]:
+    """A case store on ``db_url``, migrated, closed on exit."""
     settings = make_settings(tmp_path=tmp_path, db_url=db_url)
     case_store = CaseStore.from_settings(settings, clock=SystemClock())
     await case_store.migrate()

@@ -377,14 +377,8 @@ def test_the_settings_come_from_the_environment(monkeypatch: pytest.MonkeyPatch)
     assert load_settings(_env_file=None).llm.api_key is None
 
 
-@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
-async def test_the_answer_skill_uses_a_draft_and_falls_back_to_the_extract(
-    fake: FakeAnthropic,
-    metrics: Metrics,
-    store,
-    tmp_path,
-    embedder,  # type: ignore[no-untyped-def]
-):
+async def drafting_skill(fake: FakeAnthropic, metrics: Metrics, store, tmp_path, embedder):  # type: ignore[no-untyped-def]
+    """The answer skill over the help centre's articles, drafting through ``fake``; an eSIM question; the drafter."""
     from tests.conftest import help_centre, open_knowledge
     from vigil.answers import AnswerSkill
     from vigil.events import parse
@@ -394,21 +388,27 @@ async def test_the_answer_skill_uses_a_draft_and_falls_back_to_the_extract(
     await knowledge.upsert([e for e in help_centre() if e.kind == "article"])
     drafter = Drafter(settings(fake.url), metrics=metrics, clock=SystemClock())
     skill = AnswerSkill(knowledge, AnswerSettings(min_confidence=0.0), drafter=drafter)
-    question = parse(
-        json.dumps(
-            {
-                "type": "message",
-                "schema_version": 1,
-                "message_id": "m1",
-                "conversation_id": "c1",
-                "sent_at": "2026-11-30T09:00:00Z",
-                "role": "customer",
-                "text": "How do I install an eSIM on my iPhone?",
-            }
-        ).encode(),
-        max_event_bytes=1 << 20,
-        max_text_bytes=1 << 16,
-    )
+    raw = {
+        "type": "message",
+        "schema_version": 1,
+        "message_id": "m1",
+        "conversation_id": "c1",
+        "sent_at": "2026-11-30T09:00:00Z",
+        "role": "customer",
+        "text": "How do I install an eSIM on my iPhone?",
+    }
+    return skill, parse(json.dumps(raw).encode(), max_event_bytes=1 << 20, max_text_bytes=1 << 16), drafter
+
+
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+async def test_the_answer_skill_uses_a_draft_and_falls_back_to_the_extract(
+    fake: FakeAnthropic,
+    metrics: Metrics,
+    store,
+    tmp_path,
+    embedder,  # type: ignore[no-untyped-def]
+):
+    skill, question, drafter = await drafting_skill(fake, metrics, store, tmp_path, embedder)
     fake.handler = message("Go to Settings > Mobile Service > Add eSIM and scan the code [esim-setup].")
     (drafted,) = await skill.propose(question, None)
     assert drafted.text.endswith("[esim-setup].") and drafted.sources[0].id == "esim-setup"
@@ -494,26 +494,9 @@ async def test_a_drafted_answer_says_it_was_machine_written(
     tmp_path,
     embedder,  # type: ignore[no-untyped-def]
 ):
-    from tests.conftest import help_centre, open_knowledge
-    from vigil.answers import AnswerSkill
     from vigil.drafting import DRAFT_MARK
-    from vigil.events import parse
-    from vigil.settings import AnswerSettings
 
-    knowledge = await open_knowledge(store, tmp_path / "chroma", embedder)
-    await knowledge.upsert([e for e in help_centre() if e.kind == "article"])
-    drafter = Drafter(settings(fake.url), metrics=metrics, clock=SystemClock())
-    skill = AnswerSkill(knowledge, AnswerSettings(min_confidence=0.0), drafter=drafter)
-    raw = {
-        "type": "message",
-        "schema_version": 1,
-        "message_id": "m1",
-        "conversation_id": "c1",
-        "sent_at": "2026-11-30T09:00:00Z",
-        "role": "customer",
-        "text": "How do I install an eSIM on my iPhone?",
-    }
-    question = parse(json.dumps(raw).encode(), max_event_bytes=1 << 20, max_text_bytes=1 << 16)
+    skill, question, drafter = await drafting_skill(fake, metrics, store, tmp_path, embedder)
     try:
         fake.handler = message("Go to Settings > Mobile Service > Add eSIM and scan the code [esim-setup].")
         (drafted,) = await skill.propose(question, None)

@@ -13,7 +13,7 @@ import psycopg
 import pytest
 import sqlalchemy as sa
 
-from tests.conftest import PG_ADMIN, make_settings
+from tests.conftest import PG_ADMIN, make_settings, migrated_store
 from vigil.clock import SystemClock
 from vigil.errors import EventConflict, StoreError, StoreUnavailable
 from vigil.events import CaseEvent, Feedback, Message, SourceRef, Suggestion, parse
@@ -385,13 +385,8 @@ async def set_fault(store: CaseStore, code: str | None) -> None:
 
 @pytest.fixture
 async def pg_store(pg_url: str, tmp_path) -> AsyncIterator[CaseStore]:
-    settings = make_settings(tmp_path=tmp_path, db_url=pg_url)
-    case_store = CaseStore.from_settings(settings, clock=SystemClock())
-    await case_store.migrate()
-    try:
+    async with migrated_store(pg_url, tmp_path) as case_store:
         yield case_store
-    finally:
-        await case_store.close()
 
 
 TRANSIENT_CODES = {
