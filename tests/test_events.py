@@ -253,6 +253,15 @@ def test_an_event_takes_the_tenant_its_topic_names_and_may_not_contradict_it():
         assert refused.value.reason == "address_mismatch"
 
 
+@pytest.mark.parametrize("key", ["c-1\udcff", "c" * 300, "*", ""], ids=["not-utf8", "over-long", "star", "empty"])
+def test_a_kafka_key_that_is_not_the_conversation_id_is_a_mismatch_whatever_it_holds(key: str):
+    # A Kafka key decodes with surrogate escapes, so bytes that are not UTF-8 arrive as lone surrogates.
+    event = parse(encode(message()), **LIMITS)
+    with pytest.raises(Rejected) as refused:
+        addressed(event, tenant=None, conversation_id=key)
+    assert refused.value.reason == "address_mismatch"
+
+
 # Nesting depth and timestamp range (issue 8, items 4 and 11).
 
 

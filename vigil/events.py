@@ -233,13 +233,12 @@ def addressed(
     leaves out is taken from the address; an event that contradicts its address is refused.
 
     Raises:
-        Rejected: ``invalid_field`` for an id no event could hold (see ``check_id``); ``address_mismatch``, naming
-            the field.
+        Rejected: ``invalid_field`` for a tenant no event could hold (see ``check_id``); ``address_mismatch``,
+            naming the field. (A conversation id that is not the event's, valid or not, is a mismatch: one that is
+            the event's was checked with it.)
     """
     if tenant is not None:
         check_id(tenant, field="the topic's tenant", tenant=True)
-    if conversation_id is not None:
-        check_id(conversation_id, field="the topic's conversation_id")
     if conversation_id is not None and conversation_id != event.conversation_id:
         raise Rejected(
             "address_mismatch",
