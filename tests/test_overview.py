@@ -10,8 +10,8 @@ import sqlalchemy as sa
 
 from tests.conftest import make_settings
 from vigil.clock import SystemClock
-from vigil.errors import StoreUnavailable
-from vigil.events import Feedback, Message, Suggestion
+from vigil.errors import EventConflict, StoreUnavailable
+from vigil.events import CaseEvent, Feedback, Message, Suggestion
 from vigil.panel.overview import Overview, Tally, overview
 from vigil.store import CaseStore
 from vigil.tables import KnowledgeEntryRow
@@ -28,6 +28,11 @@ def at(hours: float = 0, *, s: float = 0) -> datetime:
 async def suggest(
     store: CaseStore, sid: str, when: datetime, kind: str = "answer", latency_ms: float = 10.0, tenant: str = "acme"
 ) -> None:
+    # A suggestion is made in a conversation vigil knows (and a verdict on it is only taken there).
+    opened = {"event_id": f"open-{sid}", "event": "opened", "at": when, "tenant": tenant}
+    await store.record(
+        CaseEvent.model_validate({"type": "case", "schema_version": 1, "conversation_id": f"conv-{sid}", **opened})
+    )
     await store.save_suggestion(
         Suggestion(
             suggestion_id=sid,
@@ -107,7 +112,13 @@ async def test_suggestions_are_counted_by_kind_and_each_counts_its_latest_verdic
     await judge(store, "a2", "dismissed", at(1, s=600), n=1)  # changed their mind: one dismissal, in the second hour
     await judge(store, "a3", "accepted", at(1, s=360))
     await judge(store, "n1", "approved", at(1, s=2400))  # approving an action accepts it
-    await judge(store, "ghost", "accepted", at(s=60))  # a suggestion vigil never made: no kind, no tenant
+    with pytest.raises(EventConflict, match="unknown_conversation"):
+        await judge(store, "ghost", "accepted", at(s=60))  # in a conversation vigil never saw: refused
+    ghost = {"type": "feedback", "schema_version": 1, "feedback_id": "fb-ghost", "suggestion_id": "ghost"}
+    # A suggestion vigil never made, in a conversation it knows: stored, but of no kind, so counted nowhere.
+    await store.record(
+        Feedback.model_validate({**ghost, "conversation_id": "conv-a1", "verdict": "accepted", "at": at(s=60)})
+    )
 
     view = await three_hours(store)
 
