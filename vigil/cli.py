@@ -34,8 +34,35 @@ log = logging.getLogger("vigil")
 # Loggers of libraries that print SQL parameters, which hold customer text, at DEBUG. (SQLAlchemy's own loggers stay
 # at the WARNING it gives them, and the engines hide parameters even when an operator turns SQL logging on.)
 PARAMETER_LOGGERS = ("aiosqlite",)
+# bm25s sets its logger to DEBUG when it is imported (after logging is set up here), so a level set here would not
+# hold: a filter on the logger does. Its DEBUG and INFO lines are about building an index, for every refresh.
+CHATTY_LOGGERS = ("bm25s",)
+# Alembic says which database dialect it found each time a command opens the database: only DEBUG shows it.
+MIGRATION_LOGGER = "alembic.runtime.migration"
+MIGRATION_CHATTER = ("Context impl ", "Will assume ")
 HARD_EXIT_S = 2.0
 """After a second signal, how long cancelled work may take to unwind before the process exits regardless."""
+
+
+class _Below(logging.Filter):
+    """Drops records below ``level`` that start with one of ``prefixes`` (any record, with none given)."""
+
+    def __init__(self, level: int, prefixes: tuple[str, ...] = ()) -> None:
+        super().__init__()
+        self.level = level
+        self.prefixes = prefixes
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno >= self.level:
+            return True
+        return bool(self.prefixes) and not str(record.msg).startswith(self.prefixes)
+
+
+def _filter_once(name: str, new: _Below) -> None:
+    logger = logging.getLogger(name)
+    for old in [f for f in logger.filters if isinstance(f, _Below)]:
+        logger.removeFilter(old)
+    logger.addFilter(new)
 
 
 def configure_logging(level: str) -> None:
@@ -43,9 +70,15 @@ def configure_logging(level: str) -> None:
     logging.basicConfig(level=level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     # Alembic announces its plugins when it is imported, which a command does after logging is set up.
     logging.getLogger("alembic.runtime.plugins").setLevel(logging.WARNING)
-    quieter = max(logging.INFO, logging.getLogger().getEffectiveLevel())
+    effective = logging.getLogger().getEffectiveLevel()
+    quieter = max(logging.INFO, effective)
     for name in PARAMETER_LOGGERS:
         logging.getLogger(name).setLevel(quieter)
+    chatter_below = logging.DEBUG if effective <= logging.DEBUG else logging.WARNING
+    for name in CHATTY_LOGGERS:
+        _filter_once(name, _Below(chatter_below))
+    # "Running upgrade 0007 -> 0008" stays: it says the schema changed.
+    _filter_once(MIGRATION_LOGGER, _Below(chatter_below, MIGRATION_CHATTER))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -253,3 +253,14 @@ def test_replay_of_a_missing_file_says_so(vigil: VigilCli, kafka: EmbeddedBroker
     assert result.returncode == 2, result.stderr
     said = "no such file" if what == "missing" else "not a file"
     assert result.stderr.splitlines() == [f"vigil: {said}: {path}"], result.stderr
+
+
+def test_a_command_on_an_up_to_date_database_logs_nothing(vigil: VigilCli, sqlite_url: str) -> None:
+    first = vigil.call("db", "upgrade", timeout_s=60, VIGIL_DATABASE__URL=sqlite_url)
+    assert first.returncode == 0, first.stderr
+    assert "Running upgrade" in first.stderr  # what changed the schema is said
+    assert "Context impl" not in first.stderr, first.stderr
+    again = vigil.call("db", "upgrade", timeout_s=60, VIGIL_DATABASE__URL=sqlite_url)
+    assert again.returncode == 0, again.stderr
+    assert again.stderr == "", again.stderr
+    assert again.stdout.strip() == "database schema is up to date"
