@@ -34,16 +34,18 @@ PG_ADMIN = os.environ.get("VIGIL_TEST_PG", "postgresql://postgres@127.0.0.1:5432
 @pytest.fixture
 def restored_logging() -> Iterator[None]:
     """Put back the logger levels the CLI's ``configure_logging`` sets, so later tests log as before."""
-    from vigil.cli import PARAMETER_LOGGERS
+    from vigil.cli import CHATTY_LOGGERS, MIGRATION_LOGGER, PARAMETER_LOGGERS
 
-    names = (*PARAMETER_LOGGERS, "sqlalchemy.engine", "alembic.runtime.plugins", "")
+    names = (*PARAMETER_LOGGERS, *CHATTY_LOGGERS, MIGRATION_LOGGER, "sqlalchemy.engine", "alembic.runtime.plugins", "")
     loggers = [logging.getLogger(name) for name in names]
     levels = [logger.level for logger in loggers]
+    filters = [list(logger.filters) for logger in loggers]
     try:
         yield
     finally:
-        for logger, level in zip(loggers, levels, strict=True):
+        for logger, level, kept in zip(loggers, levels, filters, strict=True):
             logger.setLevel(level)
+            logger.filters[:] = kept
 
 
 @pytest.fixture(scope="session")

@@ -7,7 +7,7 @@ import logging
 import pytest
 
 from tests.test_store import event
-from vigil.cli import PARAMETER_LOGGERS, configure_logging
+from vigil.cli import MIGRATION_LOGGER, PARAMETER_LOGGERS, configure_logging
 from vigil.store import CaseStore
 
 
@@ -39,3 +39,42 @@ def test_a_quieter_level_stays_quieter_for_the_sql_libraries():
     logging.getLogger().setLevel(logging.WARNING)  # basicConfig does nothing where pytest set up handlers already
     configure_logging("WARNING")
     assert all(logging.getLogger(name).getEffectiveLevel() >= logging.WARNING for name in PARAMETER_LOGGERS)
+
+
+# --- issue 9: log noise ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.usefixtures("restored_logging")
+def test_bm25s_index_chatter_stays_out_of_an_info_log(caplog: pytest.LogCaptureFixture):
+    from vigil.lexical import LexicalIndex
+
+    logging.getLogger().setLevel(logging.INFO)  # basicConfig does nothing where pytest set up handlers already
+    configure_logging("INFO")
+    caplog.handler.setLevel(logging.NOTSET)  # as basicConfig's handler: it shows whatever a logger lets through
+    LexicalIndex(["a", "b"], ["my parcel is late", "reset a password"])  # bm25s logs "Building index from ..."
+    assert [r for r in caplog.records if r.name.startswith("bm25s")] == []
+    logging.getLogger("bm25s").warning("a real problem")
+    assert [r.getMessage() for r in caplog.records if r.name == "bm25s"] == ["a real problem"]
+
+
+@pytest.mark.usefixtures("restored_logging")
+def test_bm25s_chatter_shows_when_the_operator_asks_for_debug(caplog: pytest.LogCaptureFixture):
+    from vigil.lexical import LexicalIndex
+
+    logging.getLogger().setLevel(logging.DEBUG)
+    configure_logging("DEBUG")
+    caplog.set_level(logging.DEBUG)
+    LexicalIndex(["a"], ["my parcel is late"])
+    assert any(r.name == "bm25s" and r.levelno == logging.DEBUG for r in caplog.records)
+
+
+@pytest.mark.usefixtures("restored_logging")
+def test_alembic_keeps_what_changed_and_drops_the_dialect_it_found(caplog: pytest.LogCaptureFixture):
+    logging.getLogger().setLevel(logging.INFO)
+    configure_logging("INFO")
+    caplog.set_level(logging.INFO)
+    migration = logging.getLogger(MIGRATION_LOGGER)
+    migration.info("Context impl %s.", "SQLiteImpl")
+    migration.info("Will assume non-transactional DDL.")
+    migration.info("Running upgrade %s -> %s, %s", "0007", "0008", "conversation pages")
+    assert [r.getMessage() for r in caplog.records] == ["Running upgrade 0007 -> 0008, conversation pages"]

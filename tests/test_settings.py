@@ -164,3 +164,67 @@ def test_vigil_never_subscribes_to_what_it_publishes(
     monkeypatch.setenv(variable, value)
     with pytest.raises(SettingsError, match=problem):
         load_settings()
+
+
+# Every kind of setting, given a bad value, is refused with the variable an operator set (never its section, never
+# another variable) and what is wrong with the value.
+@pytest.mark.parametrize(
+    ("variable", "value", "problem"),
+    [
+        pytest.param("VIGIL_KAFKA__PARTITIONS", "six", "valid integer", id="int"),
+        pytest.param("VIGIL_ANSWERS__MIN_CONFIDENCE", "high", "valid number", id="float"),
+        pytest.param("VIGIL_ANSWERS__MIN_CONFIDENCE", "2", "less than or equal to 1", id="float-range"),
+        pytest.param("VIGIL_KAFKA__CREATE_TOPICS", "perhaps", "valid boolean", id="bool"),
+        pytest.param("VIGIL_PANEL__AUTH", "maybe", "'none', 'tokens' or 'oidc'", id="literal"),
+        pytest.param("VIGIL_PANEL__OIDC__DEFAULT_ROLE", "boss", "'analyst', 'lead' or 'admin'", id="nested-literal"),
+        pytest.param("VIGIL_KNOWLEDGE__PATHS", "/no/such/dir", "a JSON list", id="list-not-json"),
+        pytest.param("VIGIL_KNOWLEDGE__PATHS", '{"a": 1}', "valid list", id="list-an-object"),
+        pytest.param("VIGIL_KNOWLEDGE__PATHS", '["/no/such/dir"]', "no such file or folder: /no/such/dir", id="path"),
+        pytest.param("VIGIL_KNOWLEDGE__MODEL_PATH", "/no/such/model", "no such folder: /no/such/model", id="folder"),
+        pytest.param("VIGIL_DEMO__CONVERSATIONS", "/no/such.jsonl", "no such file: /no/such.jsonl", id="file"),
+        pytest.param("VIGIL_PANEL__USERS", "notjson", "a JSON list", id="users-not-json"),
+        pytest.param(
+            "VIGIL_PANEL__USERS",
+            '[{"name": "ana", "tenants": ["acme"], "token_sha256": "nothex"}]',
+            "[0].token_sha256: String should match pattern",
+            id="users-bad-entry",
+        ),
+        pytest.param("VIGIL_PANEL__OIDC", "notjson", "a JSON object", id="nested-section-not-json"),
+        pytest.param("VIGIL_KAFKA", "notjson", "e.g. VIGIL_KAFKA__BOOTSTRAP_SERVERS", id="section-not-json"),
+        pytest.param("VIGIL_HTTP", "notjson", "e.g. VIGIL_HTTP__HOST", id="other-section-not-json"),
+        pytest.param("VIGIL_MQTT__TLS_CA_FILE", "/etc/hostname", "VIGIL_MQTT__TLS is not", id="rule-mqtt"),
+        pytest.param("VIGIL_DATABASE__URL", "nope", "not a database URL", id="validator"),
+    ],
+)
+def test_every_kind_of_bad_value_names_the_variable_set(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, variable: str, value: str, problem: str
+):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(SettingsError) as caught:
+        load_settings()
+    assert caught.value.setting == variable, caught.value
+    assert problem in caught.value.problem, caught.value
+    assert "Value error" not in caught.value.problem
+
+
+def test_a_bad_value_in_the_dotenv_file_is_named_too(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / ".env").write_text("VIGIL_PANEL__USERS=notjson\n")
+    with pytest.raises(SettingsError) as caught:
+        load_settings()
+    assert caught.value.setting == "VIGIL_PANEL__USERS" and "a JSON list" in caught.value.problem
+
+
+def test_oidc_names_the_missing_part(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("VIGIL_PANEL__AUTH", "oidc")
+    monkeypatch.setenv("VIGIL_PANEL__OIDC__ISSUER", "https://login.example.com")
+    with pytest.raises(SettingsError) as caught:
+        load_settings()
+    assert caught.value.setting == "VIGIL_PANEL__OIDC__CLIENT_ID"
+
+
+def test_existing_knowledge_paths_are_taken(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    (tmp_path / "faq.yaml").write_text("")
+    monkeypatch.setenv("VIGIL_KNOWLEDGE__PATHS", f'["{tmp_path}", "{tmp_path / "faq.yaml"}"]')
+    assert load_settings().knowledge.paths == [tmp_path, tmp_path / "faq.yaml"]

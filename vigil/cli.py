@@ -34,8 +34,35 @@ log = logging.getLogger("vigil")
 # Loggers of libraries that print SQL parameters, which hold customer text, at DEBUG. (SQLAlchemy's own loggers stay
 # at the WARNING it gives them, and the engines hide parameters even when an operator turns SQL logging on.)
 PARAMETER_LOGGERS = ("aiosqlite",)
+# bm25s sets its logger to DEBUG when it is imported (after logging is set up here), so a level set here would not
+# hold: a filter on the logger does. Its DEBUG and INFO lines are about building an index, for every refresh.
+CHATTY_LOGGERS = ("bm25s",)
+# Alembic says which database dialect it found each time a command opens the database: only DEBUG shows it.
+MIGRATION_LOGGER = "alembic.runtime.migration"
+MIGRATION_CHATTER = ("Context impl ", "Will assume ")
 HARD_EXIT_S = 2.0
 """After a second signal, how long cancelled work may take to unwind before the process exits regardless."""
+
+
+class _Below(logging.Filter):
+    """Drops records below ``level`` that start with one of ``prefixes`` (any record, with none given)."""
+
+    def __init__(self, level: int, prefixes: tuple[str, ...] = ()) -> None:
+        super().__init__()
+        self.level = level
+        self.prefixes = prefixes
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno >= self.level:
+            return True
+        return bool(self.prefixes) and not str(record.msg).startswith(self.prefixes)
+
+
+def _filter_once(name: str, new: _Below) -> None:
+    logger = logging.getLogger(name)
+    for old in [f for f in logger.filters if isinstance(f, _Below)]:
+        logger.removeFilter(old)
+    logger.addFilter(new)
 
 
 def configure_logging(level: str) -> None:
@@ -43,9 +70,15 @@ def configure_logging(level: str) -> None:
     logging.basicConfig(level=level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     # Alembic announces its plugins when it is imported, which a command does after logging is set up.
     logging.getLogger("alembic.runtime.plugins").setLevel(logging.WARNING)
-    quieter = max(logging.INFO, logging.getLogger().getEffectiveLevel())
+    effective = logging.getLogger().getEffectiveLevel()
+    quieter = max(logging.INFO, effective)
     for name in PARAMETER_LOGGERS:
         logging.getLogger(name).setLevel(quieter)
+    chatter_below = logging.DEBUG if effective <= logging.DEBUG else logging.WARNING
+    for name in CHATTY_LOGGERS:
+        _filter_once(name, _Below(chatter_below))
+    # "Running upgrade 0007 -> 0008" stays: it says the schema changed.
+    _filter_once(MIGRATION_LOGGER, _Below(chatter_below, MIGRATION_CHATTER))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -70,7 +103,12 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="vigil", description="A proactive copilot for customer-support analysts.")
     parser.add_argument("--version", action="version", version=f"vigil {__version__}")
     commands = parser.add_subparsers(required=True, metavar="COMMAND")
-    commands.add_parser("run", help="run the daemon against VIGIL_KAFKA__BOOTSTRAP_SERVERS").set_defaults(command=_run)
+    run_help = (
+        "run the daemon on Kafka (VIGIL_KAFKA__BOOTSTRAP_SERVERS) and/or MQTT (VIGIL_MQTT__HOST), as the settings say"
+    )
+    commands.add_parser("run", help=run_help, description=f"{run_help[0].upper()}{run_help[1:]}.").set_defaults(
+        command=_run
+    )
     demo = commands.add_parser("demo", help="run everything embedded: broker, daemon, demo traffic")
     demo.add_argument("--no-traffic", action="store_true", help="do not publish the demo conversations")
     demo.set_defaults(command=_demo)
@@ -78,6 +116,9 @@ def _parser() -> argparse.ArgumentParser:
     rp.add_argument("file", type=Path)
     rp.add_argument("--rate", type=float, default=0.0, help="events per second (default: as fast as possible)")
     rp.add_argument("--topic", help="topic to publish to (default: the input topic)")
+    rp.add_argument(
+        "--unchecked", action="store_true", help="publish lines that are not v1 events too (vigil dead-letters them)"
+    )
     rp.set_defaults(command=_replay)
     db = commands.add_parser("db", help="database schema").add_subparsers(required=True, metavar="ACTION")
     db.add_parser("upgrade", help="apply migrations up to the newest").set_defaults(command=_db_upgrade)
@@ -104,7 +145,7 @@ def _kb_commands(kb: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     imports.set_defaults(command=_kb_import)
     search = kb.add_parser("search", help="rank knowledge for a question ('-': one question per line on stdin)")
     search.add_argument("text")
-    search.add_argument("--k", type=int, default=5)
+    search.add_argument("--k", type=_positive_int, default=5, help="how many entries to show (default: 5)")
     search.add_argument("--json", action="store_true", help="print JSON")
     search.add_argument("--tenant", help="search as this tenant's conversations do (default: global entries only)")
     search.set_defaults(command=_kb_search)
@@ -112,6 +153,17 @@ def _kb_commands(kb: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     stats.add_argument("--tenant", action="append", help="count what this tenant sees (repeat; default: every entry)")
     stats.set_defaults(command=_kb_stats)
     kb.add_parser("export", help="every entry as JSON lines").set_defaults(command=_kb_export)
+
+
+def _positive_int(text: str) -> int:
+    """An argument that must be a whole number of at least 1 (argparse refuses anything else with exit 2)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
 
 
 async def _kb_import(args: argparse.Namespace, settings: Settings) -> int:
@@ -249,20 +301,31 @@ async def _replay(args: argparse.Namespace, settings: Settings) -> int:
     from vigil.replay import replay
     from vigil.transport.kafka import KafkaPublisher
 
+    if not args.file.is_file():  # before anything else: the simplest mistake gets the simplest answer
+        print(f"vigil: {'not a file' if args.file.exists() else 'no such file'}: {args.file}", file=sys.stderr)
+        return 2
     kafka = settings.kafka
     if not kafka.bootstrap_servers:
         raise SettingsError("VIGIL_KAFKA__BOOTSTRAP_SERVERS", "not set; vigil replay needs a Kafka to publish to")
-    if not args.file.is_file():
-        raise SettingsError("FILE", f"{args.file} is not a file")
     publisher = KafkaPublisher(kafka)
     try:
         await publisher.start()
-        sent = await replay(
-            args.file, publisher=publisher, topic=args.topic or kafka.input_topic, clock=SystemClock(), rate=args.rate
+        done = await replay(
+            args.file,
+            publisher=publisher,
+            topic=args.topic or kafka.input_topic,
+            clock=SystemClock(),
+            rate=args.rate,
+            checked=None if args.unchecked else settings.ingest,
         )
     finally:
         await publisher.close()
-    print(f"published {sent} events to {args.topic or kafka.input_topic}")
+    for bad in done.bad:
+        print(f"vigil: {args.file}:{bad.number}: not published, {bad.reason}: {bad.detail}", file=sys.stderr)
+    print(f"published {done.sent} events to {args.topic or kafka.input_topic}")
+    if done.bad:  # the good lines went out; the exit code says the file was not all good
+        print(f"vigil: {len(done.bad)} lines of {args.file} are not v1 events and were not published", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -24,6 +24,8 @@ class Health:
         self._metrics = metrics
         self._interval_s = interval_s
         self.problems: dict[str, str] = {name: "not checked yet" for name in checks}
+        # Dependencies whose outage was logged: only these are "reachable again" (not one still starting up).
+        self._outages: set[str] = set()
 
     @property
     def ready(self) -> bool:
@@ -37,10 +39,12 @@ class Health:
             was = self.problems.get(name)
             if problem is None:
                 self.problems.pop(name, None)
-                if was is not None and was != "not checked yet":
+                if name in self._outages:
+                    self._outages.discard(name)
                     log.info("%s is reachable again", name)
             else:
-                if was != problem and was is None:
+                if was is None:  # it answered its last check: an outage begins
+                    self._outages.add(name)
                     log.warning("%s is not reachable: %s", name, problem)
                 self.problems[name] = problem
             self._metrics.ready.labels(name).set(0 if problem else 1)

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from vigil.clock import Clock
+from vigil.errors import Rejected
+from vigil.events import parse
+from vigil.settings import IngestSettings
 from vigil.transport.kafka import KafkaPublisher
 
 
@@ -20,8 +23,25 @@ class Line:
     key: bytes | None
 
 
+@dataclass(frozen=True, slots=True)
+class BadLine:
+    """A line that is not a v1 event vigil would take: its number, and why (the reason vigil would dead-letter it)."""
+
+    number: int
+    reason: str
+    detail: str
+
+
+@dataclass
+class Replayed:
+    """What a replay did: how many lines it published, and the lines it did not because they are not v1 events."""
+
+    sent: int = 0
+    bad: list[BadLine] = field(default_factory=list)
+
+
 def read_lines(path: Path) -> Iterator[Line]:
-    """The non-blank lines of ``path``, unchanged (a malformed line is still published: vigil dead-letters it)."""
+    """The non-blank lines of ``path``, unchanged."""
     with path.open("rb") as handle:
         for number, raw in enumerate(handle, start=1):
             value = raw.rstrip(b"\r\n")
@@ -40,16 +60,35 @@ def conversation_key(value: bytes) -> bytes | None:
     return None
 
 
-async def replay(path: Path, *, publisher: KafkaPublisher, topic: str, clock: Clock, rate: float = 0.0) -> int:
-    """Publish every line of ``path`` to ``topic`` in order, at most ``rate`` per second (0: no limit)."""
-    sent = 0
+async def replay(
+    path: Path,
+    *,
+    publisher: KafkaPublisher,
+    topic: str,
+    clock: Clock,
+    rate: float = 0.0,
+    checked: IngestSettings | None = None,
+) -> Replayed:
+    """Publish every line of ``path`` to ``topic`` in order, at most ``rate`` per second (0: no limit).
+
+    With ``checked``, each line is decoded first as vigil's ingest would, under its limits: a line it would
+    dead-letter is not published but reported. Without it every line is published as it is (to try the
+    dead-letter topic on purpose).
+    """
+    done = Replayed()
     start = clock.monotonic()
     for line in read_lines(path):
+        if checked is not None:
+            try:
+                parse(line.value, max_event_bytes=checked.max_event_bytes, max_text_bytes=checked.max_text_bytes)
+            except Rejected as rejected:
+                done.bad.append(BadLine(line.number, rejected.reason, rejected.detail))
+                continue
         if rate > 0:
-            due = start + sent / rate
+            due = start + done.sent / rate
             wait = due - clock.monotonic()
             if wait > 0:
                 await clock.sleep(wait)
         await publisher.send(topic, line.value, line.key)
-        sent += 1
-    return sent
+        done.sent += 1
+    return done

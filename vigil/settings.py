@@ -7,13 +7,14 @@ Every setting comes from the environment with the prefix ``VIGIL_`` (nested part
 from __future__ import annotations
 
 import ipaddress
+import json
 import re
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal, get_args, get_origin
 
 import sqlalchemy as sa
 from pydantic import BaseModel, Field, SecretStr, ValidationError, field_validator, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, DotEnvSettingsSource, EnvSettingsSource, SettingsConfigDict
 from pydantic_settings import SettingsError as SourceError
 
 from vigil.errors import SettingsError
@@ -21,6 +22,15 @@ from vigil.errors import SettingsError
 ASYNC_DRIVERS = {("sqlite", "aiosqlite"), ("postgresql", "asyncpg"), ("postgresql", "psycopg")}
 ENV_PREFIX = "VIGIL_"
 ENV_NESTED_DELIMITER = "__"
+
+
+class RuleBroken(ValueError):
+    """A rule across settings is broken; ``setting`` names the variable to change (raised in model validators)."""
+
+    def __init__(self, setting: str, problem: str) -> None:
+        super().__init__(f"{setting} {problem}")
+        self.setting = setting
+        self.problem = problem
 
 
 class KafkaSettings(BaseModel):
@@ -139,7 +149,7 @@ class MqttSettings(BaseModel):
     @model_validator(mode="after")
     def _ca_file_with_tls(self) -> MqttSettings:
         if self.tls_ca_file is not None and not self.tls:
-            raise ValueError("VIGIL_MQTT__TLS_CA_FILE is set but VIGIL_MQTT__TLS is not: set it to true to use TLS")
+            raise RuleBroken("VIGIL_MQTT__TLS_CA_FILE", "is set but VIGIL_MQTT__TLS is not: set it to true to use TLS")
         return self
 
     @model_validator(mode="after")
@@ -150,7 +160,7 @@ class MqttSettings(BaseModel):
         events = topic_filter(self.events_topic)
         for name, topic in (("DLQ_TOPIC", self.dlq_topic), ("SUGGESTIONS_TOPIC", self.suggestions_topic)):
             if topic_matches_sub(events, PLACEHOLDER.sub("x", topic)):
-                raise ValueError(f"VIGIL_MQTT__EVENTS_TOPIC would also receive VIGIL_MQTT__{name} ({topic!r})")
+                raise RuleBroken("VIGIL_MQTT__EVENTS_TOPIC", f"would also receive VIGIL_MQTT__{name} ({topic!r})")
         return self
 
 
@@ -248,6 +258,22 @@ class KnowledgeSettings(BaseModel):
     refresh_interval_s: float = Field(default=10.0, gt=0, description="How often to pick up knowledge changes.")
     embedding_threads: int = Field(default=1, ge=1, description="CPU threads for embeddings.")
 
+    @field_validator("paths")
+    @classmethod
+    def _paths_exist(cls, paths: list[Path]) -> list[Path]:
+        # Checked here, not at the first import: start-up would retry a missing folder as if it were an outage.
+        for path in paths:
+            if not path.exists():
+                raise ValueError(f"no such file or folder: {path}")
+        return paths
+
+    @field_validator("model_path")
+    @classmethod
+    def _model_is_a_folder(cls, path: Path | None) -> Path | None:
+        if path is not None and not path.is_dir():
+            raise ValueError(f"no such folder: {path}")
+        return path
+
 
 class AnswerSettings(BaseModel):
     """Proactive answers and when vigil speaks (the intervention policy)."""
@@ -283,6 +309,13 @@ class DemoSettings(BaseModel):
     pace_s: float = Field(default=2.0, gt=0, description="Mean seconds between demo events.")
     parallel: int = Field(default=3, ge=1, description="Conversations running at once.")
 
+    @field_validator("conversations")
+    @classmethod
+    def _conversations_exist(cls, path: Path | None) -> Path | None:
+        if path is not None and not path.is_file():
+            raise ValueError(f"no such file: {path}")
+        return path
+
 
 class Settings(BaseSettings):
     """All of vigil's settings."""
@@ -315,16 +348,19 @@ class Settings(BaseSettings):
         panel = self.panel
         # The API (/api/*) is served with the panel off too: the rule guards both.
         if panel.auth == "none" and not is_loopback(self.http.host):
-            raise ValueError(
-                f"VIGIL_PANEL__AUTH is none but VIGIL_HTTP__HOST {self.http.host!r} is not a loopback address; "
-                "set VIGIL_PANEL__AUTH to tokens or oidc"
+            raise RuleBroken(
+                "VIGIL_PANEL__AUTH",
+                f"is none but VIGIL_HTTP__HOST {self.http.host!r} is not a loopback address; "
+                "set VIGIL_PANEL__AUTH to tokens or oidc",
             )
         if panel.auth == "tokens" and not panel.users:
-            raise ValueError("VIGIL_PANEL__AUTH is tokens but VIGIL_PANEL__USERS is empty")
+            raise RuleBroken("VIGIL_PANEL__AUTH", "is tokens but VIGIL_PANEL__USERS is empty")
         if panel.auth == "oidc":
             missing = [n for n in ("issuer", "client_id", "redirect_url") if not getattr(panel.oidc, n)]
             if missing:
-                raise ValueError(f"VIGIL_PANEL__AUTH is oidc but VIGIL_PANEL__OIDC__{missing[0].upper()} is not set")
+                raise RuleBroken(
+                    f"VIGIL_PANEL__OIDC__{missing[0].upper()}", "is not set, and VIGIL_PANEL__AUTH is oidc"
+                )
         return self
 
     @field_validator("log_level")
@@ -355,7 +391,61 @@ def is_loopback(host: str) -> bool:
 
 def env_name(loc: tuple[int | str, ...]) -> str:
     """The environment variable behind a validation error's location, e.g. ``VIGIL_HTTP__PORT``."""
-    return ENV_PREFIX + ENV_NESTED_DELIMITER.join(str(part).upper() for part in loc if isinstance(part, str))
+    return _variable(loc)[0]
+
+
+def _variable(loc: tuple[int | str, ...]) -> tuple[str, str]:
+    """The variable behind ``loc`` and where in its value the problem is: the variable is the first field that
+    is not a section of settings (``VIGIL_PANEL__USERS``, a JSON list; ``[0].token_sha256`` inside it)."""
+    model: type[BaseModel] | None = Settings
+    names: list[str] = []
+    for depth, part in enumerate(loc):
+        if model is None or not isinstance(part, str) or part not in model.model_fields:
+            inside = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc[depth:])
+            return ENV_PREFIX + ENV_NESTED_DELIMITER.join(names), inside.removeprefix(".")
+        names.append(part.upper())
+        annotation = model.model_fields[part].annotation
+        model = annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
+    return ENV_PREFIX + ENV_NESTED_DELIMITER.join(names), ""
+
+
+def _json_kind(variable: str) -> str:
+    """What a JSON-valued variable takes: "a JSON list" or "a JSON object"."""
+    model: type[BaseModel] | None = Settings
+    annotation: Any = None
+    for part in variable.removeprefix(ENV_PREFIX).lower().split(ENV_NESTED_DELIMITER):
+        if model is None or part not in model.model_fields:
+            break
+        annotation = model.model_fields[part].annotation
+        model = annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
+    if get_origin(annotation) is list:
+        (item,) = get_args(annotation)
+        if item in (str, Path):
+            return 'a JSON list, e.g. ["/srv/knowledge"]'
+        return "a JSON list"
+    return "a JSON object"
+
+
+def _undecodable(source_name: str, field_name: str) -> tuple[str, str] | None:
+    """The variable of section ``field_name`` whose value is not the JSON it must be, and why (after the settings
+    source refused the section without saying which variable)."""
+    source_type = DotEnvSettingsSource if source_name == "DotEnvSettingsSource" else EnvSettingsSource
+    source = source_type(Settings)
+    field = Settings.model_fields.get(field_name)
+    if field is None:
+        return None
+    for name, value in source.env_vars.items():
+        try:  # one variable at a time, decoded as the source does it
+            source.explode_env_vars(field_name, field, {name: value})
+        except ValueError as exc:
+            return name.upper(), str(exc)
+    whole = source.env_vars.get((ENV_PREFIX + field_name).lower())
+    if whole is not None:
+        try:
+            json.loads(whole)
+        except ValueError as exc:
+            return (ENV_PREFIX + field_name).upper(), str(exc)
+    return None
 
 
 def load_settings(**overrides: object) -> Settings:
@@ -364,10 +454,21 @@ def load_settings(**overrides: object) -> Settings:
         return Settings(**overrides)  # type: ignore[arg-type]
     except ValidationError as exc:
         first = exc.errors()[0]
-        if not first["loc"]:  # a rule across settings: its message names the variables
-            raise SettingsError("VIGIL_PANEL__AUTH", first["msg"].removeprefix("Value error, ")) from exc
-        raise SettingsError(env_name(first["loc"]), first["msg"]) from exc
-    except SourceError as exc:  # a nested section given whole (VIGIL_KAFKA=...) that is not JSON
-        field = re.search(r'field "([^"]+)"', str(exc))
-        name = ENV_PREFIX + (field.group(1).upper() if field else "*")
-        raise SettingsError(name, "not a JSON object; set its parts instead, e.g. VIGIL_KAFKA__GROUP_ID") from exc
+        rule = first.get("ctx", {}).get("error")
+        if isinstance(rule, RuleBroken):  # a rule across settings names the variable to change
+            raise SettingsError(rule.setting, rule.problem) from exc
+        variable, inside = _variable(first["loc"])
+        problem = first["msg"].removeprefix("Value error, ")
+        raise SettingsError(variable, f"{inside}: {problem}" if inside else problem) from exc
+    except SourceError as exc:  # a value that must be JSON (a list, or a section given whole) is not
+        found = re.search(r'field "([^"]+)" from source "([^"]+)"', str(exc))
+        culprit = _undecodable(found.group(2), found.group(1)) if found else None
+        if culprit is None:
+            raise SettingsError(ENV_PREFIX + "*", f"a value is not valid JSON ({exc})") from exc
+        variable, reason = culprit
+        if variable.count(ENV_NESTED_DELIMITER) == 0:  # a whole section: its parts are simpler
+            section: Any = Settings.model_fields[variable.removeprefix(ENV_PREFIX).lower()].annotation
+            example = f"{variable}{ENV_NESTED_DELIMITER}{next(iter(section.model_fields)).upper()}"
+            hint = f"not a JSON object ({reason}); set its parts instead, e.g. {example}"
+            raise SettingsError(variable, hint) from exc
+        raise SettingsError(variable, f"not valid JSON ({reason}); it takes {_json_kind(variable)}") from exc

@@ -81,7 +81,7 @@ def test_http_port_in_use_stops_start_up_with_one_line(vigil: VigilCli, kafka: E
     assert last.startswith("vigil: ") and f"127.0.0.1:{port}" in last, last
 
 
-async def test_replay_publishes_every_line_keyed_by_conversation(
+async def test_replay_unchecked_publishes_every_line_keyed_by_conversation(
     vigil: VigilCli, kafka: EmbeddedBroker, topics: Topics, sqlite_url: str, tmp_path: Path
 ) -> None:
     events = [case("rp-c1", "rp-e1", "opened"), case("rp-c2", "rp-e2", "opened")]
@@ -102,6 +102,7 @@ async def test_replay_publishes_every_line_keyed_by_conversation(
         str(rate),
         "--topic",
         topics.input,
+        "--unchecked",  # the malformed line too: the daemon dead-letters it
         VIGIL_KAFKA__BOOTSTRAP_SERVERS=kafka.bootstrap,
         VIGIL_KAFKA__INPUT_TOPIC="not-this-one",
     )
@@ -184,3 +185,82 @@ def test_token_makes_a_token_and_the_users_entry_that_accepts_it(vigil: VigilCli
     assert (user.name, user.role, user.tenants) == ("ana", "lead", ["acme", "globex"])
     assert user.token_sha256 == hashlib.sha256(token.encode()).hexdigest() and len(token) >= 40
     assert vigil.call("token", "bo").returncode == 2  # a tenant is required
+
+
+# --- issue 9: errors a newcomer meets first ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "problem"),
+    [
+        ("VIGIL_KNOWLEDGE__PATHS", "/no/such/dir", "a JSON list"),
+        ("VIGIL_KNOWLEDGE__PATHS", '["/no/such/dir"]', "no such file or folder: /no/such/dir"),
+        ("VIGIL_PANEL__USERS", "notjson", "a JSON list"),
+    ],
+)
+def test_a_bad_list_setting_stops_start_up_at_once_naming_the_variable(
+    vigil: VigilCli, kafka: EmbeddedBroker, variable: str, value: str, problem: str
+) -> None:
+    result = vigil.call("run", timeout_s=30, VIGIL_KAFKA__BOOTSTRAP_SERVERS=kafka.bootstrap, **{variable: value})
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith(f"vigil: invalid setting {variable}: "), lines[0]
+    assert problem in lines[0], lines[0]
+
+
+@pytest.mark.parametrize("k", ["0", "-1", "two"])
+def test_kb_search_refuses_a_k_below_one_before_loading_anything(vigil: VigilCli, tmp_path: Path, k: str) -> None:
+    result = vigil.call("kb", "search", "my order", "--k", k, timeout_s=30)
+    assert result.returncode == 2, result.stderr
+    assert "argument --k" in result.stderr.splitlines()[-1], result.stderr
+    assert not (tmp_path / ".vigil").exists(), "the knowledge store was opened"
+
+
+def test_run_help_says_kafka_and_or_mqtt(vigil: VigilCli) -> None:
+    result = vigil.call("run", "--help", timeout_s=30)
+    assert result.returncode == 0, result.stderr
+    text = " ".join(result.stdout.split())
+    assert "Kafka" in text and "MQTT" in text and "VIGIL_MQTT__HOST" in text, text
+
+
+async def test_replay_names_the_lines_that_are_not_events_and_publishes_the_rest(
+    vigil: VigilCli, kafka: EmbeddedBroker, topics: Topics, tmp_path: Path
+) -> None:
+    good = [json.dumps(message("rb-c1", f"rb-m{n}")) for n in range(5)]
+    lines = [*good[:2], '{"type": "message", oops', *good[2:4], '{"type": "nonsense"}', good[4]]
+    path = tmp_path / "events.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    await create_topics(kafka.bootstrap, topics)
+
+    result = vigil.call(
+        "replay", str(path), VIGIL_KAFKA__BOOTSTRAP_SERVERS=kafka.bootstrap, VIGIL_KAFKA__INPUT_TOPIC=topics.input
+    )
+    assert result.returncode == 1, result.stderr
+    assert result.stdout.strip() == f"published 5 events to {topics.input}"
+    errors = result.stderr.splitlines()
+    assert errors[0].startswith(f"vigil: {path}:3: not published, invalid_json: "), errors
+    assert errors[1].startswith(f"vigil: {path}:6: not published, unknown_type: "), errors
+    assert errors[2] == f"vigil: 2 lines of {path} are not v1 events and were not published", errors
+    published = read_topic(kafka.bootstrap, topics.input, expect=5)
+    assert sorted(r.value or b"" for r in published) == sorted(g.encode() for g in good)
+
+
+@pytest.mark.parametrize("what", ["missing", "folder"])
+def test_replay_of_a_missing_file_says_so(vigil: VigilCli, kafka: EmbeddedBroker, tmp_path: Path, what: str) -> None:
+    path = tmp_path / "nowhere.jsonl" if what == "missing" else tmp_path
+    result = vigil.call("replay", str(path), timeout_s=30, VIGIL_KAFKA__BOOTSTRAP_SERVERS=kafka.bootstrap)
+    assert result.returncode == 2, result.stderr
+    said = "no such file" if what == "missing" else "not a file"
+    assert result.stderr.splitlines() == [f"vigil: {said}: {path}"], result.stderr
+
+
+def test_a_command_on_an_up_to_date_database_logs_nothing(vigil: VigilCli, sqlite_url: str) -> None:
+    first = vigil.call("db", "upgrade", timeout_s=60, VIGIL_DATABASE__URL=sqlite_url)
+    assert first.returncode == 0, first.stderr
+    assert "Running upgrade" in first.stderr  # what changed the schema is said
+    assert "Context impl" not in first.stderr, first.stderr
+    again = vigil.call("db", "upgrade", timeout_s=60, VIGIL_DATABASE__URL=sqlite_url)
+    assert again.returncode == 0, again.stderr
+    assert again.stderr == "", again.stderr
+    assert again.stdout.strip() == "database schema is up to date"
