@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -10,12 +11,13 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import help_centre, open_knowledge
-from vigil.answers import AnswerSkill, extract
+from vigil.answers import AnswerSkill, extract, fit_to_question
 from vigil.cases import CaseState
 from vigil.clock import ManualClock
 from vigil.events import Message, SourceRef, Suggestion, parse
 from vigil.intervention import InterventionPolicy, similarity
 from vigil.knowledge import KnowledgeStore
+from vigil.questions import asks_yes_or_no
 from vigil.settings import AnswerSettings
 from vigil.skills import Proposal
 from vigil.store import CaseStore
@@ -197,3 +199,55 @@ async def test_the_policy_reads_a_conversations_suggestions_once_per_event(store
     assert reads == ["c-1"]
     await policy.admit("answer", customer("And roaming?", 8), case())
     assert reads == ["c-1", "c-1"]
+
+
+# ---- an answer fits the question: no "Yes." to a question that is not a yes/no one; no raw similarity -----------
+@pytest.mark.parametrize(
+    ("question", "yes_or_no"),
+    [
+        ("Can I change my Wi-Fi name?", True),
+        ("hi, is there a fee for an engineer visit?", True),
+        ("so does roaming cost extra in Spain", True),
+        ("I'm moving next month. Will my broadband move with me?", True),
+        ("How do I change my Wi-Fi name?", False),
+        ("What does a flashing amber light mean?", False),
+        ("rename my wifi network", False),
+        ("I can't get online. What should I do?", False),  # "can't" opens a statement here, not the question
+    ],
+)
+def test_a_yes_or_no_question_is_told_by_its_first_word(question: str, yes_or_no: bool):
+    assert asks_yes_or_no(question) is yes_or_no
+
+
+def test_an_answer_drops_its_yes_or_no_when_the_question_is_not_a_yes_or_no_one():
+    faq = "Yes. Change it in the My Brightwave app under Hub > Wi-Fi settings."
+    assert fit_to_question("How do I change my Wi-Fi name?", faq) == (
+        "Change it in the My Brightwave app under Hub > Wi-Fi settings."
+    )
+    assert fit_to_question("Can I change my Wi-Fi name?", faq) == faq
+    assert fit_to_question("which countries are in Roam Europe", "No, Turkey is not in Roam Europe.") == (
+        "Turkey is not in Roam Europe."
+    )
+    # A sentence that starts with the word "No" is not an answer to drop.
+    assert fit_to_question("what now?", "No internet? Check the cable.") == "No internet? Check the cable."
+    assert fit_to_question("what now?", "Yes.") == "Yes."  # nothing would be left
+
+
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+async def test_a_how_question_matched_to_a_yes_faq_is_not_answered_yes(knowledge: KnowledgeStore):
+    skill = AnswerSkill(knowledge, AnswerSettings())
+    (how,) = await skill.propose(customer("how do I rename my wifi network?"), case())
+    (can,) = await skill.propose(customer("Can I change my Wi-Fi name?", n=2), case())
+    assert how.sources[0].id == can.sources[0].id == "faq-change-wifi-name"
+    assert how.text.startswith("Change it in the My Brightwave app") and can.text.startswith("Yes. ")
+
+
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+async def test_why_gives_no_raw_similarity_beside_the_calibrated_confidence(knowledge: KnowledgeStore):
+    (faq,) = await AnswerSkill(knowledge, AnswerSettings()).propose(customer("Can I change my Wi-Fi name?"), case())
+    (article,) = await AnswerSkill(knowledge, AnswerSettings(faq_confidence=0.99)).propose(
+        customer("my hub has a flashing amber light, what do I do?", n=2), case()
+    )
+    for proposal in (faq, article):
+        assert proposal.why and not re.search(r"\d\.\d", proposal.why), proposal.why
+    assert faq.sources[0].kind == "faq" and article.why.startswith("from “")

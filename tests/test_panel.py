@@ -13,6 +13,7 @@ import re
 import socket
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
+from html.parser import HTMLParser
 from pathlib import Path
 
 import httpx
@@ -22,13 +23,15 @@ from fastapi import FastAPI
 from prometheus_client import CollectorRegistry
 from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
-from tests.conftest import make_settings, wait_for
+from tests.conftest import make_settings, open_knowledge, wait_for
 from tests.sse import sse_events
 from vigil.api import SESSION_COOKIE, EmbeddedServer, create_app
 from vigil.cli import main
 from vigil.clock import Clock, ManualClock, SystemClock
+from vigil.documents import read
 from vigil.events import Message, Suggestion, parse
 from vigil.health import Health
+from vigil.knowledge import KnowledgeStore
 from vigil.live import LiveFeed, Update
 from vigil.metrics import Metrics
 from vigil.panel.api import LIVE_RECHECK_S
@@ -104,6 +107,7 @@ def panel_app(  # type: ignore[no-untyped-def]
     registry,
     clock: Clock | None = None,
     feed: LiveFeed | None = None,
+    knowledge: KnowledgeStore | None = None,
     **panel: object,
 ) -> FastAPI:
     metrics = Metrics(registry)
@@ -114,6 +118,7 @@ def panel_app(  # type: ignore[no-untyped-def]
         metrics=metrics,
         clock=clock,
         feed=feed,
+        knowledge=knowledge,
         outboxes=[outbox],
         panel=settings,
     )
@@ -602,3 +607,116 @@ async def test_a_drafted_suggestion_is_labelled_as_machine_written_on_its_card(
     whys = {s["suggestion_id"]: s["why"] for s in json.loads(embedded.group(1))["suggestions"]}
     assert whys["s-drafted"].startswith(DRAFT_MARK) and not whys["s-acme"].startswith(DRAFT_MARK)
     assert "cards.dataset.draftMark" in script and 'class: "drafted", role: "note", text: draftMark' in script
+
+
+# ---- a knowledge source: Markdown rendered, then sanitised; its title and section, never a path on the server ----
+HOSTILE_ARTICLE = """---
+id: hub-lights
+title: What the lights on your Hub mean
+product: home_broadband
+---
+The Hub has one light. A **solid amber** light means no fibre signal; see [the help centre](https://help.example/hub).
+
+## Solid amber light
+
+- Check the fibre cable
+- Look at the light on the wall box
+
+1. Switch it off
+2. Switch it on
+
+<script>window.pwned = 1</script>
+<img src="x" onerror="window.pwned = 2">
+<p style="color: red" onmouseover="window.pwned = 3">Styled</p>
+[a markdown link](javascript:window.pwned=4) and <a href="javascript:window.pwned=5">a raw one</a>
+"""
+
+
+class Elements(HTMLParser):
+    """The elements of an HTML fragment: (tag, attributes, text directly inside)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.found: list[tuple[str, dict[str, str | None], list[str]]] = []
+        self.open: list[int] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.found.append((tag, dict(attrs), []))
+        self.open.append(len(self.found) - 1)
+
+    def handle_endtag(self, tag: str) -> None:
+        if self.open:
+            self.open.pop()
+
+    def handle_data(self, data: str) -> None:
+        if self.open:
+            self.found[self.open[-1]][2].append(data)
+
+    def text_of(self, tag: str) -> list[str]:
+        return ["".join(text).strip() for t, _, text in self.found if t == tag]
+
+
+async def knowledge_page(store: CaseStore, outbox: MemoryOutbox, registry, embedder, tmp_path: Path) -> str:  # type: ignore[no-untyped-def]
+    article = tmp_path / "help" / "articles" / "hub-lights.md"
+    article.parent.mkdir(parents=True)
+    article.write_text(HOSTILE_ARTICLE, encoding="utf-8")
+    knowledge = await open_knowledge(store, tmp_path / "chroma", embedder)
+    await knowledge.upsert(read(article))
+    app = panel_app(store, outbox, registry, knowledge=knowledge)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://vigil.test") as client:
+        answer = await client.get("/panel/knowledge/hub-lights", headers=bearer("ana"))
+    assert answer.status_code == 200 and "script-src 'self'" in answer.headers["content-security-policy"]
+    return answer.text
+
+
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+async def test_a_knowledge_page_renders_the_articles_markdown(
+    store: CaseStore, outbox: MemoryOutbox, registry, embedder, tmp_path: Path
+):  # type: ignore[no-untyped-def]
+    page = await knowledge_page(store, outbox, registry, embedder, tmp_path)
+    body = re.search(r'<div class="body" id="entry-body">(.*?)</div>', page, re.S)
+    assert body and "**" not in body.group(1)
+    elements = Elements()
+    elements.feed(body.group(1))
+    assert elements.text_of("strong") == ["solid amber"]
+    assert elements.text_of("h2") == ["Solid amber light"]  # the page's h1 is the title
+    assert elements.text_of("li") == [
+        "Check the fibre cable",
+        "Look at the light on the wall box",
+        "Switch it off",
+        "Switch it on",
+    ]
+    assert [t for t, _, _ in elements.found if t in ("ul", "ol")] == ["ul", "ol"]
+    links = [attrs for t, attrs, _ in elements.found if t == "a"]
+    assert links[0]["href"] == "https://help.example/hub" and links[0]["rel"] == "noopener noreferrer"
+    # The title and the section (the product) head the page.
+    assert re.search(r"<h1>What the lights on your Hub mean</h1>", page)
+    assert re.search(r'data-part="section">Help article · Home broadband</p>', page)
+
+
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+async def test_a_knowledge_page_removes_scripts_handlers_styles_and_javascript_links(
+    store: CaseStore, outbox: MemoryOutbox, registry, embedder, tmp_path: Path
+):  # type: ignore[no-untyped-def]
+    page = await knowledge_page(store, outbox, registry, embedder, tmp_path)
+    body = re.search(r'<div class="body" id="entry-body">(.*?)</div>', page, re.S)
+    assert body
+    elements = Elements()
+    elements.feed(body.group(1))
+    tags = {t for t, _, _ in elements.found}
+    assert not tags & {"script", "img", "style", "iframe"}, tags
+    attributes = {name for _, attrs, _ in elements.found for name in attrs}
+    assert not {a for a in attributes if a.startswith("on")} and "style" not in attributes, attributes
+    values = [value or "" for _, attrs, _ in elements.found for value in attrs.values()]
+    assert not [v for v in values if "javascript" in v.lower()], values  # both links lose their target
+    assert "window.pwned = 1" not in page  # a script's content goes with it
+    assert "Styled" in elements.text_of("p")
+
+
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+async def test_a_knowledge_page_names_its_file_but_no_folder_on_the_server(
+    store: CaseStore, outbox: MemoryOutbox, registry, embedder, tmp_path: Path
+):  # type: ignore[no-untyped-def]
+    page = await knowledge_page(store, outbox, registry, embedder, tmp_path)
+    assert str(tmp_path) not in page and "/help/articles" not in page
+    assert '<span class="mono">hub-lights.md</span>' in page

@@ -17,6 +17,7 @@ from vigil.cases import CaseState
 from vigil.drafting import Drafter, DraftSource, drafted_why
 from vigil.events import CaseEvent, Feedback, Message, SourceRef, SuggestionKind
 from vigil.knowledge import FaqMatch, Hit, KnowledgeStore
+from vigil.questions import asks_yes_or_no
 from vigil.settings import AnswerSettings
 from vigil.skills import Proposal
 
@@ -28,6 +29,7 @@ SOURCES = 3
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(*])|\n+")
 _WORD = re.compile(r"[a-z0-9]+")
+_YES_OR_NO = re.compile(r"^(?:yes|no)[.,!]\s+(?=\S)", re.IGNORECASE)
 _STOP = frozenset(
     "a an the and or but if of to in on at by for with from is are was were be been do does did i you we my your "
     "our it this that can could would will how what when where why which who me us please hi hello there".split()
@@ -82,10 +84,10 @@ class AnswerSkill:
                 return (
                     Proposal(
                         kind="answer",
-                        text=faq.answer,
+                        text=fit_to_question(question, faq.answer),
                         confidence=round(confidence, 4),
                         sources=(source,),
-                        why=f"matches the FAQ “{faq.question}” ({faq.similarity:.2f})",
+                        why=f"matches the FAQ “{faq.question}”",
                     ),
                 )
         hits = await self._knowledge.search(question, SOURCES, vector=vector, tenant=tenant)
@@ -94,8 +96,9 @@ class AnswerSkill:
         confidence = self._retrieval_model.probability(retrieval_features(hits))
         top = hits[0]
         sources = tuple(SourceRef(kind=h.kind, id=h.entry_id, title=h.title, score=round(h.score, 4)) for h in hits)
-        text = extract(question, top.passage, self._settings.max_chars)
-        why = f"from “{top.title}” (similarity {top.dense:.2f})"
+        text = fit_to_question(question, extract(question, top.passage, self._settings.max_chars))
+        # The card's one number is the calibrated confidence: a raw similarity beside it reads as a second one.
+        why = f"from “{top.title}”"
         if self._drafter is not None and self._drafter.enabled and confidence >= self._settings.min_confidence:
             # Only answers the gate would let through are worth a model call; on any failure the extract stands.
             draft = await self._drafter.draft(question, [DraftSource(h.entry_id, h.title, h.passage) for h in hits])
@@ -124,6 +127,15 @@ def extract(question: str, passage: str, max_chars: int) -> str:
     _, start, end = best
     text = " ".join(sentences[start:end])
     return text if text else sentences[0][:max_chars]
+
+
+def fit_to_question(question: str, answer: str) -> str:
+    """``answer`` without its opening "Yes." or "No," when ``question`` is not a yes/no question: an FAQ written
+    for "Can I keep my number?" also answers "How do I keep my number?", where a "Yes." reads as a non sequitur."""
+    if asks_yes_or_no(question):
+        return answer
+    rest = _YES_OR_NO.sub("", answer, count=1)
+    return rest[0].upper() + rest[1:] if rest != answer else answer
 
 
 def _content_words(text: str) -> set[str]:

@@ -26,6 +26,8 @@ _SUBJECTS = frozenset(
     "i you we it there this that they he she my your the a an anyone anybody someone somebody u ya these "
     "those me".split()
 )
+# What may come before a question's first word: "hi, can I...", "so is it...".
+_LEAD_INS = frozenset("hi hello hey hiya ok okay so and but also well please then".split())
 _REQUEST = re.compile(
     r"\b(i need|i want|i'd like|i would like|i wanna|i'm trying|im trying|i am trying|trying to|help me|help with|"
     r"please help|pls help|need help|can't|cannot|cant|couldn't|unable to|won't|wont|doesn't|doesnt|don't work|"
@@ -99,4 +101,21 @@ def _opens_question(lowered: str) -> bool:
             return True
         if first in _AUXILIARIES and second in _SUBJECTS:
             return True
+    return False
+
+
+def asks_yes_or_no(text: str) -> bool:
+    """Whether the customer asks a yes/no question ("can I keep my number?", "is there a fee?"): a question of
+    theirs whose first word, after a greeting or "so", is an auxiliary verb. Their questions are the sentences
+    that end in "?"; without one, every sentence."""
+    lowered = text.lower().replace("\u2019", "'")
+    sentences = [s for s in re.split(r"(?<=[.!?])\s+|\n+", lowered) if s.strip()]
+    questions = [s for s in sentences if s.rstrip().endswith("?")] or sentences
+    for question in questions:
+        for clause in re.split(r"[,;:]", question):
+            words = _WORD.findall(clause)
+            while words and words[0] in _LEAD_INS:
+                words.pop(0)
+            if words and words[0] in _AUXILIARIES:
+                return True
     return False

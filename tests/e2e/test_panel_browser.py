@@ -22,16 +22,18 @@ from playwright.async_api import Browser, Page, expect
 from prometheus_client import CollectorRegistry
 
 from tests.browser import chromium
-from tests.conftest import Topics, create_topics, new_topics
+from tests.conftest import Topics, create_topics, new_topics, open_knowledge
 from tests.e2e.harness import VigilCli, VigilProcess, eventually, message, ready, record
 from tests.kafka_client import produce
 from tests.oidc_provider import CLIENT_ID, CLIENT_SECRET, OidcProvider
 from vigil.api import EmbeddedServer, create_app
 from vigil.broker import EmbeddedBroker, free_port
 from vigil.clock import SystemClock
+from vigil.documents import read
 from vigil.drafting import DRAFT_MARK
-from vigil.events import Suggestion, parse
+from vigil.events import SourceRef, Suggestion, parse
 from vigil.health import Health
+from vigil.knowledge import KnowledgeStore
 from vigil.live import LiveFeed, Update, recorded
 from vigil.metrics import Metrics
 from vigil.paging import DEFAULT_PAGE
@@ -232,6 +234,8 @@ async def test_edit_then_accept_and_dismiss_with_a_reason_are_stored(page: Page,
     await second.get_by_label("Why dismiss it? (optional)").fill("customer has a physical SIM")
     await second.get_by_role("button", name="Confirm dismiss").click()
     await expect(second).to_have_attribute("data-state", "dismissed", timeout=SEEN)
+    # The reason shows on the card, and stays once the stored verdict comes back live with its author.
+    await expect(second.locator(".verdict")).to_have_text("Dismissed by ana: customer has a physical SIM", timeout=SEEN)
 
     def verdicts() -> dict[str, tuple[str, str | None]]:
         view = panel.api(f"/api/conversations/{conversation}").json()
@@ -341,7 +345,9 @@ async def test_signing_in_through_the_oidc_provider(
 # ---- a long conversation, a page at a time; a machine-written draft says so on its card ----
 @pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
 @contextlib.asynccontextmanager
-async def in_process_panel(store: CaseStore, page: Page, feed: LiveFeed | None = None) -> AsyncIterator[str]:
+async def in_process_panel(
+    store: CaseStore, page: Page, feed: LiveFeed | None = None, knowledge: KnowledgeStore | None = None
+) -> AsyncIterator[str]:
     """The panel of ``store`` served in this process, without sign-in; its base URL. The page is sent away from it
     before it stops (a live stream would hold the server open)."""
     metrics = Metrics(CollectorRegistry())
@@ -351,6 +357,7 @@ async def in_process_panel(store: CaseStore, page: Page, feed: LiveFeed | None =
         metrics=metrics,
         panel=PanelSettings(auth="none"),
         feed=feed,
+        knowledge=knowledge,
     )
     listener = socket.create_server(("127.0.0.1", 0))
     server = EmbeddedServer(uvicorn.Config(app, log_config=None, access_log=False, lifespan="off"))
@@ -446,3 +453,79 @@ async def test_after_missing_more_than_a_page_live_the_conversation_shows_no_gap
             await earlier.click()
             await expect(texts).not_to_have_count(count, timeout=SEEN)
         assert await texts.all_text_contents() == [f"message {n}" for n in range(last + 1)]
+
+
+# ---- a knowledge source as Markdown; a card's one number and a dismissal's reason ----
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+async def test_a_knowledge_page_shows_its_lists_as_lists_and_runs_nothing_from_the_article(
+    page: Page,
+    store: CaseStore,
+    embedder,
+    tmp_path: Path,  # type: ignore[no-untyped-def]
+):
+    article = tmp_path / "hub-lights.md"
+    article.write_text(
+        "---\nid: hub-lights\ntitle: What the lights mean\nproduct: broadband\n---\n"
+        "A **solid amber** light means no signal.\n\n- Check the cable\n- Look at the wall box\n\n"
+        '<script>window.pwned = 1</script><img src="x" onerror="window.pwned = 2">\n\n'
+        '<a href="javascript:window.pwned = 3" id="bad">click</a> <b onclick="window.pwned = 4">bold</b>\n',
+        encoding="utf-8",
+    )
+    knowledge = await open_knowledge(store, tmp_path / "chroma", embedder)
+    await knowledge.upsert(read(article))
+    problems: list[str] = []
+    page.on("pageerror", lambda error: problems.append(str(error)))
+    page.on("console", lambda m: problems.append(m.text) if m.type in ("error", "warning") else None)
+    async with in_process_panel(store, page, knowledge=knowledge) as url:
+        await page.goto(f"{url}/panel/knowledge/hub-lights")
+        body = page.locator("#entry-body")
+        items = body.locator("ul > li")
+        await expect(items).to_have_text(["Check the cable", "Look at the wall box"])
+        assert await items.first.evaluate("li => getComputedStyle(li).display") == "list-item"
+        await expect(body.locator("strong")).to_have_text("solid amber")
+        assert await body.locator("script, img, [onclick], [onerror]").count() == 0
+        await body.get_by_text("click").click()
+        await body.get_by_text("bold").click()
+        assert await page.evaluate("window.pwned") is None
+        await expect(page).to_have_url(f"{url}/panel/knowledge/hub-lights")
+    assert problems == []  # no script error and no CSP refusal: there was nothing to refuse
+
+
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+async def test_a_card_shows_one_labelled_confidence_and_a_dismissals_reason(page: Page, store: CaseStore):
+    await say_in(store, "judged", range(1))
+    await store.save_suggestion(
+        Suggestion(
+            suggestion_id="s-judged",
+            conversation_id="judged",
+            tenant="default",
+            in_reply_to="judged-m000",
+            created_at=datetime(2026, 11, 30, 10, 0, tzinfo=UTC),
+            kind="answer",
+            text="Restart the Hub once.",
+            why="from “What the lights mean”",
+            confidence=0.62,
+            latency_ms=5.0,
+            sources=(SourceRef(kind="article", id="hub-lights", title="What the lights mean", score=0.8731),),
+        )
+    )
+    raw = {
+        "type": "feedback",
+        "schema_version": 1,
+        "feedback_id": "f-judged",
+        "suggestion_id": "s-judged",
+        "conversation_id": "judged",
+        "verdict": "dismissed",
+        "by": "lee",
+        "at": "2026-11-30T10:01:00Z",
+        "text": "wrong product",
+    }
+    await store.record(parse(json.dumps(raw).encode(), max_event_bytes=1 << 20, max_text_bytes=1 << 16))
+    async with in_process_panel(store, page) as url:
+        await page.goto(f"{url}/panel/conversations/judged")
+        card = page.locator('.card[data-suggestion-id="s-judged"]')
+        await expect(card.locator(".verdict")).to_have_text("Dismissed by lee: wrong product")
+        await expect(card.locator(".confidence")).to_have_text("Confidence 62%")
+        text = await card.inner_text()
+        assert "87" not in text and "0.8" not in text, text  # the source's raw score is not shown
+        await expect(card.locator(".sources li")).to_have_text("article: What the lights mean")

@@ -11,6 +11,7 @@ import logging
 from collections.abc import Callable
 from datetime import timedelta
 from importlib import resources
+from pathlib import PureWindowsPath
 from typing import Any
 from urllib.parse import parse_qs, quote
 
@@ -25,6 +26,7 @@ from vigil.knowledge import KnowledgeStore
 from vigil.panel.api import visible_conversation
 from vigil.panel.auth import CSRF_FIELD, Authenticator
 from vigil.panel.identity import Identity
+from vigil.panel.markdown import render as render_markdown
 from vigil.panel.oidc import OidcClient, PendingLogin
 from vigil.panel.overview import overview
 from vigil.panel.overview_charts import all_charts
@@ -90,7 +92,10 @@ def page_routes(
         if entry is None or (entry.tenant is not None and not who.may_see(entry.tenant)):
             raise HTTPException(404, "unknown knowledge entry")  # another tenant's entry is not there for them
         link = entry.url if entry.url and entry.url.startswith(("https://", "http://")) else None
-        return render(request, "knowledge.html", who, entry=entry, link=link)
+        body = render_markdown(entry.body)
+        return render(
+            request, "knowledge.html", who, entry=entry, link=link, body=body, origin=origin_name(entry.origin)
+        )
 
     @router.get("/panel/overview")
     async def overview_page(request: Request, window: str = "24h") -> HTMLResponse:
@@ -181,6 +186,12 @@ def _sign_in_routes(
             return render(request, "login.html", None, status=403, next=target, error=str(exc))
         await auth.sign_in(request, who, via="oidc")
         return RedirectResponse(target, status_code=303)
+
+
+def origin_name(origin: str) -> str:
+    """Where an entry came from, for people: a file's name without the server's folders; a mined case's id as is."""
+    # Windows paths split on either slash, so one parser serves a path from any server.
+    return PureWindowsPath(origin).name if "/" in origin or "\\" in origin else origin
 
 
 def safe_next(target: str) -> str:

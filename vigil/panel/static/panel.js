@@ -259,8 +259,10 @@
       const card = el("li", { class: "card", "data-suggestion-id": s.suggestion_id, "data-kind": s.kind, "data-state": "new", tabindex: "-1" },
         el("header", {},
           el("span", { class: "kind", text: KIND_LABELS[s.kind] || s.kind }),
-          el("span", { class: "confidence" },
-            el("meter", { min: "0", max: "1", value: String(s.confidence), "aria-label": `confidence ${percent}%` }),
+          // The card's one number: the calibrated chance that it is right. Sources carry no raw retrieval scores.
+          el("span", { class: "confidence", title: "How likely vigil judges this suggestion to be right" },
+            "Confidence ",
+            el("meter", { min: "0", max: "1", value: String(s.confidence), "aria-hidden": "true" }),
             `${percent}%`)),
         quote ? el("p", { class: "asked" }, el("strong", { text: "In reply to: " }), `“${quote}”`) : null,
         text,
@@ -289,12 +291,14 @@
         el("button", { type: "button", class: "secondary", onclick: () => dismiss(card) }, "Dismiss"));
     }
 
-    function settle(card, verdict, by) {
+    // "Dismissed by ana: wrong product": a dismissal's reason is what the next analyst needs to know.
+    function settle(card, verdict, by, text) {
       card.dataset.state = verdict;
       card.parts.form?.remove();
       card.parts.form = null;
       card.parts.buttons.replaceChildren();
-      card.parts.verdict.textContent = `${VERDICT_LABELS[verdict] || verdict}${by ? ` by ${by}` : ""}`;
+      const reason = verdict === "dismissed" && text ? `: ${text}` : "";
+      card.parts.verdict.textContent = `${VERDICT_LABELS[verdict] || verdict}${by ? ` by ${by}` : ""}${reason}`;
     }
 
     async function send(card, verdict, text) {
@@ -303,7 +307,7 @@
       buttons.forEach((b) => { b.disabled = true; });
       try {
         await api("POST", `/api/suggestions/${encodeURIComponent(s.suggestion_id)}/feedback`, { verdict, text });
-        settle(card, verdict, null);
+        settle(card, verdict, null, text);
         return true;
       } catch (error) {
         card.parts.verdict.textContent = `Could not record that: ${error.message}`;
@@ -357,7 +361,7 @@
 
     function applyFeedback(f) {
       const card = cardNodes.get(f.suggestion_id);
-      if (card) settle(card, f.verdict, f.by);
+      if (card) settle(card, f.verdict, f.by, f.text);
     }
 
     function applyCase(c) {
