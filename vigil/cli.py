@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from vigil import __version__
 from vigil.clock import SystemClock
-from vigil.errors import SettingsError, StartupError, VigilError
+from vigil.errors import SettingsError, VigilError
 from vigil.events import json_schemas
 from vigil.panel.auth import new_token, token_digest
 from vigil.panel.identity import ROLES
@@ -311,10 +311,11 @@ def _kafka_to_publish(settings: Settings, command: str) -> KafkaSettings:
         return kafka
     demo = discovery.find(settings.data_dir)
     if demo is None:
-        raise StartupError(
-            f"vigil {command} has no Kafka to publish to: VIGIL_KAFKA__BOOTSTRAP_SERVERS is not set and no vigil demo "
-            f"is running with data dir {settings.data_dir} (no {discovery.demo_file(settings.data_dir)}); start "
-            "`vigil demo` in this directory, or set VIGIL_KAFKA__BOOTSTRAP_SERVERS"
+        raise SettingsError(
+            "VIGIL_KAFKA__BOOTSTRAP_SERVERS",
+            f"not set, and no vigil demo is running with data dir {settings.data_dir} (no "
+            f"{discovery.demo_file(settings.data_dir)}); vigil {command} needs a Kafka to publish to: start "
+            "`vigil demo` here, or set it",
         )
     update = {
         "bootstrap_servers": demo.bootstrap_servers,
