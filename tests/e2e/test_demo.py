@@ -10,7 +10,18 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.harness import Database, VigilCli, VigilProcess, child_pids, eventually, pid_alive, process_name, ready
+from tests.e2e.harness import (
+    Database,
+    VigilCli,
+    VigilProcess,
+    at,
+    child_pids,
+    eventually,
+    message,
+    pid_alive,
+    process_name,
+    ready,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -98,6 +109,12 @@ async def test_a_message_sent_with_the_banners_command_gets_a_suggestion_in_the_
     assert view["messages"][0]["role"] == "customer"
     queue = demo.get("/api/queue").json()
     assert conversation_id in json.dumps(queue)
+
+    mine = tmp_path / "mine.jsonl"  # replay finds the demo the same way
+    mine.write_text(json.dumps(message("mine-1", "m-1", "Is there an outage near me?", sent_at=at(0))) + "\n")
+    replayed = vigil.call("replay", str(mine))
+    assert replayed.returncode == 0, replayed.stderr
+    await eventually("the replayed message stored", lambda: demo.conversation("mine-1"), timeout_s=30, process=demo)
     await stop_and_check_nothing_left(demo, brokers_of(demo))
     assert not demo_file.exists(), "the discovery file outlived its demo"
 
