@@ -74,3 +74,64 @@ async def test_the_player_gives_fresh_ids_and_the_current_time():
     assert fresh["message_id"] == "demo-c01-m01-abc-1" and fresh["conversation_id"] == "demo-c01-abc-1"
     assert fresh["sent_at"] == "2026-12-01T08:00:00Z"
     assert isinstance(parse(json.dumps(fresh).encode(), max_event_bytes=1 << 20, max_text_bytes=1 << 16), Message)
+
+
+# The demo's broker port and the file through which `vigil replay` and `vigil send` find a running demo.
+
+
+def test_the_demo_broker_takes_the_port_it_is_given_when_free():
+    import socket
+
+    from vigil.broker import EmbeddedBroker, free_port
+
+    port = free_port()
+    with EmbeddedBroker(port=port, fallback=True) as broker:
+        assert not broker.fell_back
+        assert broker.bootstrap == f"127.0.0.1:{port}"
+        with socket.create_connection(("127.0.0.1", port), timeout=2):
+            pass
+
+
+def test_a_taken_demo_broker_port_falls_back_to_a_free_one_and_says_so():
+    import socket
+
+    from vigil.broker import EmbeddedBroker
+
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        taken = holder.getsockname()[1]
+        with EmbeddedBroker(port=taken, fallback=True) as broker:
+            assert broker.fell_back
+            assert broker.port != taken
+            with socket.create_connection(("127.0.0.1", broker.port), timeout=2):
+                pass
+
+
+def test_the_demo_broker_port_defaults_to_9092():
+    from vigil.settings import Settings
+
+    assert Settings().demo.broker_port == 9092
+
+
+def test_the_discovery_file_is_found_while_its_demo_runs_and_gone_after(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from vigil import discovery
+
+    address = discovery.DemoAddress("127.0.0.1:9092", "in", "out", "dlq", "http://127.0.0.1:8080/panel", os.getpid())
+    assert discovery.find(tmp_path) is None
+    discovery.publish(tmp_path, address)
+    assert discovery.find(tmp_path) == address
+    assert [p.name for p in tmp_path.iterdir()] == ["demo.json"]  # nothing left aside
+    discovery.withdraw(tmp_path, os.getpid() + 1)  # not the writer: the file stays
+    assert discovery.find(tmp_path) == address
+    discovery.withdraw(tmp_path, os.getpid())
+    assert discovery.find(tmp_path) is None and not (tmp_path / "demo.json").exists()
+
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, check=True)
+    killed = discovery.DemoAddress("127.0.0.1:1", "in", "out", "dlq", "http://x/panel", int(gone.stdout))
+    discovery.publish(tmp_path, killed)  # a demo killed before it could clean up
+    assert discovery.find(tmp_path) is None

@@ -38,11 +38,28 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(sock.getsockname()[1])
 
 
-class EmbeddedBroker:
-    """A Tansu broker process on a free loopback port; ``with EmbeddedBroker() as b: b.bootstrap``."""
+def port_taken(port: int, host: str = "127.0.0.1") -> bool:
+    """Whether something on this machine holds ``port`` (a listener, or a socket bound to it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return True
+    return False
 
-    def __init__(self, *, port: int | None = None, log_path: Path | None = None) -> None:
-        self.port = port or free_port()
+
+class EmbeddedBroker:
+    """A Tansu broker process on a loopback port; ``with EmbeddedBroker() as b: b.bootstrap``.
+
+    ``port`` None or 0 takes a free port. With ``fallback``, a ``port`` that is taken gives way to a free one
+    (``fell_back`` says so) instead of failing: `vigil demo` wants 9092, where producers look first, but a second
+    demo or a real Kafka on this machine must not stop it.
+    """
+
+    def __init__(self, *, port: int | None = None, log_path: Path | None = None, fallback: bool = False) -> None:
+        self.wanted = port or None
+        self.fell_back = bool(port) and fallback and port_taken(port or 0)
+        self.port = free_port() if not port or self.fell_back else port
         self.bootstrap = f"127.0.0.1:{self.port}"
         self._log_path = log_path
         self._process: subprocess.Popen[bytes] | None = None

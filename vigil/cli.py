@@ -20,10 +20,12 @@ from vigil.errors import SettingsError, VigilError
 from vigil.events import json_schemas
 from vigil.panel.auth import new_token, token_digest
 from vigil.panel.identity import ROLES
-from vigil.settings import PanelUser, Settings, load_settings
+from vigil.settings import KafkaSettings, PanelUser, Settings, load_settings
 
 if TYPE_CHECKING:
     from vigil.daemon import Daemon
+    from vigil.discovery import DemoAddress
+    from vigil.transport.kafka import KafkaPublisher
 
 # Each command imports what it needs when it runs: the daemon's parts (torch, Chroma, the LLM SDK) take seconds to
 # import, which `vigil schema` or `vigil token` should not pay.
@@ -120,6 +122,13 @@ def _parser() -> argparse.ArgumentParser:
         "--unchecked", action="store_true", help="publish lines that are not v1 events too (vigil dead-letters them)"
     )
     rp.set_defaults(command=_replay)
+    send = commands.add_parser("send", help="publish one message to the input topic (a running demo's by default)")
+    send.add_argument("text", help="what the message says")
+    send.add_argument("--conversation", required=True, help="the conversation id (a new one opens a new case)")
+    send.add_argument("--role", choices=("customer", "analyst", "bot", "system"), default="customer")
+    send.add_argument("--tenant", help="the tenant (default: VIGIL_DEFAULT_TENANT)")
+    send.add_argument("--author", help="who wrote it, as the panel shows it")
+    send.set_defaults(command=_send)
     db = commands.add_parser("db", help="database schema").add_subparsers(required=True, metavar="ACTION")
     db.add_parser("upgrade", help="apply migrations up to the newest").set_defaults(command=_db_upgrade)
     _kb_commands(commands.add_parser("kb", help="the knowledge store").add_subparsers(required=True, metavar="ACTION"))
@@ -250,8 +259,11 @@ async def _demo(args: argparse.Namespace, settings: Settings) -> int:
     broker: EmbeddedBroker | None = None
     if not settings.kafka.bootstrap_servers:
         settings.data_dir.mkdir(parents=True, exist_ok=True)
-        broker = EmbeddedBroker(log_path=settings.data_dir / "broker.log")
+        wanted = settings.demo.broker_port
+        broker = EmbeddedBroker(port=wanted, fallback=True, log_path=settings.data_dir / "broker.log")
         bootstrap = broker.start()
+        if broker.fell_back:
+            log.warning("port %d is taken (VIGIL_DEMO__BROKER_PORT): the embedded broker is on %s", wanted, bootstrap)
         log.info("embedded Kafka-compatible broker (Tansu) on %s", bootstrap)
         settings = settings.model_copy(
             update={"kafka": settings.kafka.model_copy(update={"bootstrap_servers": bootstrap})}
@@ -269,32 +281,101 @@ async def _demo(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+BANNER_MESSAGE = "My hub light is solid amber and the internet is down, what should I do?"
+
+
 async def _demo_with_traffic(daemon: Daemon, settings: Settings, stop: asyncio.Event, traffic: bool) -> None:
-    from vigil.demo import DemoTraffic, bundled_conversations, load_conversations
+    from vigil import discovery
     from vigil.transport.kafka import KafkaPublisher
 
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
     publisher = KafkaPublisher(settings.kafka)
-    player = None
-    if traffic:
-        path = settings.demo.conversations or bundled_conversations()
-        player = asyncio.create_task(
-            DemoTraffic(
-                load_conversations(path),
-                publisher=publisher,
-                topic=settings.kafka.input_topic,
-                clock=daemon.clock,
-                backoff=daemon.backoff,
-                pace_s=settings.demo.pace_s,
-                parallel=settings.demo.parallel,
-            ).run_forever()
-        )
+    starting = asyncio.create_task(_when_demo_ready(daemon, settings, publisher, traffic))
     try:
         await daemon.run(stop)
     finally:
-        if player is not None:
-            player.cancel()
-            await asyncio.gather(player, return_exceptions=True)
+        starting.cancel()
+        await asyncio.gather(starting, return_exceptions=True)
+        discovery.withdraw(settings.data_dir, os.getpid())
         await publisher.close()
+
+
+async def _when_demo_ready(daemon: Daemon, settings: Settings, publisher: KafkaPublisher, traffic: bool) -> None:
+    """Once the daemon is ready: close what earlier runs left open, tell the world where the demo is, play."""
+    from vigil import discovery
+    from vigil.demo import DemoTraffic, bundled_conversations, load_conversations, tidy_earlier_runs
+
+    # The daemon has no "ready" event to wait on; /readyz reads the same two things.
+    while not (daemon.phase == "running" and daemon.health.ready):  # noqa: ASYNC110
+        await asyncio.sleep(0.1)
+    kafka = settings.kafka
+    conversations = load_conversations(settings.demo.conversations or bundled_conversations())
+    await daemon.backoff.persist("connecting the demo producer", publisher.start)
+    await daemon.backoff.persist(
+        "closing what earlier demo runs left open",
+        lambda: tidy_earlier_runs(
+            conversations, store=daemon.store, publisher=publisher, topic=kafka.input_topic, clock=daemon.clock
+        ),
+    )
+    panel = f"http://{settings.http.host}:{daemon.http_port}/panel"
+    address = discovery.DemoAddress(
+        bootstrap_servers=str(kafka.bootstrap_servers),
+        input_topic=kafka.input_topic,
+        suggestions_topic=kafka.suggestions_topic,
+        dlq_topic=kafka.dlq_topic,
+        panel_url=panel,
+        pid=os.getpid(),
+    )
+    discovery.publish(settings.data_dir, address)
+    print(demo_banner(address), flush=True)
+    if traffic:
+        await DemoTraffic(
+            conversations,
+            publisher=publisher,
+            topic=kafka.input_topic,
+            clock=daemon.clock,
+            backoff=daemon.backoff,
+            pace_s=settings.demo.pace_s,
+            parallel=settings.demo.parallel,
+        ).run_forever()
+
+
+def demo_banner(address: DemoAddress) -> str:
+    """What `vigil demo` prints once it is ready: where to look, and how to talk to it."""
+    return "\n".join(
+        [
+            "vigil demo is ready",
+            f"  panel:   {address.panel_url}",
+            f"  broker:  {address.bootstrap_servers} (Kafka; events to {address.input_topic})",
+            "  send a customer message (from this directory, or with the same VIGIL_DATA_DIR):",
+            f'    vigil send --conversation try-1 "{BANNER_MESSAGE}"',
+        ]
+    )
+
+
+def _kafka_to_publish(settings: Settings, command: str) -> KafkaSettings:
+    """The Kafka that `replay` and `send` publish to: VIGIL_KAFKA__BOOTSTRAP_SERVERS, else the demo running in the
+    data dir (its broker and topics), else a clear error."""
+    from vigil import discovery
+
+    kafka = settings.kafka
+    if kafka.bootstrap_servers:
+        return kafka
+    demo = discovery.find(settings.data_dir)
+    if demo is None:
+        raise SettingsError(
+            "VIGIL_KAFKA__BOOTSTRAP_SERVERS",
+            f"not set, and no vigil demo is running with data dir {settings.data_dir} (no "
+            f"{discovery.demo_file(settings.data_dir)}); vigil {command} needs a Kafka to publish to: start "
+            "`vigil demo` here, or set it",
+        )
+    update = {
+        "bootstrap_servers": demo.bootstrap_servers,
+        "input_topic": demo.input_topic,
+        "suggestions_topic": demo.suggestions_topic,
+        "dlq_topic": demo.dlq_topic,
+    }
+    return kafka.model_copy(update=update)
 
 
 async def _replay(args: argparse.Namespace, settings: Settings) -> int:
@@ -304,9 +385,7 @@ async def _replay(args: argparse.Namespace, settings: Settings) -> int:
     if not args.file.is_file():  # before anything else: the simplest mistake gets the simplest answer
         print(f"vigil: {'not a file' if args.file.exists() else 'no such file'}: {args.file}", file=sys.stderr)
         return 2
-    kafka = settings.kafka
-    if not kafka.bootstrap_servers:
-        raise SettingsError("VIGIL_KAFKA__BOOTSTRAP_SERVERS", "not set; vigil replay needs a Kafka to publish to")
+    kafka = _kafka_to_publish(settings, "replay")
     publisher = KafkaPublisher(kafka)
     try:
         await publisher.start()
@@ -326,6 +405,40 @@ async def _replay(args: argparse.Namespace, settings: Settings) -> int:
     if done.bad:  # the good lines went out; the exit code says the file was not all good
         print(f"vigil: {len(done.bad)} lines of {args.file} are not v1 events and were not published", file=sys.stderr)
         return 1
+    return 0
+
+
+async def _send(args: argparse.Namespace, settings: Settings) -> int:
+    import uuid
+    from datetime import UTC, datetime
+
+    from vigil.events import parse
+    from vigil.transport.kafka import KafkaPublisher
+
+    kafka = _kafka_to_publish(settings, "send")
+    event: dict[str, object] = {
+        "type": "message",
+        "schema_version": 1,
+        "message_id": f"{args.conversation}-{uuid.uuid4().hex[:12]}",
+        "conversation_id": args.conversation,
+        "sent_at": datetime.now(UTC).isoformat().replace("+00:00", "Z"),
+        "role": args.role,
+        "text": args.text,
+    }
+    if args.tenant:
+        event["tenant"] = args.tenant
+    if args.author:
+        event["author"] = args.author
+    value = json.dumps(event, ensure_ascii=False).encode()
+    # Check it as vigil will, so a mistake is told here rather than dead-lettered there.
+    parse(value, max_event_bytes=settings.ingest.max_event_bytes, max_text_bytes=settings.ingest.max_text_bytes)
+    publisher = KafkaPublisher(kafka)
+    try:
+        await publisher.start()
+        await publisher.send(kafka.input_topic, value, args.conversation.encode())
+    finally:
+        await publisher.close()
+    print(f"sent message {event['message_id']} in conversation {args.conversation} to {kafka.input_topic}")
     return 0
 
 

@@ -14,13 +14,18 @@ from itertools import groupby
 from pathlib import Path
 from typing import Any
 
+import sqlalchemy as sa
+
 from vigil.backoff import Backoff
+from vigil.cases import CONVERSATION
 from vigil.clock import Clock
+from vigil.store import CaseStore
 from vigil.transport.kafka import KafkaPublisher
 
 log = logging.getLogger(__name__)
 
 _ID_FIELDS = ("message_id", "event_id", "feedback_id", "conversation_id")
+TIDY_SUMMARY = "Left open by an earlier vigil demo run; closed when the demo started again."
 
 
 def bundled_knowledge() -> Path:
@@ -63,8 +68,7 @@ class DemoTraffic:
         self._slots = asyncio.Semaphore(parallel)
 
     async def run_forever(self) -> None:
-        """Publish until cancelled."""
-        await self._backoff.persist("connecting the demo producer", self._publisher.start)
+        """Publish until cancelled, with the publisher started already (the demo's tidying uses it first)."""
         run = uuid.uuid4().hex[:6]
         round_no = 0
         while True:
@@ -92,3 +96,40 @@ class DemoTraffic:
         moment = self._clock.now().isoformat().replace("+00:00", "Z")
         fresh["sent_at" if fresh.get("type") == "message" else "at"] = moment
         return fresh
+
+
+async def tidy_earlier_runs(
+    conversations: list[list[dict[str, Any]]],
+    *,
+    store: CaseStore,
+    publisher: KafkaPublisher,
+    topic: str,
+    clock: Clock,
+) -> list[str]:
+    """Close what earlier demo runs left open, so a restarted demo starts from a tidy queue; returns their ids.
+
+    A run stopped mid-way leaves its conversations half-played, and each run plays with new ids (``ID-RUN-ROUND``).
+    The store is only read here: each close is a ``closed`` case event published to ``topic``, which the daemon
+    records like any other, so the stream stays the one way into the database (docs/architecture.md).
+    """
+    played = {events[0]["conversation_id"]: events[0].get("tenant") for events in conversations}
+    c = CONVERSATION.c
+    prefixes = sa.or_(*(c.id.startswith(f"{cid}-", autoescape=True) for cid in played))
+    async with store.reading() as conn:
+        rows = (await conn.execute(sa.select(c.id, c.tenant).where(c.status != "closed", prefixes))).all()
+    moment = clock.now().isoformat().replace("+00:00", "Z")
+    for conversation_id, tenant in rows:
+        event = {
+            "type": "case",
+            "schema_version": 1,
+            "event_id": f"{conversation_id}-tidy",
+            "conversation_id": conversation_id,
+            "tenant": tenant,
+            "at": moment,
+            "event": "closed",
+            "resolution": {"resolved_by": "bot", "summary": TIDY_SUMMARY},
+        }
+        await publisher.send(topic, json.dumps(event).encode(), conversation_id.encode())
+    if rows:
+        log.info("closed %d conversations earlier demo runs left open", len(rows))
+    return [conversation_id for conversation_id, _ in rows]

@@ -303,11 +303,17 @@ class LlmSettings(BaseModel):
 
 
 class DemoSettings(BaseModel):
-    """The demo traffic `vigil demo` publishes."""
+    """`vigil demo`: its embedded broker and the demo traffic it publishes."""
 
     conversations: Path | None = Field(default=None, description="JSONL of v1 events; default bundled.")
     pace_s: float = Field(default=2.0, gt=0, description="Mean seconds between demo events.")
     parallel: int = Field(default=3, ge=1, description="Conversations running at once.")
+    broker_port: int = Field(
+        default=9092,
+        ge=0,
+        le=65535,
+        description="Port of the embedded broker on 127.0.0.1 (taken: a free one, logged; 0: always a free one).",
+    )
 
     @field_validator("conversations")
     @classmethod
