@@ -602,3 +602,25 @@ async def test_a_drafted_suggestion_is_labelled_as_machine_written_on_its_card(
     whys = {s["suggestion_id"]: s["why"] for s in json.loads(embedded.group(1))["suggestions"]}
     assert whys["s-drafted"].startswith(DRAFT_MARK) and not whys["s-acme"].startswith(DRAFT_MARK)
     assert "cards.dataset.draftMark" in script and 'class: "drafted", role: "note", text: draftMark' in script
+
+
+# ---- the queue's rows over the API -------------------------------------------------------------------------
+
+
+async def test_the_queue_api_names_the_customer_and_previews_the_last_message(
+    seeded: CaseStore, client: httpx.AsyncClient
+):
+    await say(seeded, "acme-1", "acme", 2, "Sorry, who is this?", role="analyst")
+    raw = {"type": "message", "schema_version": 1, "message_id": "acme-1-m3", "conversation_id": "acme-1"}
+    raw |= {"tenant": "acme", "sent_at": NOW.isoformat(), "role": "customer", "author": "Ada Lovelace"}
+    await seeded.record(
+        parse(json.dumps({**raw, "text": "x" * 300}).encode(), max_event_bytes=1 << 20, max_text_bytes=1 << 16)
+    )
+    [row] = (await client.get("/api/queue", headers=bearer("ana"))).json()
+    assert row["customer_name"] == "Ada Lovelace"
+    assert row["last_message"] == {
+        "role": "customer",
+        "text": "x" * 140 + "…",
+        "sent_at": NOW.isoformat().replace("+00:00", "Z"),
+    }
+    assert (row["assignee"], row["priority"]) == (None, None)
