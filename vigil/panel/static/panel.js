@@ -102,8 +102,8 @@
   }
 
   // ---- the queue -------------------------------------------------------------------------------------------
-  const PREVIEW_CHARS = 140;
-  const ROLE_LABELS = { customer: "Customer", analyst: "Analyst", bot: "Bot", system: "System" };  // as vigil/store.py cuts the last message for the queue
+  const PREVIEW_CHARS = 140;  // as vigil/store.py cuts the last message for the queue
+  const ROLE_LABELS = { customer: "Customer", analyst: "Analyst", bot: "Bot", system: "System" };
 
   // The start of a text for a queue row, as the store makes it: whitespace run together, cut between characters
   // (code points: a cut never splits an emoji's surrogate pair), "…" when it was cut.
