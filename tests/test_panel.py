@@ -720,3 +720,25 @@ async def test_a_knowledge_page_names_its_file_but_no_folder_on_the_server(
     page = await knowledge_page(store, outbox, registry, embedder, tmp_path)
     assert str(tmp_path) not in page and "/help/articles" not in page
     assert '<span class="mono">hub-lights.md</span>' in page
+
+
+# ---- the queue's rows over the API -------------------------------------------------------------------------
+
+
+async def test_the_queue_api_names_the_customer_and_previews_the_last_message(
+    seeded: CaseStore, client: httpx.AsyncClient
+):
+    await say(seeded, "acme-1", "acme", 2, "Sorry, who is this?", role="analyst")
+    raw = {"type": "message", "schema_version": 1, "message_id": "acme-1-m3", "conversation_id": "acme-1"}
+    raw |= {"tenant": "acme", "sent_at": NOW.isoformat(), "role": "customer", "author": "Ada Lovelace"}
+    await seeded.record(
+        parse(json.dumps({**raw, "text": "x" * 300}).encode(), max_event_bytes=1 << 20, max_text_bytes=1 << 16)
+    )
+    [row] = (await client.get("/api/queue", headers=bearer("ana"))).json()
+    assert row["customer_name"] == "Ada Lovelace"
+    assert row["last_message"] == {
+        "role": "customer",
+        "text": "x" * 140 + "…",
+        "sent_at": NOW.isoformat().replace("+00:00", "Z"),
+    }
+    assert (row["assignee"], row["priority"]) == (None, None)

@@ -35,8 +35,7 @@ def msg(n: int, conversation: str = "c-1", role: str = "customer", **extra: Any)
         conversation_id=conversation,
         role=role,
         sent_at=f"2026-11-02T09:{n // 60:02d}:{n % 60:02d}Z",
-        text=f"message {n}",
-        **extra,
+        **{"text": f"message {n}", **extra},
     )
 
 
@@ -649,3 +648,41 @@ async def test_a_cursor_no_page_gave_is_refused(store: CaseStore, cursor: str):
     await store.record(msg(0))
     with pytest.raises(InvalidCursor):
         await store.conversation("c-1", before=cursor)
+
+
+# ---- the queue's rows: who the customer is and what was said last ---------------------------------------------
+
+
+async def test_a_queue_row_names_the_customer_and_previews_the_last_message(store: CaseStore):
+    await store.record(msg(1, conversation="named", author="Ada Lovelace"))
+    await store.record(msg(2, conversation="named", author="Ada L."))  # the latest customer message with an author
+    await store.record(msg(3, conversation="named"))  # no author: the name stays
+    await store.record(msg(4, conversation="named", role="analyst", author="ana"))  # not the customer's name
+    long = "Ünïcødé 🙂 " * 20  # 200 characters, many of them more than one byte, some outside the BMP
+    await store.record(msg(5, conversation="long", text=long))
+    await store.record(msg(6, conversation="closed", author="Gone"))
+    await store.record(case(1, "closed", conversation="closed"))
+
+    rows = {item.conversation_id: item for item in await store.queue(tenants=None, reader=None)}
+    assert set(rows) == {"named", "long"}  # only the listed conversations
+    named = rows["named"]
+    assert named.customer_name == "Ada L."
+    assert named.last_message is not None
+    assert (named.last_message.role, named.last_message.text) == ("analyst", "message 4")
+    assert named.last_message.sent_at == datetime(2026, 11, 2, 9, 0, 4, tzinfo=UTC)
+    assert rows["long"].customer_name is None
+    preview = rows["long"].last_message
+    assert preview is not None and preview.role == "customer"
+    assert preview.text == " ".join(long[:140].split()) + "…"
+    assert len(preview.text) <= 141
+
+
+async def test_a_short_last_message_is_previewed_whole_and_a_conversation_without_messages_has_none(
+    store: CaseStore,
+):
+    await store.record(msg(1, conversation="short", text="Where is my\n  parcel?"))
+    await store.record(case(1, "opened", conversation="quiet"))
+    rows = {item.conversation_id: item for item in await store.queue(tenants=None, reader=None)}
+    assert rows["short"].last_message is not None
+    assert rows["short"].last_message.text == "Where is my parcel?"  # whitespace run together, no ellipsis
+    assert (rows["quiet"].customer_name, rows["quiet"].last_message) == (None, None)

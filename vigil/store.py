@@ -62,8 +62,26 @@ class ConversationSummary(BaseModel):
     message_count: int
 
 
+PREVIEW_CHARS = 140
+"""How much of the last message a queue row shows."""
+
+
+class MessagePreview(BaseModel):
+    """The start of a conversation's last message, for a queue row."""
+
+    role: str
+    text: str
+    """The text with its whitespace run together, cut to ``PREVIEW_CHARS`` characters, with "…" if it was cut."""
+    sent_at: datetime
+
+
 class QueueItem(ConversationSummary):
     """A live conversation in an analyst's queue."""
+
+    customer_name: str | None
+    """The author of the latest customer message that names one; None if none does."""
+    last_message: MessagePreview | None
+    """The conversation's last message (in stream order); None before the first."""
 
     waiting_since: datetime | None
     """When the customer's unanswered message came; None if the analyst has replied since."""
@@ -423,11 +441,14 @@ class CaseStore:
             unread: dict[str, list[str]] = {row.id: [] for row in rows}
             for conversation_id, suggestion_id in (await conn.execute(unread_stmt)).all():
                 unread[conversation_id].append(suggestion_id)
+            latest = {m.conversation_id: m for m in (await conn.execute(_latest_messages([row.id for row in rows])))}
         return [
             QueueItem(
                 **_summary(row).model_dump(),
                 waiting_since=CaseState.from_row(row).waiting_since,
                 unread_suggestions=unread[row.id],
+                customer_name=latest[row.id].customer_name if row.id in latest else None,
+                last_message=_preview(latest[row.id]) if row.id in latest else None,
             )
             for row in rows
         ]
@@ -551,6 +572,47 @@ def _fail(batch: list[_Pending], error: Exception, cause: BaseException | None) 
 
 def _summary(row: sa.Row[Any]) -> ConversationSummary:
     return ConversationSummary.model_validate({**row._mapping, "conversation_id": row.id})
+
+
+def _latest_messages(conversation_ids: list[str]) -> sa.Select[Any]:
+    """Per conversation of ``conversation_ids``: its last message (role, time, the start of its text) and the
+    author of its latest customer message that has one. One query, through the (conversation_id, seq) index; only
+    ``PREVIEW_CHARS + 1`` characters of a text leave the database (the one over tells that it was cut)."""
+    m = MESSAGE.c
+    newest_first = {"partition_by": m.conversation_id, "order_by": m.seq.desc()}
+    last = (
+        sa.select(
+            m.conversation_id,
+            m.role,
+            m.sent_at,
+            sa.func.substr(m.text, 1, PREVIEW_CHARS + 1).label("text"),
+            sa.func.row_number().over(**newest_first).label("rank"),
+        )
+        .where(m.conversation_id.in_(conversation_ids))
+        .subquery("last")
+    )
+    named = (
+        sa.select(m.conversation_id, m.author, sa.func.row_number().over(**newest_first).label("rank"))
+        .where(m.conversation_id.in_(conversation_ids), m.role == "customer", m.author.is_not(None))
+        .subquery("named")
+    )
+    return (
+        sa.select(
+            last.c.conversation_id, last.c.role, last.c.sent_at, last.c.text, named.c.author.label("customer_name")
+        )
+        .select_from(
+            last.outerjoin(named, sa.and_(named.c.conversation_id == last.c.conversation_id, named.c.rank == 1))
+        )
+        .where(last.c.rank == 1)
+    )
+
+
+def _preview(row: sa.Row[Any]) -> MessagePreview:
+    """A last message as a queue row shows it: whitespace run together, cut on a character (not a byte)."""
+    text = " ".join(row.text[:PREVIEW_CHARS].split())
+    return MessagePreview(
+        role=row.role, text=f"{text}…" if len(row.text) > PREVIEW_CHARS else text, sent_at=row.sent_at
+    )
 
 
 def _suggestion(row: sa.Row[Any]) -> Suggestion:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import re
 import socket
 import uuid
 from collections.abc import AsyncIterator
@@ -529,3 +530,38 @@ async def test_a_card_shows_one_labelled_confidence_and_a_dismissals_reason(page
         text = await card.inner_text()
         assert "87" not in text and "0.8" not in text, text  # the source's raw score is not shown
         await expect(card.locator(".sources li")).to_have_text("article: What the lights mean")
+
+
+# ---- a queue row shows who is waiting and what they said last, and follows live messages ----
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+async def test_a_queue_row_shows_the_customers_name_and_last_message_and_follows_live_ones(
+    page: Page, store: CaseStore
+):
+    await say_in(store, "plain", range(1))
+    raw = message("named", "named-m1", "My <b>router</b> blinks amber " + "again and " * 20, author="Ada Lovelace")
+    await store.record(parse(json.dumps(raw).encode(), max_event_bytes=1 << 20, max_text_bytes=1 << 16))
+    feed = LiveFeed()
+    async with in_process_panel(store, page, feed) as url:
+        await page.goto(f"{url}/panel")
+        named = page.locator('tr[data-conversation-id="named"]')
+        await expect(named.locator(".name")).to_have_text("Ada Lovelace")
+        preview = named.locator(".preview")
+        await expect(preview).to_contain_text("Customer: My <b>router</b> blinks amber again")  # text, not markup
+        assert ((await preview.text_content()) or "").strip().endswith("…")
+        await expect(named.locator(".age")).to_contain_text("ago")
+        plain = page.locator('tr[data-conversation-id="plain"]')
+        await expect(plain.locator(".name")).to_have_text("plain")  # no name given: the conversation id
+        await expect(plain.locator(".preview")).to_have_text("Customer: message 0")
+
+        await expect(page.locator("body[data-live=on]")).to_have_count(1, timeout=SEEN)
+        for update in await say_in(store, "plain", range(1, 3)):
+            feed.publish(update)
+        await expect(plain.locator(".preview")).to_have_text("Customer: message 2", timeout=SEEN)
+        later = message("plain", "plain-m9", "It works now, thanks", author="Bo", sent_at=now())
+        event = parse(json.dumps(later).encode(), max_event_bytes=1 << 20, max_text_bytes=1 << 16)
+        result = await store.record(event)
+        assert result.case is not None
+        feed.publish(recorded(event, result.case))
+        await expect(plain.locator(".name")).to_have_text("Bo", timeout=SEEN)
+        await expect(plain.locator(".preview")).to_have_text("Customer: It works now, thanks")
+        await expect(plain.locator(".age")).to_have_text(re.compile(r"^\d+s ago$"))

@@ -102,6 +102,17 @@
   }
 
   // ---- the queue -------------------------------------------------------------------------------------------
+  const PREVIEW_CHARS = 140;  // as vigil/store.py cuts the last message for the queue
+  const ROLE_LABELS = { customer: "Customer", analyst: "Analyst", bot: "Bot", system: "System" };
+
+  // The start of a text for a queue row, as the store makes it: whitespace run together, cut between characters
+  // (code points: a cut never splits an emoji's surrogate pair), "…" when it was cut.
+  function preview(text) {
+    const chars = Array.from(text || "");
+    const start = chars.slice(0, PREVIEW_CHARS).join("").split(/\s+/).filter(Boolean).join(" ");
+    return chars.length > PREVIEW_CHARS ? `${start}…` : start;
+  }
+
   // Each update touches one row: it is rebuilt and moved to its place; the clock only rewrites the time texts.
   function queuePage(items) {
     const body = document.querySelector("#queue tbody");
@@ -152,17 +163,24 @@
       const s = row.state;
       const href = `/panel/conversations/${encodeURIComponent(s.conversation_id)}`;
       const unread = row.unread.size;
+      const last = s.last_message;
       row.className = s.waiting_since ? "waiting" : "";
       row.waited = el("td", { class: "waited" });
-      row.active = el("td");
+      row.aged = el("td", { class: "age" }, last ? el("time", { datetime: last.sent_at }) : "—");
       row.replaceChildren(
-        el("th", { scope: "row" }, el("a", { href, class: "mono", text: s.conversation_id })),
-        el("td", { text: s.tenant }),
-        el("td", { class: "status", text: label(s.status) }),
+        el("th", { scope: "row", class: "customer" },
+          // The customer's name leads; without one, the conversation id, as the analyst knows it from elsewhere.
+          el("a", { href, class: s.customer_name ? "name" : "name mono", text: s.customer_name || s.conversation_id }),
+          s.customer_name ? el("span", { class: "id mono", text: s.conversation_id }) : null,
+          last ? el("span", { class: "preview" },
+            el("span", { class: `from ${last.role}`, text: `${ROLE_LABELS[last.role] || last.role}: ` }), last.text) : null),
+        row.aged,
         row.waited,
+        el("td", { class: s.priority ? `priority ${s.priority}` : "priority", text: label(s.priority) }),
+        el("td", { class: "assignee", text: s.assignee || "unassigned" }),
+        el("td", { class: "status", text: label(s.status) }),
+        el("td", { text: s.tenant }),
         el("td", {}, el("span", { class: unread ? "badge hot" : "badge", text: String(unread), "aria-label": `${unread} unread suggestions` })),
-        el("td", { text: String(s.message_count) }),
-        row.active,
       );
       tick(row);
     }
@@ -170,7 +188,16 @@
     function tick(row) {
       const s = row.state;
       row.waited.textContent = s.waiting_since ? ago(s.waiting_since) : "—";
-      row.active.textContent = `${ago(s.updated_at)} ago`;
+      const time = row.aged.firstElementChild;
+      if (time) time.textContent = `${ago(s.last_message.sent_at)} ago`;
+    }
+
+    // A live message carries its whole text: the row shows its start, and the customer's name if it gives one.
+    function said(d) {
+      const m = d.message;
+      const item = { ...d.case, last_message: { role: m.role, text: preview(m.text), sent_at: m.sent_at } };
+      if (m.role === "customer" && m.author) item.customer_name = m.author;
+      upsert(item, true);
     }
 
     // A new suggestion is unread until this analyst opens the conversation; a verdict by anyone settles it.
@@ -198,7 +225,7 @@
     empty.hidden = rows.size > 0;
     setInterval(() => rows.forEach(tick), 1000);
     live("/api/live", {
-      message: (d) => upsert(d.case, true),
+      message: said,
       case: (d) => upsert(d.case, true),
       suggestion: (d) => unread(d.suggestion.conversation_id, d.suggestion.suggestion_id, true),
       feedback: (d) => unread(d.case.conversation_id, d.feedback.suggestion_id, false),
