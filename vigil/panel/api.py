@@ -36,12 +36,15 @@ _ERROR = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}
 _UNAVAILABLE: Responses = {503: {"description": "the case store or the broker is unavailable", "content": _ERROR}}
 # Every /api route: who may call it, and the refusals it can answer with (FastAPI adds 422 where it validates).
 _SIGNED_IN: Responses = {401: {"description": "nobody is signed in (no valid token or session)", "content": _ERROR}}
+_UNREADABLE: Responses = {400: {"description": "a body that cannot be read as JSON text", "content": _ERROR}}
 _ADMIN: Responses = {
     **_SIGNED_IN,
+    **_UNREADABLE,
     403: {"description": "not an admin of every tenant, or the CSRF checks failed", "content": _ERROR},
 }
 _GUARDED: Responses = {
     **_SIGNED_IN,
+    **_UNREADABLE,
     403: {"description": "a session request without its CSRF token, or from another origin", "content": _ERROR},
 }
 # The security schemes the app's OpenAPI declares (see ``openapi_components``): a bearer token, or the session
