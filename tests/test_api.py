@@ -8,6 +8,7 @@ import shutil
 import subprocess
 
 import httpx
+import jsonschema
 import pytest
 
 from vigil.api import create_app
@@ -136,3 +137,111 @@ async def test_the_openapi_document_describes_the_api(store: CaseStore, metrics:
     async with client_for(store, health, metrics) as client:
         spec = (await client.get("/openapi.json")).json()
     assert {"/healthz", "/readyz", "/metrics", "/api/conversations/{conversation_id}"} <= set(spec["paths"])
+
+
+# The contract: the OpenAPI says who may call each route, what it refuses with, and the shape of each refusal ------
+
+
+async def record_message(store: CaseStore, conversation_id: str) -> None:
+    raw = {
+        "type": "message",
+        "schema_version": 1,
+        "message_id": f"{conversation_id}-m1",
+        "conversation_id": conversation_id,
+        "tenant": "acme",
+        "sent_at": "2026-11-02T09:00:00Z",
+        "role": "customer",
+        "text": "When do you take the money?",
+    }
+    await store.record(parse(json.dumps(raw).encode(), max_event_bytes=1 << 20, max_text_bytes=1 << 16))
+
+
+def conforms(spec: dict[str, object], component: str, body: object) -> None:
+    """Checks ``body`` against a schema of the OpenAPI document (3.1: its schemas are JSON Schema 2020-12)."""
+    schema = {"$ref": f"#/components/schemas/{component}", "components": spec["components"]}
+    jsonschema.Draft202012Validator(schema).validate(body)
+
+
+async def test_the_openapi_names_its_security_schemes_and_every_status_a_route_can_answer(
+    store: CaseStore, metrics: Metrics
+):
+    health = Health({}, clock=SystemClock(), metrics=metrics, interval_s=1)
+    async with client_for(store, health, metrics) as client:
+        spec = (await client.get("/openapi.json")).json()
+    schemes = spec["components"]["securitySchemes"]
+    assert schemes["bearer"] == {"type": "http", "scheme": "bearer", "description": schemes["bearer"]["description"]}
+    assert (schemes["session"]["in"], schemes["session"]["name"]) == ("cookie", "vigil_session")
+    assert (schemes["csrf"]["in"], schemes["csrf"]["name"]) == ("header", "X-CSRF-Token")
+    operations = {
+        (method.upper(), path): operation
+        for path, item in spec["paths"].items()
+        if path.startswith("/api/")
+        for method, operation in item.items()
+    }
+    store_backed = {"/api/queue", "/api/conversations", "/api/conversations/{conversation_id}"}
+    for (method, path), operation in operations.items():
+        statuses = set(operation["responses"])
+        assert "401" in statuses, (method, path)
+        if method == "POST":  # state-changing: a session needs its CSRF token with it
+            assert operation["security"] == [{"bearer": []}, {"session": [], "csrf": []}], path
+            assert {"400", "403", "422", "503"} <= statuses, (method, path)
+        else:
+            assert operation["security"] == [{"bearer": []}, {"session": []}], path
+        if path in store_backed or method == "POST":
+            assert "503" in statuses, (method, path)
+        if "{conversation_id}" in path or "{suggestion_id}" in path:
+            assert {"404", "422"} <= statuses, (method, path)
+        for status in statuses - {"200", "202", "204", "422"}:
+            error = operation["responses"][status]["content"]["application/json"]["schema"]
+            assert error == {"$ref": "#/components/schemas/Error"}, (method, path, status)
+    assert {method for method, _ in operations} == {"GET", "POST"} and len(operations) == 8
+
+
+async def test_a_read_mark_takes_an_rfc_3339_date_time_with_its_zone_and_nothing_else(
+    store: CaseStore, metrics: Metrics
+):
+    await record_message(store, "c-read")
+    health = Health({}, clock=SystemClock(), metrics=metrics, interval_s=1)
+    async with client_for(store, health, metrics) as client:
+        spec = (await client.get("/openapi.json")).json()
+        url = "/api/conversations/c-read/read"
+        for through in (0, 1_700_000_000, "1700000000", "2026-11-02", "2026-11-02T09:00:00", "yesterday", None):
+            answer = await client.post(url, json={"through": through})
+            assert answer.status_code == 422, through
+            conforms(spec, "HTTPValidationError", answer.json())
+            assert answer.json()["detail"][0]["loc"] == ["body", "through"], through
+        for through in ("2026-11-02T09:00:00Z", "2026-11-02T10:00:00.5+01:00"):
+            assert (await client.post(url, json={"through": through})).status_code == 204, through
+
+
+async def test_every_422_has_the_validation_error_shape_the_openapi_documents(store: CaseStore, metrics: Metrics):
+    await record_message(store, "c-422")
+    health = Health({}, clock=SystemClock(), metrics=metrics, interval_s=1)
+    async with client_for(store, health, metrics) as client:
+        spec = (await client.get("/openapi.json")).json()
+        refusals = [
+            await client.get("/api/conversations/c-422?before=no-page-gave-this"),  # raised by the route
+            await client.get("/api/conversations?limit=0"),
+            await client.post("/api/suggestions/s-1/feedback", json={"verdict": "edited", "text": " "}),
+            await client.post("/api/suggestions/s-1/feedback", content=b"{not json"),
+        ]
+        for answer in refusals:
+            assert answer.status_code == 422, answer.request.url
+            conforms(spec, "HTTPValidationError", answer.json())
+        assert refusals[0].json()["detail"][0]["loc"] == ["query", "before"]
+        missing = await client.get("/api/conversations/no-such")
+        assert missing.status_code == 404
+        conforms(spec, "Error", missing.json())
+
+
+async def test_each_path_names_the_methods_it_takes(store: CaseStore, metrics: Metrics):
+    health = Health({}, clock=SystemClock(), metrics=metrics, interval_s=1)
+    async with client_for(store, health, metrics) as client:
+        # A conversation's id may hold slashes, so ".../read" is also a conversation to GET; POST marks it read.
+        read = await client.options("/api/conversations/c-1/read")
+        assert read.status_code == 405 and read.headers["allow"] == "GET, POST"
+        conversation = await client.options("/api/conversations/c-1")
+        assert conversation.status_code == 405 and conversation.headers["allow"] == "GET"
+        feedback = await client.get("/api/suggestions/s-1/feedback")
+        assert feedback.status_code == 405 and feedback.headers["allow"] == "POST"
+        assert (await client.delete("/api/queue")).headers["allow"] == "GET"

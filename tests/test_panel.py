@@ -322,8 +322,10 @@ async def test_without_auth_everyone_on_loopback_is_a_local_admin(seeded: CaseSt
     async with panel_client(seeded, outbox, registry, "http://127.0.0.1:8080", auth="none", users=[]) as client:
         assert (await client.get("/api/whoami")).json()["role"] == "admin"
         assert len((await client.get("/api/queue")).json()) == 2
-        # CSRF still applies: a page on another site cannot make the local panel act.
-        answer = await client.post("/api/suggestions/s-acme/feedback", json={"verdict": "accepted"})
+        # CSRF still applies to browsers: a page on another site cannot make the local panel act.
+        answer = await client.post(
+            "/api/suggestions/s-acme/feedback", json={"verdict": "accepted"}, headers={"Origin": "https://evil.example"}
+        )
         assert answer.status_code == 403
         # Nor read it by rebinding its own name to 127.0.0.1: the request names that site, and is nobody's.
         rebound = await client.get("/api/queue", headers={"Host": "evil.example:8080"})
@@ -742,3 +744,51 @@ async def test_the_queue_api_names_the_customer_and_previews_the_last_message(
         "sent_at": NOW.isoformat().replace("+00:00", "Z"),
     }
     assert (row["assignee"], row["priority"]) == (None, None)
+
+
+# CSRF before anything else, and the local script the no-auth loopback panel lets in ------------------------------
+
+
+async def test_a_session_request_without_its_csrf_token_learns_nothing_about_the_body(client: httpx.AsyncClient):
+    csrf = await sign_in(client, "ana")
+    for url, body in (
+        ("/api/conversations/acme-1/read", {"through": 5}),
+        ("/api/conversations/acme-1/read", {}),
+        ("/api/suggestions/s-acme/feedback", {"verdict": "meh"}),
+        ("/api/sessions/revoke", {"user": ""}),
+    ):
+        answer = await client.post(url, json=body)
+        assert answer.status_code == 403 and answer.json() == {"detail": "missing or wrong CSRF token"}, url
+    garbled = await client.post("/api/suggestions/s-acme/feedback", content=b"{not json", headers={"X-CSRF-Token": "x"})
+    assert garbled.status_code == 403
+    # With the token, the same bodies are validated.
+    read = await client.post("/api/conversations/acme-1/read", json={"through": 5}, headers={"X-CSRF-Token": csrf})
+    assert read.status_code == 422
+
+
+async def test_a_local_script_may_post_to_the_no_auth_loopback_panel_and_a_browser_page_elsewhere_may_not(
+    seeded: CaseStore, outbox: MemoryOutbox, registry
+):  # type: ignore[no-untyped-def]
+    url = "/api/suggestions/s-acme/feedback"
+    async with panel_client(seeded, outbox, registry, "http://127.0.0.1:8080", auth="none", users=[]) as client:
+        script = await client.post(url, json={"verdict": "accepted"})  # curl, a Python script: no cookie, no Origin
+        assert script.status_code == 202 and len(outbox.submitted) == 1
+        read = await client.post("/api/conversations/acme-1/read", json=through(NOW))
+        assert read.status_code == 204
+        # What a browser sends from a page on another site (its Origin; or a form's "null"; or Sec-Fetch-Site).
+        for headers in (
+            {"Origin": "https://evil.example"},
+            {"Origin": "null"},
+            {"Sec-Fetch-Site": "cross-site"},
+            {"Referer": "https://evil.example/page"},
+        ):
+            answer = await client.post(url, json={"verdict": "accepted"}, headers=headers)
+            assert answer.status_code == 403, headers
+        # A browser that has the panel open carries its cookie: it needs the CSRF token, as ever.
+        page = await client.get("/panel")
+        assert page.status_code == 200 and client.cookies.get(SESSION_COOKIE)
+        assert (await client.post(url, json={"verdict": "accepted"})).status_code == 403
+        # A DNS-rebinding page names its own host, and is nobody, script-like or not.
+        rebound = await client.post(url, json={"verdict": "accepted"}, headers={"Host": "evil.example:8080"})
+        assert rebound.status_code == 401
+    assert len(outbox.submitted) == 1

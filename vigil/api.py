@@ -16,6 +16,7 @@ from fastapi.responses import JSONResponse, RedirectResponse
 from fastapi.staticfiles import StaticFiles
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.exceptions import HTTPException
+from starlette.routing import BaseRoute, Match, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from vigil import __version__
@@ -25,7 +26,7 @@ from vigil.health import Health
 from vigil.knowledge import KnowledgeStore
 from vigil.live import LiveFeed
 from vigil.metrics import Metrics
-from vigil.panel.api import Caller, api_routes
+from vigil.panel.api import Caller, api_routes, openapi_components
 from vigil.panel.auth import Authenticator
 from vigil.panel.oidc import OidcClient
 from vigil.panel.pages import TEMPLATES, SignIn, page_routes
@@ -66,17 +67,17 @@ def create_app(
     app = FastAPI(title="vigil", version=__version__, docs_url="/docs", redoc_url=None)
     _operations(app, health, metrics)
     auth = Authenticator(panel, sessions=SessionRegistry(store, clock=clock or SystemClock()))
-    app.include_router(
-        api_routes(
-            store=store, feed=feed or LiveFeed(), outboxes=outboxes, caller=Caller(auth), clock=clock or SystemClock()
-        )
+    api = api_routes(
+        store=store, feed=feed or LiveFeed(), outboxes=outboxes, caller=Caller(auth), clock=clock or SystemClock()
     )
+    app.include_router(api)
     if panel.enabled:
         app.include_router(
             page_routes(store=store, knowledge=knowledge, auth=auth, oidc=oidc, clock=clock or SystemClock())
         )
         app.mount("/panel/static", StaticFiles(directory=str(resources.files("vigil.panel") / "static")), "static")
-    _error_pages(app)
+    _error_pages(app, api.routes)
+    _openapi_components(app)
     secret = panel.session_secret.get_secret_value() if panel.session_secret else secrets.token_urlsafe(32)
     app.add_middleware(
         SessionCookies,
@@ -109,7 +110,29 @@ def _operations(app: FastAPI, health: Health, metrics: Metrics) -> None:
         return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
 
-def _error_pages(app: FastAPI) -> None:
+def _openapi_components(app: FastAPI) -> None:
+    """The routes' OpenAPI refers to security schemes and an error shape declared once for the document."""
+    generate = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        first = app.openapi_schema is None
+        schema = generate()  # cached by FastAPI: completed once
+        return openapi_components(schema) if first else schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
+def _allowed_methods(request: Request, routes: Sequence[BaseRoute]) -> str | None:
+    """Every method one of ``routes`` takes at this path (None if none matches it). The router names only the first
+    route whose path matches, and a conversation's GET (its id may hold slashes) also matches ``.../read``."""
+    methods: set[str] = set()
+    for route in routes:
+        if isinstance(route, Route) and route.methods and route.matches(request.scope)[0] != Match.NONE:
+            methods |= route.methods
+    return ", ".join(sorted(methods)) if methods else None
+
+
+def _error_pages(app: FastAPI, api_routes: Sequence[BaseRoute]) -> None:
     """Browsers get pages (and a sign-in redirect); API clients get JSON. Starlette's HTTPException, the base of
     FastAPI's, so that unknown paths and methods get the same treatment; a database that fails is a 503 anywhere."""
 
@@ -119,6 +142,9 @@ def _error_pages(app: FastAPI) -> None:
 
     @app.exception_handler(HTTPException)
     async def http_error(request: Request, exc: HTTPException) -> Response:
+        allowed = _allowed_methods(request, api_routes) if exc.status_code == 405 else None
+        if allowed:
+            exc.headers = {**(exc.headers or {}), "Allow": allowed}
         if request.url.path.startswith("/api") or "text/html" not in request.headers.get("accept", ""):
             return JSONResponse({"detail": exc.detail}, status_code=exc.status_code, headers=exc.headers)
         context: dict[str, Any] = {"status": exc.status_code, "detail": exc.detail, "who": None, "csrf": ""}

@@ -7,20 +7,23 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, HTTPException, Query, Request
+from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
+from fastapi.exceptions import RequestValidationError
+from fastapi.routing import APIRoute
 from fastapi.sse import EventSourceResponse, ServerSentEvent
-from pydantic import AwareDatetime, BaseModel, Field
+from pydantic import AwareDatetime, BaseModel, BeforeValidator, Field, model_validator
 
 from vigil import paging
 from vigil.clock import Clock
 from vigil.errors import InvalidCursor, StoreError, TransportError
 from vigil.events import Feedback
 from vigil.live import LiveFeed
-from vigil.panel.auth import Authenticator
+from vigil.panel.auth import CSRF_HEADER, SAFE_METHODS, Authenticator
 from vigil.panel.identity import Identity
 from vigil.settings import PanelRole
 from vigil.store import CaseStore, ConversationSummary, ConversationView, QueueItem
@@ -28,7 +31,26 @@ from vigil.transport import Outbox
 
 log = logging.getLogger(__name__)
 
-_UNAVAILABLE: dict[int | str, dict[str, Any]] = {503: {"description": "the case store or the broker is unavailable"}}
+Responses = dict[int | str, dict[str, Any]]
+_ERROR = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
+_UNAVAILABLE: Responses = {503: {"description": "the case store or the broker is unavailable", "content": _ERROR}}
+# Every /api route: who may call it, and the refusals it can answer with (FastAPI adds 422 where it validates).
+_SIGNED_IN: Responses = {401: {"description": "nobody is signed in (no valid token or session)", "content": _ERROR}}
+_UNREADABLE: Responses = {400: {"description": "a body that cannot be read as JSON text", "content": _ERROR}}
+_ADMIN: Responses = {
+    **_SIGNED_IN,
+    **_UNREADABLE,
+    403: {"description": "not an admin of every tenant, or the CSRF checks failed", "content": _ERROR},
+}
+_GUARDED: Responses = {
+    **_SIGNED_IN,
+    **_UNREADABLE,
+    403: {"description": "a session request without its CSRF token, or from another origin", "content": _ERROR},
+}
+# The security schemes the app's OpenAPI declares (see ``openapi_components``): a bearer token, or the session
+# cookie, which on state-changing requests needs its CSRF token in a header as well.
+_READ_SECURITY: dict[str, Any] = {"security": [{"bearer": []}, {"session": []}]}
+_WRITE_SECURITY: dict[str, Any] = {"security": [{"bearer": []}, {"session": [], "csrf": []}]}
 _SUBMIT_TIMEOUT_S = 5.0
 LIVE_RECHECK_S = 5.0
 
@@ -38,16 +60,33 @@ class FeedbackRequest(BaseModel):
 
     verdict: Literal["accepted", "edited", "dismissed"]
     text: Annotated[str, Field(max_length=16_000)] | None = Field(
-        default=None, description="For edited: the reply as sent. For dismissed: the reason, if given."
+        default=None, description="For edited: the reply as sent (required). For dismissed: the reason, if given."
     )
+
+    @model_validator(mode="after")
+    def _edited_has_text(self) -> FeedbackRequest:
+        # Here, not in the route: a 422 then has the validation-error shape the OpenAPI documents.
+        if self.verdict == "edited" and not (self.text or "").strip():
+            raise ValueError("an edited suggestion needs the text as sent")
+        return self
+
+
+# RFC 3339's date-time, with its zone: pydantic alone would take a number of seconds (1970) or a date without a time.
+_RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})")
+
+
+def _rfc3339(value: object) -> object:
+    if not isinstance(value, str) or not _RFC3339.fullmatch(value):
+        raise ValueError("an RFC 3339 date-time with its zone, e.g. 2026-11-02T09:00:00Z")
+    return value
 
 
 class ReadRequest(BaseModel):
     """How far the analyst has read a conversation."""
 
-    through: AwareDatetime = Field(
-        description="When the newest suggestion the analyst was shown was made (its created_at); a time still to "
-        "come counts as now."
+    through: Annotated[AwareDatetime, BeforeValidator(_rfc3339)] = Field(
+        description="When the newest suggestion the analyst was shown was made (its created_at), an RFC 3339 "
+        "date-time with its zone; a time still to come counts as now."
     )
 
 
@@ -94,57 +133,64 @@ class Caller:
         return dependency
 
     async def guard(self, request: Request) -> None:
-        """A dependency for state-changing routes: refuse the anonymous (401), then what fails the CSRF checks."""
+        """For state-changing requests: refuse the anonymous (401), then what fails the CSRF checks (403)."""
         await self(request)
         problem = self.auth.csrf_problem(request, None)
         if problem:
             raise HTTPException(403, problem)
+
+    def route_class(self) -> type[APIRoute]:
+        """A route class that guards every state-changing request before FastAPI reads and validates its body: a
+        request that fails the CSRF checks learns nothing about what a valid body looks like."""
+        guard = self.guard
+
+        class GuardedRoute(APIRoute):
+            def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+                handle = super().get_route_handler()
+
+                async def guarded(request: Request) -> Response:
+                    if request.method not in SAFE_METHODS:
+                        await guard(request)
+                    return await handle(request)
+
+                return guarded
+
+        return GuardedRoute
 
 
 def api_routes(
     *, store: CaseStore, feed: LiveFeed, outboxes: Sequence[Outbox], caller: Caller, clock: Clock
 ) -> APIRouter:
     """The ``/api`` routes."""
-    router = APIRouter(prefix="/api", tags=["panel"])
+    router = APIRouter(prefix="/api", tags=["panel"], route_class=caller.route_class())
     who_is = Depends(caller)
     admin = Depends(caller.with_role("admin"))
+    unknown_conversation: Responses = {404: {"description": "unknown conversation", "content": _ERROR}}
 
-    @router.get("/whoami")
+    @router.get("/whoami", responses=_SIGNED_IN, openapi_extra=_READ_SECURITY)
     async def whoami(who: Identity = who_is) -> dict[str, object]:
         """The signed-in caller."""
         return {"name": who.name, "role": who.role, "tenants": list(who.tenants)}
 
-    @router.get("/queue", responses=_UNAVAILABLE)
+    @router.get("/queue", responses={**_SIGNED_IN, **_UNAVAILABLE}, openapi_extra=_READ_SECURITY)
     async def queue(who: Identity = who_is, limit: Annotated[int, Query(ge=1, le=500)] = 200) -> list[QueueItem]:
         """Open conversations of the caller's tenants, those waiting longest first."""
         return await store.queue(tenants=who.tenant_filter, reader=who.name, limit=limit)
 
-    @router.get("/conversations", responses=_UNAVAILABLE)
+    @router.get("/conversations", responses={**_SIGNED_IN, **_UNAVAILABLE}, openapi_extra=_READ_SECURITY)
     async def conversations(
         who: Identity = who_is, limit: Annotated[int, Query(ge=1, le=500)] = 50
     ) -> list[ConversationSummary]:
         """The most recently active conversations of the caller's tenants, newest first."""
         return await store.recent_conversations(limit, tenants=who.tenant_filter)
 
-    @router.get(
-        "/conversations/{conversation_id:path}",
-        responses={404: {"description": "unknown conversation"}, 422: {"description": "a bad cursor"}, **_UNAVAILABLE},
-    )
-    async def conversation(
-        conversation_id: str,
-        who: Identity = who_is,
-        limit: Annotated[int, Query(ge=1, le=paging.MAX_PAGE)] = paging.DEFAULT_PAGE,
-        before: Annotated[str | None, Query(max_length=2048, description="the `older` cursor of a page")] = None,
-    ) -> ConversationView:
-        """A page of a conversation: its state, its newest ``limit`` messages and suggestions (newest first), the
-        verdicts on those suggestions, and ``older``, the cursor that fetches the page before (null at the start)."""
-        return await visible_conversation(store, conversation_id, who, limit=limit, before=before)
-
+    # Before the GET of a conversation, whose path also matches ``.../read``: an OPTIONS or a GET there is then
+    # answered with the methods of both routes (see ``vigil.api``), not of the GET alone.
     @router.post(
         "/conversations/{conversation_id:path}/read",
         status_code=204,
-        dependencies=[Depends(caller.guard)],
-        responses={404: {"description": "unknown conversation"}, **_UNAVAILABLE},
+        responses={**_GUARDED, **unknown_conversation, **_UNAVAILABLE},
+        openapi_extra=_WRITE_SECURITY,
     )
     async def read(conversation_id: str, body: ReadRequest, who: Identity = who_is) -> None:
         """The caller has read the conversation through a suggestion they were shown: it and those before it are no
@@ -153,19 +199,33 @@ def api_routes(
         if not await store.mark_read(who.name, conversation_id, through, tenants=who.tenant_filter):
             raise HTTPException(404, "unknown conversation")
 
+    @router.get(
+        "/conversations/{conversation_id:path}",
+        responses={**_SIGNED_IN, **unknown_conversation, **_UNAVAILABLE},
+        openapi_extra=_READ_SECURITY,
+    )
+    async def conversation(
+        conversation_id: str,
+        who: Identity = who_is,
+        limit: Annotated[int, Query(ge=1, le=paging.MAX_PAGE)] = paging.DEFAULT_PAGE,
+        before: Annotated[str | None, Query(max_length=2048, description="the `older` cursor of a page")] = None,
+    ) -> ConversationView:
+        """A page of a conversation: its state, its newest ``limit`` messages and suggestions (newest first), the
+        verdicts on those suggestions, and ``older``, the cursor that fetches the page before (null at the start).
+        A cursor that no page gave is a 422."""
+        return await visible_conversation(store, conversation_id, who, limit=limit, before=before)
+
     @router.post(
         "/suggestions/{suggestion_id}/feedback",
         status_code=202,
-        dependencies=[Depends(caller.guard)],
-        responses={404: {"description": "unknown suggestion"}, **_UNAVAILABLE},
+        responses={**_GUARDED, 404: {"description": "unknown suggestion", "content": _ERROR}, **_UNAVAILABLE},
+        openapi_extra=_WRITE_SECURITY,
     )
     async def feedback(suggestion_id: str, body: FeedbackRequest, who: Identity = who_is) -> FeedbackAccepted:
         """Accept, edit or dismiss a suggestion: a ``feedback`` event goes onto the input stream."""
         suggestion = await store.suggestion(suggestion_id)
         if suggestion is None or not who.may_see(suggestion.tenant):
             raise HTTPException(404, "unknown suggestion")
-        if body.verdict == "edited" and not (body.text or "").strip():
-            raise HTTPException(422, "an edited suggestion needs the text as sent")
         event = Feedback(
             type="feedback",
             schema_version=1,
@@ -181,11 +241,7 @@ def api_routes(
         await _submit(outboxes, event)
         return FeedbackAccepted(feedback_id=event.feedback_id)
 
-    @router.post(
-        "/sessions/revoke",
-        dependencies=[Depends(caller.guard)],
-        responses={403: {"description": "not an admin of every tenant, or the CSRF checks failed"}, **_UNAVAILABLE},
-    )
+    @router.post("/sessions/revoke", responses={**_ADMIN, **_UNAVAILABLE}, openapi_extra=_WRITE_SECURITY)
     async def revoke_sessions(body: RevokeRequest, who: Identity = admin) -> Revoked:
         """Sign a person out of every browser on every replica (admins only). Their bearer token, if they have one,
         stays valid: remove them from ``VIGIL_PANEL__USERS`` to take it away. A person's sessions span their tenants,
@@ -196,7 +252,7 @@ def api_routes(
         log.info("%s revoked %d panel sessions of %s", who.name, ended, body.user)
         return Revoked(user=body.user, sessions=ended)
 
-    @router.get("/live", response_class=EventSourceResponse)
+    @router.get("/live", response_class=EventSourceResponse, responses=_SIGNED_IN, openapi_extra=_READ_SECURITY)
     async def live(
         request: Request, who: Identity = who_is, conversation: str | None = None
     ) -> AsyncIterator[ServerSentEvent]:
@@ -215,6 +271,31 @@ def api_routes(
     return router
 
 
+def openapi_components(schema: dict[str, Any]) -> dict[str, Any]:
+    """Adds what the routes' OpenAPI refers to: the security schemes and the shape of an error that is not a
+    validation error (``{"detail": "why"}``)."""
+    components = schema.setdefault("components", {})
+    components.setdefault("securitySchemes", {}).update(
+        {
+            "bearer": {"type": "http", "scheme": "bearer", "description": "a token from `vigil token`"},
+            "session": {"type": "apiKey", "in": "cookie", "name": "vigil_session", "description": "a panel sign-in"},
+            "csrf": {
+                "type": "apiKey",
+                "in": "header",
+                "name": CSRF_HEADER,
+                "description": "the session's CSRF token, on every state-changing request made with the cookie",
+            },
+        }
+    )
+    components.setdefault("schemas", {})["Error"] = {
+        "type": "object",
+        "properties": {"detail": {"type": "string"}},
+        "required": ["detail"],
+        "title": "Error",
+    }
+    return schema
+
+
 async def visible_conversation(
     store: CaseStore,
     conversation_id: str,
@@ -227,8 +308,9 @@ async def visible_conversation(
     422 for a cursor that no page gave."""
     try:
         view = await store.conversation(conversation_id, tenants=who.tenant_filter, limit=limit, before=before)
-    except InvalidCursor as exc:
-        raise HTTPException(422, str(exc)) from exc
+    except InvalidCursor as exc:  # in the shape of every other 422 (the OpenAPI's HTTPValidationError)
+        error = {"type": "value_error", "loc": ("query", "before"), "msg": str(exc), "input": before}
+        raise RequestValidationError([error]) from exc
     if view is None:
         raise HTTPException(404, "unknown conversation")
     return view

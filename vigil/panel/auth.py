@@ -7,8 +7,10 @@ hold their SHA-256. An OIDC session lasts ``VIGIL_PANEL__OIDC__SESSION_MAX_AGE_S
 are the provider's at sign-in; a token user's are read from the settings on every request. Every state-changing
 request made with the cookie must carry the session's CSRF token (header ``X-CSRF-Token`` or form field
 ``csrf_token``) and, when the browser sends one, a same-origin ``Origin``.
-With ``VIGIL_PANEL__AUTH=none`` (allowed on a loopback host only) everyone is a local admin, CSRF still applies;
-a request that names another host (a DNS-rebinding page reaching the loopback port) is nobody.
+With ``VIGIL_PANEL__AUTH=none`` (allowed on a loopback host only) everyone is a local admin, CSRF still applies to
+browsers; a request that names another host (a DNS-rebinding page reaching the loopback port) is nobody. A local
+script (no cookie, no ``Origin``, no ``Sec-Fetch-Site``: not a browser, which sends ``Origin`` on every cross-origin
+POST and ``Sec-Fetch-*`` on every request) is exempt from CSRF there, as it carries no ambient credential to abuse.
 """
 
 from __future__ import annotations
@@ -131,7 +133,7 @@ class Authenticator:
 
     def csrf_problem(self, request: Request, submitted: str | None) -> str | None:
         """Why a state-changing request must be refused, or None if it may go ahead."""
-        if request.method in SAFE_METHODS or self.is_bearer(request):
+        if request.method in SAFE_METHODS or self.is_bearer(request) or self._local_script(request):
             return None
         origin = request.headers.get("origin")
         if origin is not None and origin != _own_origin(request):
@@ -141,6 +143,16 @@ class Authenticator:
         if not expected or not given or not hmac.compare_digest(str(expected), given):
             return "missing or wrong CSRF token"
         return None
+
+    def _local_script(self, request: Request) -> bool:
+        """A request to the no-auth loopback panel that no browser made: it names a loopback host (the DNS-rebinding
+        check), carries no cookie, and none of the headers a browser adds to a request a page makes."""
+        headers = request.headers
+        return (
+            self.mode == "none"
+            and is_loopback(request.url.hostname or "")
+            and not any(name in headers for name in ("cookie", "origin", "sec-fetch-site", "referer"))
+        )
 
 
 def _identity(user: PanelUser) -> Identity:
