@@ -9,8 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from aiokafka.admin import AIOKafkaAdminClient
 
 from tests.e2e.harness import (
+    BASE_ENV,
     Database,
     VigilCli,
     VigilProcess,
@@ -140,6 +142,12 @@ async def test_a_restarted_demo_closes_what_earlier_runs_left_open(vigil: VigilC
     first = vigil.start("demo", VIGIL_DEMO__PACE_S="0.05")
     await ready(first, timeout_s=30)
     await eventually("a demo conversation half-played", open_demo_conversations, timeout_s=30, process=first)
+    # The traffic waited for the daemon, so the input topic is vigil's, with its partitions: not one the broker
+    # made on the first message with its own default.
+    address = json.loads((tmp_path / "data" / "demo.json").read_text())
+    assert await partitions(address["bootstrap_servers"], address["input_topic"]) == int(
+        BASE_ENV["VIGIL_KAFKA__PARTITIONS"]
+    )
     await stop_and_check_nothing_left(first, brokers_of(first))
     left_open = open_demo_conversations()
     assert left_open, "the first run left nothing open to tidy"
@@ -153,3 +161,13 @@ async def test_a_restarted_demo_closes_what_earlier_runs_left_open(vigil: VigilC
     )
     assert banner_of(second) is not None
     await stop_and_check_nothing_left(second, brokers_of(second))
+
+
+async def partitions(bootstrap: str, topic: str) -> int:
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        (described,) = await admin.describe_topics([topic])
+        return len(described["partitions"])
+    finally:
+        await admin.close()
