@@ -46,11 +46,17 @@ TABLES = {"conversation", "message", "case_event", "feedback", "suggestion"}
 def test_bad_setting_stops_start_up_with_one_line_naming_it(
     vigil: VigilCli, kafka: EmbeddedBroker, variable: str, value: str
 ) -> None:
+    refused_at_start(vigil, kafka, variable, value)
+
+
+def refused_at_start(vigil: VigilCli, kafka: EmbeddedBroker, variable: str, value: str) -> str:
+    """``vigil run`` with ``variable`` set to ``value`` exits 2 with one line naming it; that line."""
     result = vigil.call("run", timeout_s=30, VIGIL_KAFKA__BOOTSTRAP_SERVERS=kafka.bootstrap, **{variable: value})
     assert result.returncode == 2, result.stderr
     lines = result.stderr.splitlines()
     assert len(lines) == 1, result.stderr
     assert lines[0].startswith(f"vigil: invalid setting {variable}: "), lines[0]
+    return lines[0]
 
 
 @pytest.mark.parametrize("command", ["run", "replay"])
@@ -201,12 +207,8 @@ def test_token_makes_a_token_and_the_users_entry_that_accepts_it(vigil: VigilCli
 def test_a_bad_list_setting_stops_start_up_at_once_naming_the_variable(
     vigil: VigilCli, kafka: EmbeddedBroker, variable: str, value: str, problem: str
 ) -> None:
-    result = vigil.call("run", timeout_s=30, VIGIL_KAFKA__BOOTSTRAP_SERVERS=kafka.bootstrap, **{variable: value})
-    assert result.returncode == 2, result.stderr
-    lines = result.stderr.splitlines()
-    assert len(lines) == 1, result.stderr
-    assert lines[0].startswith(f"vigil: invalid setting {variable}: "), lines[0]
-    assert problem in lines[0], lines[0]
+    line = refused_at_start(vigil, kafka, variable, value)
+    assert problem in line, line
 
 
 @pytest.mark.parametrize("k", ["0", "-1", "two"])
