@@ -686,3 +686,24 @@ async def test_a_short_last_message_is_previewed_whole_and_a_conversation_withou
     assert rows["short"].last_message is not None
     assert rows["short"].last_message.text == "Where is my parcel?"  # whitespace run together, no ellipsis
     assert (rows["quiet"].customer_name, rows["quiet"].last_message) == (None, None)
+
+
+async def test_the_customer_name_is_read_from_an_index_of_named_messages_however_many_are_unnamed(
+    store: CaseStore,
+):
+    from vigil.store import _latest_messages
+
+    await bulk_conversation(store)  # a huge conversation whose customer never gives a name: the worst case
+    rows = {item.conversation_id: item for item in await store.queue(tenants=None, reader=None)}
+    assert rows["huge"].customer_name is None
+    async with store.engine.connect() as conn:
+        # The plan of the query as the store sends it: with its parameters bound, not written in as literals.
+        compiled = _latest_messages(["huge"]).compile(dialect=conn.dialect, compile_kwargs={"render_postcompile": True})
+        params = tuple(compiled.params[name] for name in compiled.positiontup or ())
+        if conn.dialect.name == "postgresql":
+            await conn.exec_driver_sql("ANALYZE message")
+            plan = "\n".join(r[0] for r in (await conn.exec_driver_sql(f"EXPLAIN {compiled}", params)).all())
+        else:
+            explained = await conn.exec_driver_sql(f"EXPLAIN QUERY PLAN {compiled}", params)
+            plan = "\n".join(r[-1] for r in explained.all())
+    assert "ix_message_named_customer" in plan, plan

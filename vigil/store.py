@@ -577,8 +577,9 @@ def _summary(row: sa.Row[Any]) -> ConversationSummary:
 def _latest_messages(conversation_ids: list[str]) -> sa.Select[Any]:
     """Per conversation of ``conversation_ids``: its last message (role, time, the start of its text) and the
     author of its latest customer message that has one. Each is found by a ``max(seq)`` per conversation, which
-    both databases answer from the (conversation_id, seq) index by reading from its end, so a long conversation
-    costs no more than a short one; only ``PREVIEW_CHARS + 1`` characters of a text leave the database (the one
+    both databases answer by reading from the end of an index: (conversation_id, seq) for the last message, and a
+    partial one over the customer messages that name their author for the name, so a long conversation costs no
+    more than a short one, even when its customer never gives a name; only ``PREVIEW_CHARS + 1`` characters of a text leave the database (the one
     over tells that it was cut)."""
     m, c = MESSAGE.c, CONVERSATION.c
     last, named = MESSAGE.alias("last"), MESSAGE.alias("named")

@@ -82,6 +82,15 @@ class MessageRow(SQLModel, table=True):
     __table_args__ = (
         sa.UniqueConstraint("conversation_id", "message_id", name="uq_message_conversation_message"),
         sa.Index("ix_message_conversation_id_seq", "conversation_id", "seq"),
+        # The queue's customer name: the latest customer message that names its author, read from this index's
+        # end however many unnamed messages a conversation holds.
+        sa.Index(
+            "ix_message_named_customer",
+            "conversation_id",
+            "seq",
+            sqlite_where=sa.text("role = 'customer' AND author IS NOT NULL"),
+            postgresql_where=sa.text("role = 'customer' AND author IS NOT NULL"),
+        ),
     )
 
     seq: int | None = _seq()

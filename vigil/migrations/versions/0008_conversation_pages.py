@@ -1,7 +1,7 @@
 """conversation pages: indexes that serve a conversation's messages and suggestions newest first, a page at a time
 
 Revision ID: 0008
-Revises: 0004
+Revises: 0007
 Create Date: 2026-12-01
 """
 
