@@ -321,3 +321,10 @@ def test_overview_charts_are_drawn_at_the_width_the_page_lays_them_out():
     # static/panel.css makes a column at least this wide (plus the box's padding), so the text is not scaled down.
     root = parse(overview_charts.all_charts(an_overview())[0])
     assert root.get("width") == str(overview_charts.WIDTH) == "560" and root.get("font-size") == "12"
+
+
+def test_buckets_shorter_than_a_minute_are_told_apart_to_the_second():
+    times = hours(4, step=timedelta(seconds=15))
+    root = parse(line_chart(times, [Series("p50", [1.0, 2.0, 3.0, 4.0])], title="Latency"))
+    assert "p50, 2026-11-02 00:00:15 UTC: 2" in texts(root, "title")
+    assert "from 2026-11-02 00:00:00 UTC to 2026-11-02 00:00:45 UTC" in (root.find(f"{SVG}desc").text or "")  # type: ignore[union-attr]

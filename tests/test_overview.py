@@ -296,7 +296,9 @@ async def test_an_unreachable_database_is_store_unavailable(tmp_path: Path):
 @pytest.mark.parametrize(
     ("age", "window", "bucket_s"),
     [
-        (timedelta(minutes=5), "1h", 60),
+        (timedelta(minutes=5), "15m", 15),
+        (timedelta(minutes=15), "15m", 15),
+        (timedelta(minutes=20), "1h", 60),
         (timedelta(hours=1), "1h", 60),
         (timedelta(hours=1, seconds=1), "24h", 3600),
         (timedelta(days=2), "7d", 6 * 3600),
@@ -316,7 +318,7 @@ def test_with_nothing_to_count_the_overview_opens_on_a_day():
 
 
 def test_every_window_has_a_few_dozen_buckets():
-    assert [w.name for w in WINDOWS.values()] == ["1h", "24h", "7d", "30d"]
+    assert [w.name for w in WINDOWS.values()] == ["15m", "1h", "24h", "7d", "30d"]
     assert all(24 <= w.span.total_seconds() / w.bucket_s <= 60 for w in WINDOWS.values())
 
 

@@ -807,19 +807,21 @@ BAR_BUCKETS = """() => new Set(
         .map((tip) => tip.split(": ")[0])).size"""
 
 
-async def a_few_minutes_of_traffic(store: CaseStore, minutes: int = 6) -> None:
+async def a_few_minutes_of_traffic(store: CaseStore, minutes: int = 6, tenant: str = "acme") -> None:
     """A conversation a minute for the last few minutes, each with a suggestion; four of them judged."""
     now = datetime.now(UTC)
     verdicts = ["accepted", "edited", "accepted", "dismissed"]
     for i in range(minutes):
-        at, conversation = now - timedelta(minutes=minutes - i, seconds=-5), f"acme-demo-{i}"
-        message = {"message_id": f"{conversation}-m1", "conversation_id": conversation, "tenant": "acme"}
+        at, conversation = now - timedelta(minutes=minutes - i, seconds=-5), f"{tenant}-demo-{i}"
+        message = {"message_id": f"{conversation}-m1", "conversation_id": conversation, "tenant": tenant}
         await store.record(Message(type="message", schema_version=1, **message, sent_at=at, role="customer", text="hi"))
-        await suggest(store, conversation, "acme", f"s-demo-{i}", made=at + timedelta(seconds=2))
+        await suggest(store, conversation, tenant, f"s-{tenant}-demo-{i}", made=at + timedelta(seconds=2))
         if i < len(verdicts):
-            judged = {"suggestion_id": f"s-demo-{i}", "conversation_id": conversation, "verdict": verdicts[i]}
+            judged = {"suggestion_id": f"s-{tenant}-demo-{i}", "conversation_id": conversation, "verdict": verdicts[i]}
             at_ = at + timedelta(seconds=20)
-            await store.record(Feedback(type="feedback", schema_version=1, feedback_id=f"f-{i}", **judged, at=at_))
+            await store.record(
+                Feedback(type="feedback", schema_version=1, feedback_id=f"f-{tenant}-{i}", **judged, at=at_)
+            )
 
 
 async def test_a_fresh_demo_opens_the_overview_on_a_window_it_fills_legibly_with_counts_beside_rates(
@@ -831,9 +833,9 @@ async def test_a_fresh_demo_opens_the_overview_on_a_window_it_fills_legibly_with
         for viewport in LAPTOPS:
             page = await browser.new_page(viewport=viewport)
             await page.goto(url + "/panel/overview")
-            # The last hour in minutes, marked as the window shown: the six minutes fill six buckets, not one bar.
+            # The last 15 minutes in 15 s, marked as the window shown: the six minutes fill six buckets, not one bar.
             current = page.locator("nav.windows a[aria-current='page']")
-            assert await current.inner_text() == "Last 1h"
+            assert await current.inner_text() == "Last 15m"
             assert await page.evaluate(BAR_BUCKETS) == 6
             # Every piece of chart text is drawn at 12 CSS px or more, after the SVG is scaled to its column.
             sizes = await page.evaluate(EFFECTIVE_FONT_PX)
@@ -857,18 +859,21 @@ def current_window(page: httpx.Response) -> str:
 
 
 async def test_the_overview_opens_on_the_window_that_fits_the_viewers_own_data(
-    seeded: CaseStore, outbox: MemoryOutbox, registry
+    store: CaseStore, outbox: MemoryOutbox, registry
 ):  # type: ignore[no-untyped-def]
-    # The seeded conversations are minutes old; acme also had a suggestion 3 days ago, which globex's lead never sees.
-    await suggest(seeded, "acme-1", "acme", "s-acme-old", made=datetime.now(UTC) - timedelta(days=3))
-    async with panel_client(seeded, outbox, registry) as client:
+    # Globex's conversations are minutes old; acme had one 3 days ago, which globex's lead never sees.
+    await a_few_minutes_of_traffic(store, tenant="globex")
+    old = datetime.now(UTC) - timedelta(days=3)
+    message = {"message_id": "acme-old-m1", "conversation_id": "acme-old", "tenant": "acme", "role": "customer"}
+    await store.record(Message(type="message", schema_version=1, **message, sent_at=old, text="hello?"))
+    async with panel_client(store, outbox, registry) as client:
         lee = await client.get("/panel/overview", headers=bearer("lee"))
-        assert current_window(lee) == "1h" and "the shortest window that holds all the data" in lee.text
+        assert current_window(lee) == "15m" and "the shortest window that holds all the data" in lee.text
         assert current_window(await client.get("/panel/overview", headers=bearer("root"))) == "7d"
         # A window asked for is kept, and not explained away.
         asked = await client.get("/panel/overview?window=30d", headers=bearer("lee"))
         assert current_window(asked) == "30d" and "shortest window" not in asked.text
-        assert current_window(await client.get("/panel/overview?window=nonsense", headers=bearer("lee"))) == "1h"
+        assert current_window(await client.get("/panel/overview?window=nonsense", headers=bearer("lee"))) == "15m"
 
 
 async def test_with_nothing_to_count_the_overview_opens_on_the_last_day(

@@ -190,8 +190,9 @@ class _Chart:
         return _Frame(58.0, 40.0, self.width - 16.0, max(bottom, 60.0), len(self.times), y_top, y_step)
 
     def label(self, i: int) -> str:
-        """A bucket's start, for tooltips and the description."""
-        return f"{self.times[i]:%Y-%m-%d %H:%M} UTC"
+        """A bucket's start, for tooltips and the description (with seconds when buckets are shorter than a minute)."""
+        short = len(self.times) > 1 and self.times[1] - self.times[0] < timedelta(minutes=1)
+        return f"{self.times[i]:%Y-%m-%d %H:%M:%S} UTC" if short else f"{self.times[i]:%Y-%m-%d %H:%M} UTC"
 
     def grid(self, frame: _Frame) -> Markup:
         """Horizontal grid lines with the y axis labels, and the baseline."""

@@ -1,10 +1,10 @@
 """The overview's time windows, and which one to open with when none is asked for.
 
-A window is a span back from now cut into buckets (``1h`` in minutes, ``24h`` in hours, ...). Asked for by name,
-that window is shown. Otherwise the overview opens on the shortest window that holds everything there is to count
-(the oldest suggestion, verdict or conversation of the viewer's tenants within the longest window): a demo that ran
-for a few minutes opens on the last hour in minutes, spread over several buckets, not on a day in hours where it all
-falls into the last bar. With nothing to count, it opens on ``24h``.
+A window is a span back from now cut into buckets (``15m`` in 15 seconds, ``1h`` in minutes, ``24h`` in hours,
+...). Asked for by name, that window is shown. Otherwise the overview opens on the shortest window that holds
+everything there is to count (the oldest suggestion, verdict or conversation of the viewer's tenants within the
+longest window): a demo that ran for a few minutes opens on the last 15 minutes, spread over a dozen buckets, not on
+a day in hours where it all falls into the last bar. With nothing to count, it opens on ``24h``.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ class Window:
 WINDOWS = {
     w.name: w
     for w in (
+        Window("15m", timedelta(minutes=15), 15),
         Window("1h", timedelta(hours=1), 60),
         Window("24h", timedelta(hours=24), 3600),
         Window("7d", timedelta(days=7), 6 * 3600),
