@@ -279,8 +279,8 @@ def test_every_overview_chart_renders_on_one_page_with_distinct_ids():
     roots = [parse(chart) for chart in every_overview_chart(an_overview())]
     rates, next_step, acceptance, verdicts, _, latency, first_response, knowledge = roots
     assert texts(rates)[0] == "Verdicts on all suggestions" and texts(next_step)[0] == "Verdicts on next step"
-    assert {"answer", "next step"} <= set(texts(acceptance))
-    assert {"shown", "accepted", "edited", "dismissed"} <= set(texts(verdicts))
+    assert {"answer: 60% (3 of 5)", "next step: 60% (3 of 5)"} <= set(texts(acceptance))
+    assert {"shown: 6", "accepted: 3", "edited: 1", "dismissed: 1"} <= set(texts(verdicts))
     assert "more rows than the overview reads" in (latency.find(f"{SVG}desc").text or "")  # type: ignore[union-attr]
     assert "median: latest 45 s, highest 45 s" in (first_response.find(f"{SVG}desc").text or "")  # type: ignore[union-attr]
     assert HOSTILE in texts(knowledge, "title")
@@ -299,3 +299,32 @@ def test_an_empty_overview_draws_honest_empty_charts():
     )
     for chart in every_overview_chart(overview):
         assert "No data yet" in texts(parse(chart))
+
+
+def test_a_rate_says_the_count_behind_it_in_the_legend_the_tooltips_and_the_description():
+    # Buckets judged 4 (2 accepted), none, 1 (1 accepted): 60% of the 5 judged over the window.
+    root = parse(overview_charts.verdict_rates_chart(an_overview(), "answer"))
+    assert {"accepted: 60% (3 of 5)", "edited: 20% (1 of 5)", "dismissed: 20% (1 of 5)"} <= set(texts(root))
+    tips = texts(root, "title")
+    assert "accepted, 2026-11-02 00:00 UTC: 50% (2 of 4)" in tips
+    assert "accepted, 2026-11-02 02:00 UTC: 100% (1 of 1)" in tips
+    description = root.find(f"{SVG}desc").text or ""  # type: ignore[union-attr]
+    assert "accepted: latest 100% (1 of 1), highest 100% (1 of 1). Over the window: 60% (3 of 5)." in description
+    assert "edited: latest 0% (0 of 1), highest 25% (1 of 4)." in description
+    # A kind without a verdict in the window says so, rather than a rate of nothing.
+    unjudged = {"answer": an_overview().all_kinds, "next_step": [Tally.of(2, 0, 0, 0)] * 3}
+    acceptance = parse(overview_charts.acceptance_chart(an_overview().model_copy(update={"suggestions": unjudged})))
+    assert {"answer: 60% (3 of 5)", "next step: no verdicts"} <= set(texts(acceptance))
+
+
+def test_overview_charts_are_drawn_at_the_width_the_page_lays_them_out():
+    # static/panel.css makes a column at least this wide (plus the box's padding), so the text is not scaled down.
+    root = parse(overview_charts.all_charts(an_overview())[0])
+    assert root.get("width") == str(overview_charts.WIDTH) == "560" and root.get("font-size") == "12"
+
+
+def test_buckets_shorter_than_a_minute_are_told_apart_to_the_second():
+    times = hours(4, step=timedelta(seconds=15))
+    root = parse(line_chart(times, [Series("p50", [1.0, 2.0, 3.0, 4.0])], title="Latency"))
+    assert "p50, 2026-11-02 00:00:15 UTC: 2" in texts(root, "title")
+    assert "from 2026-11-02 00:00:00 UTC to 2026-11-02 00:00:45 UTC" in (root.find(f"{SVG}desc").text or "")  # type: ignore[union-attr]

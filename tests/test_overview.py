@@ -13,6 +13,7 @@ from vigil.clock import SystemClock
 from vigil.errors import EventConflict, StoreUnavailable
 from vigil.events import CaseEvent, Feedback, Message, Suggestion
 from vigil.panel.overview import Overview, Tally, overview
+from vigil.panel.windows import DEFAULT, WINDOWS, fitting, oldest_record
 from vigil.store import CaseStore
 from vigil.tables import KnowledgeEntryRow
 
@@ -287,3 +288,55 @@ async def test_an_unreachable_database_is_store_unavailable(tmp_path: Path):
             await three_hours(store)
     finally:
         await store.close()
+
+
+# ---- which window the overview opens on when none is asked for ----
+
+
+@pytest.mark.parametrize(
+    ("age", "window", "bucket_s"),
+    [
+        (timedelta(minutes=5), "15m", 15),
+        (timedelta(minutes=15), "15m", 15),
+        (timedelta(minutes=20), "1h", 60),
+        (timedelta(hours=1), "1h", 60),
+        (timedelta(hours=1, seconds=1), "24h", 3600),
+        (timedelta(days=2), "7d", 6 * 3600),
+        (timedelta(days=8), "30d", 86400),
+        (timedelta(days=400), "30d", 86400),
+    ],
+)
+def test_the_default_window_is_the_shortest_that_reaches_back_to_the_oldest_record(
+    age: timedelta, window: str, bucket_s: int
+):
+    chosen = fitting(T0 - age, T0)
+    assert (chosen.name, chosen.bucket_s) == (window, bucket_s) and chosen is WINDOWS[window]
+
+
+def test_with_nothing_to_count_the_overview_opens_on_a_day():
+    assert fitting(None, T0) is DEFAULT is WINDOWS["24h"]
+
+
+def test_every_window_has_a_few_dozen_buckets():
+    assert [w.name for w in WINDOWS.values()] == ["15m", "1h", "24h", "7d", "30d"]
+    assert all(24 <= w.span.total_seconds() / w.bucket_s <= 60 for w in WINDOWS.values())
+
+
+async def test_the_oldest_record_is_a_suggestion_verdict_or_conversation_of_the_tenants_in_the_last_30_days(
+    store: CaseStore,
+):
+    now = datetime.now(UTC).replace(microsecond=0)  # a message is stored no later than the clock
+    assert await oldest_record(store, None, now) is None
+    await suggest(store, "old", now - timedelta(days=40), tenant="acme")  # before the longest window
+    await suggest(store, "later", now + timedelta(minutes=5), tenant="acme")  # after now (a skewed clock)
+    await suggest(store, "recent", now - timedelta(minutes=7), tenant="acme")
+    assert await oldest_record(store, ["acme"], now) == now - timedelta(minutes=7)
+    await judge(store, "old", "accepted", now - timedelta(hours=3))  # a verdict, today, on an old suggestion
+    assert await oldest_record(store, ["acme"], now) == now - timedelta(hours=3)
+    await say(store, "globex-c", "customer", now - timedelta(days=3), tenant="globex")
+    await say(store, "globex-c", "customer", now - timedelta(minutes=1), tenant="globex")
+    assert await oldest_record(store, ["globex"], now) == now - timedelta(days=3)
+    assert await oldest_record(store, None, now) == now - timedelta(days=3)
+    assert await oldest_record(store, ["acme"], now) == now - timedelta(hours=3)
+    assert await oldest_record(store, [], now) is None
+    assert fitting(await oldest_record(store, ["acme"], now), now).name == "24h"

@@ -23,13 +23,14 @@ from fastapi import FastAPI
 from prometheus_client import CollectorRegistry
 from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
+from tests.browser import chromium
 from tests.conftest import make_settings, open_knowledge, wait_for
 from tests.sse import sse_events
 from vigil.api import SESSION_COOKIE, EmbeddedServer, create_app
 from vigil.cli import main
 from vigil.clock import Clock, ManualClock, SystemClock
 from vigil.documents import read
-from vigil.events import Message, Suggestion, parse
+from vigil.events import Feedback, Message, Suggestion, parse
 from vigil.health import Health
 from vigil.knowledge import KnowledgeStore
 from vigil.live import LiveFeed, Update
@@ -792,3 +793,92 @@ async def test_a_local_script_may_post_to_the_no_auth_loopback_panel_and_a_brows
         rebound = await client.post(url, json={"verdict": "accepted"}, headers={"Host": "evil.example:8080"})
         assert rebound.status_code == 401
     assert len(outbox.submitted) == 1
+
+
+# ---- the lead overview in a browser, as a newcomer sees it a few minutes into the demo ----
+
+LAPTOPS = ({"width": 1366, "height": 768}, {"width": 1280, "height": 800})
+EFFECTIVE_FONT_PX = """() => [...document.querySelectorAll("figure svg text")].map(
+    (t) => parseFloat(getComputedStyle(t).fontSize) * t.getScreenCTM().a)"""
+BAR_BUCKETS = """() => new Set(
+    [...document.querySelectorAll("svg[aria-labelledby^='overview-verdicts-all'] rect title")]
+        .map((t) => t.textContent)
+        .filter((tip) => tip.startsWith("shown, "))
+        .map((tip) => tip.split(": ")[0])).size"""
+
+
+async def a_few_minutes_of_traffic(store: CaseStore, minutes: int = 6, tenant: str = "acme") -> None:
+    """A conversation a minute for the last few minutes, each with a suggestion; four of them judged."""
+    now = datetime.now(UTC)
+    verdicts = ["accepted", "edited", "accepted", "dismissed"]
+    for i in range(minutes):
+        at, conversation = now - timedelta(minutes=minutes - i, seconds=-5), f"{tenant}-demo-{i}"
+        message = {"message_id": f"{conversation}-m1", "conversation_id": conversation, "tenant": tenant}
+        await store.record(Message(type="message", schema_version=1, **message, sent_at=at, role="customer", text="hi"))
+        await suggest(store, conversation, tenant, f"s-{tenant}-demo-{i}", made=at + timedelta(seconds=2))
+        if i < len(verdicts):
+            judged = {"suggestion_id": f"s-{tenant}-demo-{i}", "conversation_id": conversation, "verdict": verdicts[i]}
+            at_ = at + timedelta(seconds=20)
+            await store.record(
+                Feedback(type="feedback", schema_version=1, feedback_id=f"f-{tenant}-{i}", **judged, at=at_)
+            )
+
+
+async def test_a_fresh_demo_opens_the_overview_on_a_window_it_fills_legibly_with_counts_beside_rates(
+    store: CaseStore, outbox: MemoryOutbox, registry
+):  # type: ignore[no-untyped-def]
+    await a_few_minutes_of_traffic(store)
+    app = panel_app(store, outbox, registry, auth="none", users=[])
+    async with served(app) as url, chromium() as browser:
+        for viewport in LAPTOPS:
+            page = await browser.new_page(viewport=viewport)
+            await page.goto(url + "/panel/overview")
+            # The last 15 minutes in 15 s, marked as the window shown: the six minutes fill six buckets, not one bar.
+            current = page.locator("nav.windows a[aria-current='page']")
+            assert await current.inner_text() == "Last 15m"
+            assert await page.evaluate(BAR_BUCKETS) == 6
+            # Every piece of chart text is drawn at 12 CSS px or more, after the SVG is scaled to its column.
+            sizes = await page.evaluate(EFFECTIVE_FONT_PX)
+            assert sizes and min(sizes) >= 12, (viewport, min(sizes))
+            # A rate says what it counts: in the totals, the table by kind and the charts' legends.
+            assert "50% (2 of 4)" in await page.locator(".numbers").inner_text()
+            assert "50% (2 of 4)" in await page.locator("table.by-kind").inner_text()
+            legends = page.locator("svg[aria-labelledby^='overview-rates-answer'] text")
+            assert "accepted: 50% (2 of 4)" in await legends.all_text_contents()
+            await page.close()
+        # A window asked for is the one shown.
+        page = await browser.new_page(viewport=LAPTOPS[0])
+        await page.goto(url + "/panel/overview?window=7d")
+        assert await page.locator("nav.windows a[aria-current='page']").inner_text() == "Last 7d"
+
+
+def current_window(page: httpx.Response) -> str:
+    found = re.findall(r'<a href="/panel/overview\?window=(\w+)" aria-current="page">', page.text)
+    assert page.status_code == 200 and len(found) == 1, found
+    return found[0]
+
+
+async def test_the_overview_opens_on_the_window_that_fits_the_viewers_own_data(
+    store: CaseStore, outbox: MemoryOutbox, registry
+):  # type: ignore[no-untyped-def]
+    # Globex's conversations are minutes old; acme had one 3 days ago, which globex's lead never sees.
+    await a_few_minutes_of_traffic(store, tenant="globex")
+    old = datetime.now(UTC) - timedelta(days=3)
+    message = {"message_id": "acme-old-m1", "conversation_id": "acme-old", "tenant": "acme", "role": "customer"}
+    await store.record(Message(type="message", schema_version=1, **message, sent_at=old, text="hello?"))
+    async with panel_client(store, outbox, registry) as client:
+        lee = await client.get("/panel/overview", headers=bearer("lee"))
+        assert current_window(lee) == "15m" and "the shortest window that holds all the data" in lee.text
+        assert current_window(await client.get("/panel/overview", headers=bearer("root"))) == "7d"
+        # A window asked for is kept, and not explained away.
+        asked = await client.get("/panel/overview?window=30d", headers=bearer("lee"))
+        assert current_window(asked) == "30d" and "shortest window" not in asked.text
+        assert current_window(await client.get("/panel/overview?window=nonsense", headers=bearer("lee"))) == "15m"
+
+
+async def test_with_nothing_to_count_the_overview_opens_on_the_last_day(
+    store: CaseStore, outbox: MemoryOutbox, registry
+):  # type: ignore[no-untyped-def]
+    async with panel_client(store, outbox, registry) as client:
+        page = await client.get("/panel/overview", headers=bearer("root"))
+    assert current_window(page) == "24h" and "nothing to count yet" in page.text

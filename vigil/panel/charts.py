@@ -33,6 +33,19 @@ class Series:
     name: str
     values: Sequence[float | None]
     style: int | None = None
+    counts: Sequence[str | None] = ()
+    """The count behind each value, said beside it in tooltips and the description (a rate's ``3 of 6``)."""
+    total: str | None = None
+    """The series over the whole window, said beside its name in the legend (``50% (3 of 6)``)."""
+
+    def legend(self) -> str:
+        """The series' name in the legend, with its total."""
+        return f"{_shorten(self.name)}: {self.total}" if self.total else _shorten(self.name)
+
+    def reading(self, i: int, value: str) -> str:
+        """A value of bucket ``i`` as read out, with its count: ``50% (3 of 6)``."""
+        behind = self.counts[i] if i < len(self.counts) else None
+        return f"{value} ({behind})" if behind else value
 
 
 def count(value: float) -> str:
@@ -167,7 +180,7 @@ class _Chart:
         self.title, self.description, self.fmt = title, description, value_format
         self.width, self.height = max(width, 200), max(height, 120)
         self.id = chart_id if chart_id and _SAFE_ID.fullmatch(chart_id) else f"chart-{secrets.token_hex(4)}"
-        self.legend_at = _legend_layout([s.name for s in series], self.width)
+        self.legend_at = _legend_layout([s.legend() for s in series], self.width)
 
     def frame(self, highest: float) -> _Frame:
         """The plot area, leaving room for the title, the axes' labels and the legend."""
@@ -177,8 +190,9 @@ class _Chart:
         return _Frame(58.0, 40.0, self.width - 16.0, max(bottom, 60.0), len(self.times), y_top, y_step)
 
     def label(self, i: int) -> str:
-        """A bucket's start, for tooltips and the description."""
-        return f"{self.times[i]:%Y-%m-%d %H:%M} UTC"
+        """A bucket's start, for tooltips and the description (with seconds when buckets are shorter than a minute)."""
+        short = len(self.times) > 1 and self.times[1] - self.times[0] < timedelta(minutes=1)
+        return f"{self.times[i]:%Y-%m-%d %H:%M:%S} UTC" if short else f"{self.times[i]:%Y-%m-%d %H:%M} UTC"
 
     def grid(self, frame: _Frame) -> Markup:
         """Horizontal grid lines with the y axis labels, and the baseline."""
@@ -221,7 +235,7 @@ class _Chart:
         parts = [element("path", {**stroke, "stroke-linejoin": "round"})]
         for i, v in points.items():
             if len(self.times) <= MARKER_LIMIT or (i - 1 not in points and i + 1 not in points):
-                tip = f"{series.name}, {self.label(i)}: {self.fmt(v)}"
+                tip = f"{series.name}, {self.label(i)}: {series.reading(i, self.fmt(v))}"
                 parts.append(marker(style, frame.x(i + 0.5), frame.y(v), tip))
         return element("g", None, *parts)
 
@@ -253,7 +267,7 @@ class _Chart:
             "stroke": BACKGROUND if width > 4 else None,
             "stroke-width": 0.5,
         }
-        tip = f"{self.series[index].name}, {self.label(i)}: {self.fmt(value)}"
+        tip = f"{self.series[index].name}, {self.label(i)}: {self.series[index].reading(i, self.fmt(value))}"
         return element("rect", attrs, element("title", None, tip))
 
     def patterns(self) -> Markup:
@@ -274,7 +288,7 @@ class _Chart:
             else:
                 box = {"x": x + 6, "y": y - 6, "width": 12, "height": 12, "fill": style.fill(self.id)}
                 sample = element("rect", {**box, "stroke": style.colour})
-            text = element("text", {"x": x + 30, "y": y, "dy": "0.35em", "fill": INK}, _shorten(series.name))
+            text = element("text", {"x": x + 30, "y": y, "dy": "0.35em", "fill": INK}, series.legend())
             entries.append(element("g", None, element("title", None, series.name), sample, text))
         return element("g", None, *entries)
 
@@ -315,11 +329,14 @@ class _Chart:
         n = len(self.times)
         words = [f"{n} buckets from {self.label(0)} to {self.label(n - 1)}."]
         for series in self.series:
-            values = [v for i in range(n) if (v := _value(series, i)) is not None]
-            if values:
-                words.append(f"{series.name}: latest {self.fmt(values[-1])}, highest {self.fmt(max(values))}.")
+            points = {i: v for i in range(n) if (v := _value(series, i)) is not None}
+            total = f" Over the window: {series.total}." if series.total else ""
+            if points:
+                latest, highest = max(points), max(points, key=lambda i: (points[i], i))
+                read = {i: series.reading(i, self.fmt(points[i])) for i in (latest, highest)}
+                words.append(f"{series.name}: latest {read[latest]}, highest {read[highest]}.{total}")
             else:
-                words.append(f"{series.name}: no data.")
+                words.append(f"{series.name}: no data.{total}")
         return " ".join(words)
 
 
@@ -364,11 +381,11 @@ def _shorten(name: str, limit: int = 32) -> str:
     return name if len(name) <= limit else name[: limit - 1] + "…"
 
 
-def _legend_layout(names: Sequence[str], width: int) -> list[tuple[int, float]]:
+def _legend_layout(labels: Sequence[str], width: int) -> list[tuple[int, float]]:
     """Where each legend entry goes: its row, and its x (entries wrap at the chart's width)."""
     places, row, x = [], 0, 16.0
-    for name in names:
-        size = 30 + 7 * len(clean(_shorten(name))) + 18
+    for label in labels:
+        size = 30 + 7 * len(clean(label)) + 18
         if x > 16 and x + size > width - 8:
             row, x = row + 1, 16.0
         places.append((row, x))

@@ -13,11 +13,14 @@ from markupsafe import Markup
 from vigil.panel.charts import Series, count, line_chart, milliseconds, percent, seconds, stacked_bar_chart
 from vigil.panel.overview import Overview, Tally
 
+WIDTH = 560
+"""The width charts are drawn at, in CSS px: the page lays them out at about this size, so their text keeps its
+size (``static/panel.css`` sizes the grid's columns to match)."""
 STYLES = {"shown": 0, "accepted": 2, "edited": 1, "dismissed": 3}
 _PARTIAL = "The oldest buckets are empty: the window held more rows than the overview reads."
 
 
-def all_charts(overview: Overview, *, width: int = 640, height: int = 260) -> list[Markup]:
+def all_charts(overview: Overview, *, width: int = WIDTH, height: int = 260) -> list[Markup]:
     """Every chart of the overview, in the order a page shows them: verdicts, acceptance by kind, each kind's
     verdict rates, answer latency, time to first response, knowledge size."""
     w, h = width, height
@@ -31,11 +34,20 @@ def all_charts(overview: Overview, *, width: int = 640, height: int = 260) -> li
     ]
 
 
-def verdict_rates_chart(overview: Overview, kind: str | None = None, *, width: int = 640, height: int = 260) -> Markup:
+def verdict_rates_chart(
+    overview: Overview, kind: str | None = None, *, width: int = WIDTH, height: int = 260
+) -> Markup:
     """Accepted, edited and dismissed as shares of the suggestions judged, per bucket, for one kind (None: all)."""
     tallies = _tallies(overview, kind)
+    total = Tally.total(tallies)
     series = [
-        Series(verdict, [getattr(t, f"{rate}_rate") for t in tallies], style=STYLES[verdict])
+        Series(
+            verdict,
+            [getattr(t, f"{rate}_rate") for t in tallies],
+            style=STYLES[verdict],
+            counts=[share(t, verdict) for t in tallies],
+            total=rate_of(total, verdict),
+        )
         for verdict, rate in (("accepted", "accept"), ("edited", "edit"), ("dismissed", "dismiss"))
     ]
     return line_chart(
@@ -51,9 +63,17 @@ def verdict_rates_chart(overview: Overview, kind: str | None = None, *, width: i
     )
 
 
-def acceptance_chart(overview: Overview, *, width: int = 640, height: int = 260) -> Markup:
+def acceptance_chart(overview: Overview, *, width: int = WIDTH, height: int = 260) -> Markup:
     """The accept rate of each suggestion kind, per bucket."""
-    series = [Series(_label(kind), [t.accept_rate for t in tallies]) for kind, tallies in overview.suggestions.items()]
+    series = [
+        Series(
+            _label(kind),
+            [t.accept_rate for t in tallies],
+            counts=[share(t, "accepted") for t in tallies],
+            total=rate_of(Tally.total(tallies), "accepted"),
+        )
+        for kind, tallies in overview.suggestions.items()
+    ]
     return line_chart(
         overview.buckets,
         series,
@@ -67,12 +87,13 @@ def acceptance_chart(overview: Overview, *, width: int = 640, height: int = 260)
     )
 
 
-def verdicts_chart(overview: Overview, kind: str | None = None, *, width: int = 640, height: int = 260) -> Markup:
+def verdicts_chart(overview: Overview, kind: str | None = None, *, width: int = WIDTH, height: int = 260) -> Markup:
     """Per bucket, the suggestions shown next to the verdicts given (accepted, edited, dismissed stacked)."""
     tallies = _tallies(overview, kind)
 
     def of(name: str) -> Series:
-        return Series(name, [getattr(t, name) for t in tallies], style=STYLES[name])
+        values = [getattr(t, name) for t in tallies]
+        return Series(name, values, style=STYLES[name], total=count(sum(values)))
 
     return stacked_bar_chart(
         overview.buckets,
@@ -86,7 +107,7 @@ def verdicts_chart(overview: Overview, kind: str | None = None, *, width: int = 
     )
 
 
-def latency_chart(overview: Overview, *, width: int = 640, height: int = 260) -> Markup:
+def latency_chart(overview: Overview, *, width: int = WIDTH, height: int = 260) -> Markup:
     """Answer latency, the 50th and 90th percentile per bucket."""
     series = [Series("p50", overview.answer_latency_p50_ms), Series("p90", overview.answer_latency_p90_ms)]
     return line_chart(
@@ -101,7 +122,7 @@ def latency_chart(overview: Overview, *, width: int = 640, height: int = 260) ->
     )
 
 
-def first_response_chart(overview: Overview, *, width: int = 640, height: int = 260) -> Markup:
+def first_response_chart(overview: Overview, *, width: int = WIDTH, height: int = 260) -> Markup:
     """The median time from a customer's first message to the first analyst reply, per bucket."""
     return line_chart(
         overview.buckets,
@@ -115,7 +136,7 @@ def first_response_chart(overview: Overview, *, width: int = 640, height: int = 
     )
 
 
-def knowledge_chart(overview: Overview, *, width: int = 640, height: int = 260) -> Markup:
+def knowledge_chart(overview: Overview, *, width: int = WIDTH, height: int = 260) -> Markup:
     """Active knowledge entries at the end of each bucket, stacked by kind."""
     series = [Series(kind, sizes) for kind, sizes in overview.knowledge.items()]
     return stacked_bar_chart(
@@ -128,6 +149,23 @@ def knowledge_chart(overview: Overview, *, width: int = 640, height: int = 260) 
         height=height,
         chart_id="overview-knowledge",
     )
+
+
+def judged(tally: Tally) -> int:
+    """The suggestions of a tally that got a verdict: what its rates are shares of."""
+    return tally.accepted + tally.edited + tally.dismissed
+
+
+def share(tally: Tally, verdict: str) -> str | None:
+    """The count behind a verdict's rate, ``3 of 6``; None without a verdict."""
+    whole = judged(tally)
+    return f"{getattr(tally, verdict)} of {whole}" if whole else None
+
+
+def rate_of(tally: Tally, verdict: str) -> str:
+    """A verdict's rate with the count behind it, ``50% (3 of 6)``; ``no verdicts`` without any."""
+    part = share(tally, verdict)
+    return f"{percent(getattr(tally, verdict) / judged(tally))} ({part})" if part else "no verdicts"
 
 
 def _tallies(overview: Overview, kind: str | None) -> list[Tally]:

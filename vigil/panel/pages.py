@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from datetime import timedelta
 from importlib import resources
 from pathlib import PureWindowsPath
 from typing import Any
@@ -30,12 +29,12 @@ from vigil.panel.markdown import render as render_markdown
 from vigil.panel.oidc import OidcClient, PendingLogin
 from vigil.panel.overview import overview
 from vigil.panel.overview_charts import all_charts
+from vigil.panel.windows import WINDOWS, fitting, oldest_record
 from vigil.store import CaseStore
 
 log = logging.getLogger(__name__)
 
 TEMPLATES = Jinja2Templates(directory=str(resources.files("vigil.panel") / "templates"))
-WINDOWS = {"24h": (timedelta(hours=24), 3600), "7d": (timedelta(days=7), 6 * 3600), "30d": (timedelta(days=30), 86400)}
 _MAX_FORM_BYTES = 8192
 
 
@@ -98,19 +97,26 @@ def page_routes(
         )
 
     @router.get("/panel/overview")
-    async def overview_page(request: Request, window: str = "24h") -> HTMLResponse:
+    async def overview_page(request: Request, window: str | None = None) -> HTMLResponse:
         who = await viewer(request)
         if not who.at_least("lead"):
             raise HTTPException(403, "the overview is for leads and admins")
-        span, bucket_s = WINDOWS.get(window, WINDOWS["24h"])
         until = clock.now()
-        report = await overview(store, tenants=who.tenant_filter, since=until - span, until=until, bucket_s=bucket_s)
+        chosen, fitted = WINDOWS.get(window or ""), ""
+        if chosen is None:  # none asked for (or one we do not offer): the shortest that holds the data
+            oldest = await oldest_record(store, who.tenant_filter, until)
+            chosen = fitting(oldest, until)
+            fitted = "the shortest window that holds all the data" if oldest else "nothing to count yet"
+        report = await overview(
+            store, tenants=who.tenant_filter, since=until - chosen.span, until=until, bucket_s=chosen.bucket_s
+        )
         return render(
             request,
             "overview.html",
             who,
             report=report,
-            window=window,
+            window=chosen.name,
+            fitted=fitted,
             windows=list(WINDOWS),
             charts=all_charts(report),
         )
