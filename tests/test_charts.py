@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from markupsafe import Markup
 
+from vigil.display import Display
 from vigil.panel import overview_charts
 from vigil.panel.charts import Series, count, line_chart, milliseconds, percent, seconds, stacked_bar_chart
 from vigil.panel.overview import Overview, Tally, Totals
@@ -299,3 +300,30 @@ def test_an_empty_overview_draws_honest_empty_charts():
     )
     for chart in every_overview_chart(overview):
         assert "No data yet" in texts(parse(chart))
+
+
+def test_time_ticks_follow_the_display_zone_and_its_24_or_12_hour_clock():
+    summer = hours(24, start=datetime(2026, 7, 1, 12, 0, tzinfo=UTC))
+    uk = x_labels(
+        parse(line_chart(summer, [Series("s", list(range(24)))], title="t", display=Display("en-GB", "Europe/London")))
+    )
+    assert uk[:2] == ["13:00", "1 Jul BST"]  # 12:00 UTC is 13:00 in London in summer
+    us = x_labels(
+        parse(
+            line_chart(summer, [Series("s", list(range(24)))], title="t", display=Display("en-US", "America/New_York"))
+        )
+    )
+    assert us[:2] == ["8:00 AM", "1 Jul EDT"]
+    assert any(label.endswith("PM") for label in us)
+    tips = texts(
+        parse(line_chart(summer[:3], [Series("s", [1, 2, 3])], title="t", display=Display("en-GB", "Europe/London"))),
+        "title",
+    )
+    assert any("2026-07-01 13:00 BST" in tip for tip in tips)
+
+
+def test_every_overview_chart_labels_its_times_in_the_display_given():
+    us = Display("en-US", "America/New_York")
+    for chart in overview_charts.all_charts(an_overview(), display=us):
+        labels = x_labels(parse(chart))
+        assert labels[:2] == ["7:00 PM", "1 Nov EST"], labels  # 00:00 UTC on 2 Nov is the evening before there
