@@ -327,3 +327,13 @@ def test_every_overview_chart_labels_its_times_in_the_display_given():
     for chart in overview_charts.all_charts(an_overview(), display=us):
         labels = x_labels(parse(chart))
         assert labels[:2] == ["7:00 PM", "1 Nov EST"], labels  # 00:00 UTC on 2 Nov is the evening before there
+
+
+def test_a_week_across_the_end_of_summer_time_is_still_labelled_by_day():
+    # London leaves summer time at 01:00 UTC on 25 October 2026: the six-hour buckets stay six hours apart.
+    times = hours(28, start=datetime(2026, 10, 25, 0, 0, tzinfo=UTC), step=timedelta(hours=6))
+    chart = stacked_bar_chart(
+        times, [[Series("faq", [5] * 28)]], title="t", width=800, display=Display("en-GB", "Europe/London")
+    )
+    labels = x_labels(parse(chart))
+    assert labels[:2] == ["01:00", "25 Oct BST"] and "26 Oct" in labels and not any(":" in t for t in labels[2:])

@@ -205,7 +205,11 @@ class _Chart:
         """Tick marks at some buckets' starts, labelled in the display's zone: times, with the date where it changes."""
         n = len(self.times)
         step = math.ceil(n / max(2, int((frame.right - frame.left) // 90)))
-        bucket = self.times[1] - self.times[0] if n > 1 else timedelta(hours=1)
+        # By the clock, not the wall: across a change to or from summer time two local times differ by an hour more
+        # or less than they are apart.
+        bucket = (
+            timedelta(seconds=self.times[1].timestamp() - self.times[0].timestamp()) if n > 1 else timedelta(hours=1)
+        )
         by_day = bucket * step >= timedelta(days=1)
         parts, previous = [], None
         for i in range(0, n, step):
