@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from markupsafe import Markup
 
+from vigil.display import Display
 from vigil.panel import overview_charts
 from vigil.panel.charts import Series, count, line_chart, milliseconds, percent, seconds, stacked_bar_chart
 from vigil.panel.overview import Overview, Tally, Totals
@@ -328,3 +329,40 @@ def test_buckets_shorter_than_a_minute_are_told_apart_to_the_second():
     root = parse(line_chart(times, [Series("p50", [1.0, 2.0, 3.0, 4.0])], title="Latency"))
     assert "p50, 2026-11-02 00:00:15 UTC: 2" in texts(root, "title")
     assert "from 2026-11-02 00:00:00 UTC to 2026-11-02 00:00:45 UTC" in (root.find(f"{SVG}desc").text or "")  # type: ignore[union-attr]
+
+
+def test_time_ticks_follow_the_display_zone_and_its_24_or_12_hour_clock():
+    summer = hours(24, start=datetime(2026, 7, 1, 12, 0, tzinfo=UTC))
+    uk = x_labels(
+        parse(line_chart(summer, [Series("s", list(range(24)))], title="t", display=Display("en-GB", "Europe/London")))
+    )
+    assert uk[:2] == ["13:00", "1 Jul BST"]  # 12:00 UTC is 13:00 in London in summer
+    us = x_labels(
+        parse(
+            line_chart(summer, [Series("s", list(range(24)))], title="t", display=Display("en-US", "America/New_York"))
+        )
+    )
+    assert us[:2] == ["8:00 AM", "1 Jul EDT"]
+    assert any(label.endswith("PM") for label in us)
+    tips = texts(
+        parse(line_chart(summer[:3], [Series("s", [1, 2, 3])], title="t", display=Display("en-GB", "Europe/London"))),
+        "title",
+    )
+    assert any("2026-07-01 13:00 BST" in tip for tip in tips)
+
+
+def test_every_overview_chart_labels_its_times_in_the_display_given():
+    us = Display("en-US", "America/New_York")
+    for chart in overview_charts.all_charts(an_overview(), display=us):
+        labels = x_labels(parse(chart))
+        assert labels[:2] == ["7:00 PM", "1 Nov EST"], labels  # 00:00 UTC on 2 Nov is the evening before there
+
+
+def test_a_week_across_the_end_of_summer_time_is_still_labelled_by_day():
+    # London leaves summer time at 01:00 UTC on 25 October 2026: the six-hour buckets stay six hours apart.
+    times = hours(28, start=datetime(2026, 10, 25, 0, 0, tzinfo=UTC), step=timedelta(hours=6))
+    chart = stacked_bar_chart(
+        times, [[Series("faq", [5] * 28)]], title="t", width=800, display=Display("en-GB", "Europe/London")
+    )
+    labels = x_labels(parse(chart))
+    assert labels[:2] == ["01:00", "25 Oct BST"] and "26 Oct" in labels and not any(":" in t for t in labels[2:])

@@ -882,3 +882,44 @@ async def test_with_nothing_to_count_the_overview_opens_on_the_last_day(
     async with panel_client(store, outbox, registry) as client:
         page = await client.get("/panel/overview", headers=bearer("root"))
     assert current_window(page) == "24h" and "nothing to count yet" in page.text
+
+
+DISPLAYS = {
+    "acme": {"locale": "en-US", "time_zone": "America/New_York"},
+    "globex": {"locale": "en-GB", "time_zone": "Europe/London"},
+}
+
+
+def body_display(page: httpx.Response) -> tuple[str, str]:
+    found = re.search(r'<body [^>]*data-locale="([^"]+)" data-time-zone="([^"]+)"', page.text)
+    assert found, page.text[:400]
+    return found.group(1), found.group(2)
+
+
+async def test_pages_carry_the_tenants_locale_and_time_zone_to_the_browser(
+    seeded: CaseStore, outbox: MemoryOutbox, registry
+):  # type: ignore[no-untyped-def]
+    async with panel_client(seeded, outbox, registry, tenant_display=DISPLAYS, time_zone="Asia/Tokyo") as client:
+        # A conversation is shown as its tenant reads time, whoever looks at it.
+        assert body_display(await client.get("/panel/conversations/globex-1", headers=bearer("root"))) == (
+            "en-GB",
+            "Europe/London",
+        )
+        assert body_display(await client.get("/panel/conversations/acme-1", headers=bearer("ana"))) == (
+            "en-US",
+            "America/New_York",
+        )
+        queue = await client.get("/panel", headers=bearer("ana"))
+        assert body_display(queue) == ("en-US", "America/New_York")  # the person's first tenant
+        found = re.search(r'<script id="vigil-displays" type="application/json">(.*?)</script>', queue.text, re.S)
+        assert found
+        # Each row by its tenant; the browser learns only the tenants this person may see.
+        assert json.loads(found.group(1)) == {
+            "default": {"locale": "en-GB", "time_zone": "Asia/Tokyo"},
+            "tenants": {"acme": DISPLAYS["acme"]},
+        }
+        everyone = await client.get("/panel", headers=bearer("root"))
+        assert body_display(everyone) == ("en-GB", "Asia/Tokyo")  # every tenant: the default
+        overview = await client.get("/panel/overview", headers=bearer("lee"))
+        assert body_display(overview) == ("en-GB", "Europe/London")
+        assert "Times in Europe/London" in overview.text

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -228,3 +229,63 @@ def test_existing_knowledge_paths_are_taken(monkeypatch: pytest.MonkeyPatch, tmp
     (tmp_path / "faq.yaml").write_text("")
     monkeypatch.setenv("VIGIL_KNOWLEDGE__PATHS", f'["{tmp_path}", "{tmp_path / "faq.yaml"}"]')
     assert load_settings().knowledge.paths == [tmp_path, tmp_path / "faq.yaml"]
+
+
+def test_each_tenant_may_have_its_own_locale_and_time_zone(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv(
+        "VIGIL_PANEL__TENANT_DISPLAY",
+        '{"acme-uk": {"locale": "en-GB", "time_zone": "Europe/London"}, "acme-us": {"locale": "en-US"}}',
+    )
+    monkeypatch.setenv("VIGIL_PANEL__TIME_ZONE", "America/New_York")
+    displays = load_settings().panel.displays
+    assert (displays.of("acme-uk").locale, displays.of("acme-uk").time_zone) == ("en-GB", "Europe/London")
+    assert (displays.of("acme-us").locale, displays.of("acme-us").time_zone) == ("en-US", "America/New_York")
+    assert (displays.default.locale, displays.default.time_zone) == ("en-GB", "America/New_York")
+
+
+def test_times_default_to_24_hour_utc(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    monkeypatch.chdir(tmp_path)
+    panel = load_settings().panel
+    assert (panel.locale, panel.time_zone, panel.tenant_display) == ("en-GB", "UTC", {})
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "says"),
+    [
+        ("VIGIL_PANEL__TIME_ZONE", "Europe/Lundun", "'Europe/Lundun' is not an IANA time zone"),
+        ("VIGIL_PANEL__LOCALE", "en_GB", "'en_GB' is not a BCP 47 locale tag"),
+        (
+            "VIGIL_PANEL__TENANT_DISPLAY",
+            '{"acme-uk": {"locale": "en-GB", "time_zone": "Mars/Olympus"}}',
+            "acme-uk.time_zone: 'Mars/Olympus' is not an IANA time zone",
+        ),
+        ("VIGIL_PANEL__TENANT_DISPLAY", '{"acme-uk": {"locale": "en GB"}}', "acme-uk.locale: 'en GB' is not a BCP 47"),
+        ("VIGIL_PANEL__TENANT_DISPLAY", '{"acme-uk": {"zone": "UTC"}}', "acme-uk.zone: Extra inputs"),
+        ("VIGIL_PANEL__TENANT_DISPLAY", '{"acme-uk": ', "not valid JSON"),
+    ],
+)
+def test_an_unknown_time_zone_or_malformed_locale_names_its_variable(
+    monkeypatch: pytest.MonkeyPatch, variable: str, value: str, says: str
+):
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(SettingsError) as caught:
+        load_settings()
+    assert caught.value.setting == variable and says in str(caught.value)
+
+
+def test_the_cli_refuses_an_unknown_time_zone_with_exit_2(tmp_path: Path):
+    vigil = Path(sys.executable).parent / "vigil"
+    result = subprocess.run(
+        [str(vigil), "run"],
+        env={
+            "VIGIL_PANEL__TENANT_DISPLAY": '{"acme-uk": {"time_zone": "Europe/Lundun"}}',
+            "PATH": "/usr/bin:/bin",
+            "PYTHONPATH": os.environ.get("PYTHONPATH", ""),  # this checkout's vigil, as the tests import it
+        },
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2
+    assert result.stderr.strip().startswith("vigil: invalid setting VIGIL_PANEL__TENANT_DISPLAY: acme-uk.time_zone:")

@@ -73,7 +73,14 @@ def create_app(
     app.include_router(api)
     if panel.enabled:
         app.include_router(
-            page_routes(store=store, knowledge=knowledge, auth=auth, oidc=oidc, clock=clock or SystemClock())
+            page_routes(
+                store=store,
+                knowledge=knowledge,
+                auth=auth,
+                oidc=oidc,
+                clock=clock or SystemClock(),
+                displays=panel.displays,
+            )
         )
         app.mount("/panel/static", StaticFiles(directory=str(resources.files("vigil.panel") / "static")), "static")
     _error_pages(app, api.routes)

@@ -17,6 +17,7 @@ from pydantic import BaseModel, Field, SecretStr, ValidationError, field_validat
 from pydantic_settings import BaseSettings, DotEnvSettingsSource, EnvSettingsSource, SettingsConfigDict
 from pydantic_settings import SettingsError as SourceError
 
+from vigil.display import Display, Displays, locale_problem, zone_problem
 from vigil.errors import SettingsError
 
 ASYNC_DRIVERS = {("sqlite", "aiosqlite"), ("postgresql", "asyncpg"), ("postgresql", "psycopg")}
@@ -206,6 +207,33 @@ class OidcSettings(BaseModel):
     )
 
 
+def _checked_locale(value: str | None) -> str | None:
+    problem = locale_problem(value) if value is not None else None
+    if problem:
+        raise ValueError(problem)
+    return value
+
+
+def _checked_zone(value: str | None) -> str | None:
+    problem = zone_problem(value) if value is not None else None
+    if problem:
+        raise ValueError(problem)
+    return value
+
+
+class TenantDisplay(BaseModel):
+    """How one tenant's times are shown; a part left out is the panel's default (``VIGIL_PANEL__LOCALE`` or
+    ``VIGIL_PANEL__TIME_ZONE``)."""
+
+    model_config = {"extra": "forbid"}
+
+    locale: str | None = Field(default=None, description="BCP 47 tag, e.g. en-GB (24-hour) or en-US (12-hour).")
+    time_zone: str | None = Field(default=None, description="IANA time zone, e.g. Europe/London.")
+
+    _locale = field_validator("locale")(_checked_locale)
+    _zone = field_validator("time_zone")(_checked_zone)
+
+
 class PanelSettings(BaseModel):
     """The analyst panel served on the HTTP port, and who may use it."""
 
@@ -223,6 +251,27 @@ class PanelSettings(BaseModel):
         default=True, description="On PostgreSQL, relay live updates between replicas (LISTEN/NOTIFY)."
     )
     oidc: OidcSettings = OidcSettings()
+    locale: str = Field(
+        default="en-GB", description="How times are written for tenants not in TENANT_DISPLAY (BCP 47 tag)."
+    )
+    time_zone: str = Field(default="UTC", description="The time zone of tenants not in TENANT_DISPLAY (IANA name).")
+    tenant_display: dict[str, TenantDisplay] = Field(
+        default_factory=dict,
+        description='Per tenant: {"acme-uk": {"locale": "en-GB", "time_zone": "Europe/London"}}.',
+    )
+
+    _locale = field_validator("locale")(_checked_locale)
+    _zone = field_validator("time_zone")(_checked_zone)
+
+    @property
+    def displays(self) -> Displays:
+        """Each tenant's display, with the default for the rest."""
+        default = Display(self.locale, self.time_zone)
+        tenants = {
+            tenant: Display(d.locale or default.locale, d.time_zone or default.time_zone)
+            for tenant, d in self.tenant_display.items()
+        }
+        return Displays(default, tenants)
 
 
 class IngestSettings(BaseModel):

@@ -579,8 +579,8 @@ def _latest_messages(conversation_ids: list[str]) -> sa.Select[Any]:
     author of its latest customer message that has one. Each is found by a ``max(seq)`` per conversation, which
     both databases answer by reading from the end of an index: (conversation_id, seq) for the last message, and a
     partial one over the customer messages that name their author for the name, so a long conversation costs no
-    more than a short one, even when its customer never gives a name; only ``PREVIEW_CHARS + 1`` characters of a text leave the database (the one
-    over tells that it was cut)."""
+    more than a short one, even when its customer never gives a name; only ``PREVIEW_CHARS + 1`` characters of a
+    text leave the database (the one over tells that it was cut)."""
     m, c = MESSAGE.c, CONVERSATION.c
     last, named = MESSAGE.alias("last"), MESSAGE.alias("named")
     last_seq = sa.select(sa.func.max(m.seq)).where(m.conversation_id == c.id).scalar_subquery()

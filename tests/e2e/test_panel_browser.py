@@ -30,6 +30,7 @@ from tests.oidc_provider import CLIENT_ID, CLIENT_SECRET, OidcProvider
 from vigil.api import EmbeddedServer, create_app
 from vigil.broker import EmbeddedBroker, free_port
 from vigil.clock import SystemClock
+from vigil.display import Display
 from vigil.documents import read
 from vigil.drafting import DRAFT_MARK
 from vigil.events import SourceRef, Suggestion, parse
@@ -347,7 +348,11 @@ async def test_signing_in_through_the_oidc_provider(
 @pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
 @contextlib.asynccontextmanager
 async def in_process_panel(
-    store: CaseStore, page: Page, feed: LiveFeed | None = None, knowledge: KnowledgeStore | None = None
+    store: CaseStore,
+    page: Page,
+    feed: LiveFeed | None = None,
+    knowledge: KnowledgeStore | None = None,
+    panel: PanelSettings | None = None,
 ) -> AsyncIterator[str]:
     """The panel of ``store`` served in this process, without sign-in; its base URL. The page is sent away from it
     before it stops (a live stream would hold the server open)."""
@@ -356,7 +361,7 @@ async def in_process_panel(
         store=store,
         health=Health({}, clock=SystemClock(), metrics=metrics, interval_s=1),
         metrics=metrics,
-        panel=PanelSettings(auth="none"),
+        panel=panel or PanelSettings(auth="none"),
         feed=feed,
         knowledge=knowledge,
     )
@@ -565,3 +570,49 @@ async def test_a_queue_row_shows_the_customers_name_and_last_message_and_follows
         await expect(plain.locator(".name")).to_have_text("Bo", timeout=SEEN)
         await expect(plain.locator(".preview")).to_have_text("Customer: It works now, thanks")
         await expect(plain.locator(".age")).to_have_text(re.compile(r"^\d+s ago$"))
+
+
+# ---- times as each tenant reads them: its locale's clock, in its time zone ----
+TENANT_DISPLAY = {
+    "acme-uk": {"locale": "en-GB", "time_zone": "Europe/London"},
+    "acme-us": {"locale": "en-US", "time_zone": "America/New_York"},
+}
+
+
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+async def test_a_uk_tenant_reads_24_hour_london_time_and_a_us_tenant_12_hour_new_york_time(
+    browser: Browser, store: CaseStore
+):
+    for tenant in TENANT_DISPLAY:
+        raw = message(f"{tenant}-1", f"{tenant}-m1", "Hello", tenant=tenant, sent_at="2026-07-01T13:05:00Z")
+        await store.record(parse(json.dumps(raw).encode(), max_event_bytes=1 << 20, max_text_bytes=1 << 16))
+    # The browser's own locale and zone are neither tenant's: 13:05 UTC would read 22:05 here.
+    context = await browser.new_context(locale="de-DE", timezone_id="Asia/Tokyo")
+    page = await context.new_page()
+    panel = PanelSettings(auth="none", tenant_display=TENANT_DISPLAY)  # type: ignore[arg-type]
+    try:
+        async with in_process_panel(store, page, panel=panel) as url:
+            await page.goto(f"{url}/panel/conversations/acme-uk-1")
+            sent = page.locator(".msg time")
+            await expect(sent).to_have_text("14:05")
+            await expect(sent).to_have_attribute("title", re.compile(r"14:05 BST"))
+            await page.goto(f"{url}/panel/conversations/acme-us-1")
+            await expect(sent).to_have_text("9:05 AM")
+            await expect(sent).to_have_attribute("title", re.compile(r"9:05 AM EDT"))
+            await page.goto(f"{url}/panel")  # the queue: each row as its own tenant reads time
+            uk = page.locator('tr[data-conversation-id="acme-uk-1"] .age time')
+            await expect(uk).to_have_attribute("title", re.compile(r"14:05 BST"))
+            us = page.locator('tr[data-conversation-id="acme-us-1"] .age time')
+            await expect(us).to_have_attribute("title", re.compile(r"9:05 AM EDT"))
+    finally:
+        await context.close()
+
+
+async def test_the_servers_12_or_24_hour_table_agrees_with_the_browsers_intl(page: Page):
+    locales = ["en", "en-US", "en-GB", "en-IE", "en-CA", "fr-CA", "en-AU", "en-IN", "de-DE", "fr", "es-MX", "ja-JP"]
+    locales += ["zh-CN", "zh-TW", "ko", "ar", "hi", "el", "pt-BR", "ru", "en-GB-u-hc-h12", "en-US-u-hc-h23"]
+    cycles = await page.evaluate(
+        "(ls) => ls.map((l) => new Intl.DateTimeFormat(l, { hour: 'numeric' }).resolvedOptions().hourCycle)", locales
+    )
+    browser_12 = {locale: cycle in ("h11", "h12") for locale, cycle in zip(locales, cycles, strict=True)}
+    assert {locale: Display(locale, "UTC").hour12 for locale in locales} == browser_12

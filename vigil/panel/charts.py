@@ -4,7 +4,8 @@ Every chart is a self-contained ``<svg role="img">`` with a ``<title>`` and a ``
 for screen readers, a white background, a ``viewBox`` so it scales, and presentation attributes only (the panel's
 content security policy allows no ``style``). Series are told apart by colour *and* by a dash pattern and marker
 (lines) or a fill pattern (bars), shown in a legend. Every piece of text is escaped: series names and titles come
-from data. Times on the x axis are UTC. ``None`` is a gap; a chart with nothing to draw says "No data yet".
+from data. Times on the x axis are in the chart's ``display`` (a time zone and 12- or 24-hour clock; UTC and 24-hour
+unless given). ``None`` is a gap; a chart with nothing to draw says "No data yet".
 """
 
 from __future__ import annotations
@@ -14,10 +15,11 @@ import re
 import secrets
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 from markupsafe import Markup
 
+from vigil.display import UTC_DISPLAY, Display
 from vigil.panel.svg import BACKGROUND, FONT, GRID, INK, MUTED, Style, clean, element, marker, pattern
 
 CLOCK_STEPS = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400)
@@ -87,6 +89,7 @@ def line_chart(
     width: int = 640,
     height: int = 260,
     chart_id: str | None = None,
+    display: Display = UTC_DISPLAY,
 ) -> Markup:
     """A line per series over the buckets starting at ``times``; a gap where a value is None.
 
@@ -98,8 +101,9 @@ def line_chart(
         value_format: how a value reads on the axis and in tooltips (``count``, ``percent``, ...).
         y_max: the top of the y axis (say 1.0 for rates); by default a round number above the highest value.
         chart_id: a prefix for the element ids (unique on the page); random by default.
+        display: the time zone and clock (12- or 24-hour) of the time labels; UTC and 24-hour by default.
     """
-    chart = _Chart(times, series, title, description, value_format, width, height, chart_id)
+    chart = _Chart(times, series, title, description, value_format, width, height, chart_id, display)
     values = [v for s in series for i in range(len(times)) if (v := _value(s, i)) is not None]
     if not times or not values:
         return chart.empty("Line chart")
@@ -118,6 +122,7 @@ def stacked_bar_chart(
     width: int = 640,
     height: int = 260,
     chart_id: str | None = None,
+    display: Display = UTC_DISPLAY,
 ) -> Markup:
     """Bars per bucket: one bar per stack, side by side, each stacking its series (None counts as 0).
 
@@ -126,7 +131,7 @@ def stacked_bar_chart(
     The other arguments are those of ``line_chart``.
     """
     flat = [s for stack in stacks for s in stack]
-    chart = _Chart(times, flat, title, description, value_format, width, height, chart_id)
+    chart = _Chart(times, flat, title, description, value_format, width, height, chart_id, display)
     totals = [sum(max(_value(s, i) or 0.0, 0.0) for s in stack) for stack in stacks for i in range(len(times))]
     if not times or not any(t > 0 for t in totals):
         return chart.empty("Stacked bar chart")
@@ -173,8 +178,10 @@ class _Chart:
         width: int,
         height: int,
         chart_id: str | None,
+        display: Display,
     ) -> None:
-        self.times = [t.astimezone(UTC) for t in times]
+        self.display = display
+        self.times = [display.local(t) for t in times]
         self.series = list(series)
         self.styles = [Style(s.style if s.style is not None else i) for i, s in enumerate(series)]
         self.title, self.description, self.fmt = title, description, value_format
@@ -192,7 +199,7 @@ class _Chart:
     def label(self, i: int) -> str:
         """A bucket's start, for tooltips and the description (with seconds when buckets are shorter than a minute)."""
         short = len(self.times) > 1 and self.times[1] - self.times[0] < timedelta(minutes=1)
-        return f"{self.times[i]:%Y-%m-%d %H:%M:%S} UTC" if short else f"{self.times[i]:%Y-%m-%d %H:%M} UTC"
+        return self.display.stamp(self.times[i], seconds=short)
 
     def grid(self, frame: _Frame) -> Markup:
         """Horizontal grid lines with the y axis labels, and the baseline."""
@@ -209,16 +216,20 @@ class _Chart:
         return element("g", None, *parts)
 
     def x_axis(self, frame: _Frame) -> Markup:
-        """Tick marks at some buckets' starts, labelled in UTC: times, with the date where it changes."""
+        """Tick marks at some buckets' starts, labelled in the display's zone: times, with the date where it changes."""
         n = len(self.times)
         step = math.ceil(n / max(2, int((frame.right - frame.left) // 90)))
-        bucket = self.times[1] - self.times[0] if n > 1 else timedelta(hours=1)
+        # By the clock, not the wall: across a change to or from summer time two local times differ by an hour more
+        # or less than they are apart.
+        bucket = (
+            timedelta(seconds=self.times[1].timestamp() - self.times[0].timestamp()) if n > 1 else timedelta(hours=1)
+        )
         by_day = bucket * step >= timedelta(days=1)
         parts, previous = [], None
         for i in range(0, n, step):
             t, x = self.times[i], frame.x(i)
             parts.append(element("line", {"x1": x, "y1": frame.bottom, "x2": x, "y2": frame.bottom + 4, "stroke": INK}))
-            for line, text in enumerate(_tick_lines(t, previous, by_day=by_day)):
+            for line, text in enumerate(_tick_lines(t, previous, by_day=by_day, display=self.display)):
                 attrs = {"x": x, "y": frame.bottom + 16 + 13 * line, "text-anchor": "middle", "fill": MUTED}
                 parts.append(element("text", attrs, text))
             previous = t
@@ -340,16 +351,17 @@ class _Chart:
         return " ".join(words)
 
 
-def _tick_lines(t: datetime, previous: datetime | None, *, by_day: bool) -> list[str]:
-    """A tick's label: ``09:00`` (and ``2 Nov`` below when the day changes), or just ``2 Nov`` for a midnight tick
-    when ticks are a day or more apart; the first tick says ``UTC``."""
+def _tick_lines(t: datetime, previous: datetime | None, *, by_day: bool, display: Display = UTC_DISPLAY) -> list[str]:
+    """A tick's label: ``09:00`` or ``9:00 AM`` by the display's locale (and ``2 Nov`` below when the day changes),
+    or just ``2 Nov`` for a midnight tick when ticks are a day or more apart; the first tick names the zone (``UTC``,
+    ``BST``). ``t`` is already in the display's zone."""
     date = f"{t.day} {t:%b}"
     if by_day and (t.hour, t.minute) == (0, 0):
         lines = [date, ""]
     else:
-        lines = [f"{t:%H:%M}", date if by_day or previous is None or t.date() != previous.date() else ""]
+        lines = [display.clock(t), date if by_day or previous is None or t.date() != previous.date() else ""]
     if previous is None:
-        lines[1] = f"{lines[1]} UTC".strip()
+        lines[1] = f"{lines[1]} {t.tzname()}".strip()
     return [line for line in lines if line]
 
 

@@ -10,6 +10,7 @@ import re
 
 from markupsafe import Markup
 
+from vigil.display import UTC_DISPLAY, Display
 from vigil.panel.charts import Series, count, line_chart, milliseconds, percent, seconds, stacked_bar_chart
 from vigil.panel.overview import Overview, Tally
 
@@ -20,22 +21,29 @@ STYLES = {"shown": 0, "accepted": 2, "edited": 1, "dismissed": 3}
 _PARTIAL = "The oldest buckets are empty: the window held more rows than the overview reads."
 
 
-def all_charts(overview: Overview, *, width: int = WIDTH, height: int = 260) -> list[Markup]:
+def all_charts(
+    overview: Overview, *, width: int = WIDTH, height: int = 260, display: Display = UTC_DISPLAY
+) -> list[Markup]:
     """Every chart of the overview, in the order a page shows them: verdicts, acceptance by kind, each kind's
     verdict rates, answer latency, time to first response, knowledge size."""
     w, h = width, height
     return [
-        verdicts_chart(overview, width=w, height=h),
-        acceptance_chart(overview, width=w, height=h),
-        *(verdict_rates_chart(overview, kind, width=w, height=h) for kind in overview.suggestions),
-        latency_chart(overview, width=w, height=h),
-        first_response_chart(overview, width=w, height=h),
-        knowledge_chart(overview, width=w, height=h),
+        verdicts_chart(overview, width=w, height=h, display=display),
+        acceptance_chart(overview, width=w, height=h, display=display),
+        *(verdict_rates_chart(overview, kind, width=w, height=h, display=display) for kind in overview.suggestions),
+        latency_chart(overview, width=w, height=h, display=display),
+        first_response_chart(overview, width=w, height=h, display=display),
+        knowledge_chart(overview, width=w, height=h, display=display),
     ]
 
 
 def verdict_rates_chart(
-    overview: Overview, kind: str | None = None, *, width: int = WIDTH, height: int = 260
+    overview: Overview,
+    kind: str | None = None,
+    *,
+    width: int = WIDTH,
+    height: int = 260,
+    display: Display = UTC_DISPLAY,
 ) -> Markup:
     """Accepted, edited and dismissed as shares of the suggestions judged, per bucket, for one kind (None: all)."""
     tallies = _tallies(overview, kind)
@@ -60,10 +68,13 @@ def verdict_rates_chart(
         width=width,
         height=height,
         chart_id=_chart_id("rates", kind),
+        display=display,
     )
 
 
-def acceptance_chart(overview: Overview, *, width: int = WIDTH, height: int = 260) -> Markup:
+def acceptance_chart(
+    overview: Overview, *, width: int = WIDTH, height: int = 260, display: Display = UTC_DISPLAY
+) -> Markup:
     """The accept rate of each suggestion kind, per bucket."""
     series = [
         Series(
@@ -84,10 +95,18 @@ def acceptance_chart(overview: Overview, *, width: int = WIDTH, height: int = 26
         width=width,
         height=height,
         chart_id="overview-acceptance",
+        display=display,
     )
 
 
-def verdicts_chart(overview: Overview, kind: str | None = None, *, width: int = WIDTH, height: int = 260) -> Markup:
+def verdicts_chart(
+    overview: Overview,
+    kind: str | None = None,
+    *,
+    width: int = WIDTH,
+    height: int = 260,
+    display: Display = UTC_DISPLAY,
+) -> Markup:
     """Per bucket, the suggestions shown next to the verdicts given (accepted, edited, dismissed stacked)."""
     tallies = _tallies(overview, kind)
 
@@ -104,10 +123,13 @@ def verdicts_chart(overview: Overview, kind: str | None = None, *, width: int = 
         width=width,
         height=height,
         chart_id=_chart_id("verdicts", kind),
+        display=display,
     )
 
 
-def latency_chart(overview: Overview, *, width: int = WIDTH, height: int = 260) -> Markup:
+def latency_chart(
+    overview: Overview, *, width: int = WIDTH, height: int = 260, display: Display = UTC_DISPLAY
+) -> Markup:
     """Answer latency, the 50th and 90th percentile per bucket."""
     series = [Series("p50", overview.answer_latency_p50_ms), Series("p90", overview.answer_latency_p90_ms)]
     return line_chart(
@@ -119,10 +141,13 @@ def latency_chart(overview: Overview, *, width: int = WIDTH, height: int = 260) 
         width=width,
         height=height,
         chart_id="overview-latency",
+        display=display,
     )
 
 
-def first_response_chart(overview: Overview, *, width: int = WIDTH, height: int = 260) -> Markup:
+def first_response_chart(
+    overview: Overview, *, width: int = WIDTH, height: int = 260, display: Display = UTC_DISPLAY
+) -> Markup:
     """The median time from a customer's first message to the first analyst reply, per bucket."""
     return line_chart(
         overview.buckets,
@@ -133,10 +158,13 @@ def first_response_chart(overview: Overview, *, width: int = WIDTH, height: int 
         width=width,
         height=height,
         chart_id="overview-first-response",
+        display=display,
     )
 
 
-def knowledge_chart(overview: Overview, *, width: int = WIDTH, height: int = 260) -> Markup:
+def knowledge_chart(
+    overview: Overview, *, width: int = WIDTH, height: int = 260, display: Display = UTC_DISPLAY
+) -> Markup:
     """Active knowledge entries at the end of each bucket, stacked by kind."""
     series = [Series(kind, sizes) for kind, sizes in overview.knowledge.items()]
     return stacked_bar_chart(
@@ -148,6 +176,7 @@ def knowledge_chart(overview: Overview, *, width: int = WIDTH, height: int = 260
         width=width,
         height=height,
         chart_id="overview-knowledge",
+        display=display,
     )
 
 

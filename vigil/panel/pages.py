@@ -3,6 +3,10 @@
 Pages are server-rendered (Jinja, autoescaped); the queue and the conversation hand their data to
 ``static/panel.js`` as JSON and it renders and updates them live, building DOM nodes with ``textContent`` only, so
 nothing a customer types can become markup.
+
+Times follow the tenant's display (``vigil.display``): ``<body data-locale data-time-zone>`` carries the page's (a
+conversation's tenant's; elsewhere the person's first tenant's, or the default for a person of every tenant), and
+the queue carries each visible tenant's as JSON, so each row is written as its tenant reads time.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 
 from vigil.clock import Clock
+from vigil.display import Display, Displays
 from vigil.drafting import DRAFT_MARK
 from vigil.errors import AuthError, AuthUnavailable
 from vigil.knowledge import KnowledgeStore
@@ -52,11 +57,15 @@ def page_routes(
     auth: Authenticator,
     oidc: OidcClient | None,
     clock: Clock,
+    displays: Displays | None = None,
 ) -> APIRouter:
     """The HTML routes."""
     router = APIRouter(include_in_schema=False)
+    displays = displays or Displays()
 
     def render(request: Request, name: str, who: Identity | None, status: int = 200, **context: Any) -> HTMLResponse:
+        if "display" not in context:
+            context["display"] = displays.of_person(who.tenants) if who else displays.default
         context |= {"who": who, "csrf": auth.csrf_token(request), "auth_mode": auth.mode}
         return TEMPLATES.TemplateResponse(request, name, context, status_code=status)
 
@@ -75,14 +84,16 @@ def page_routes(
         who = await viewer(request)
         items = await store.queue(tenants=who.tenant_filter, reader=who.name)
         data = [item.model_dump(mode="json") for item in items]
-        return render(request, "queue.html", who, queue=data, now=clock.now().isoformat())
+        shown = displays.as_json(who.tenant_filter)
+        return render(request, "queue.html", who, queue=data, now=clock.now().isoformat(), displays=shown)
 
     @router.get("/panel/conversations/{conversation_id:path}")
     async def conversation_page(conversation_id: str, request: Request) -> HTMLResponse:
         who = await viewer(request)
         view = await visible_conversation(store, conversation_id, who)
         data = view.model_dump(mode="json")
-        return render(request, "conversation.html", who, view=view, data=data, draft_mark=DRAFT_MARK)
+        display: Display = displays.of(view.tenant)
+        return render(request, "conversation.html", who, view=view, data=data, draft_mark=DRAFT_MARK, display=display)
 
     @router.get("/panel/knowledge/{entry_id:path}")
     async def knowledge_page(entry_id: str, request: Request) -> HTMLResponse:
@@ -118,7 +129,7 @@ def page_routes(
             window=chosen.name,
             fitted=fitted,
             windows=list(WINDOWS),
-            charts=all_charts(report),
+            charts=all_charts(report, display=displays.of_person(who.tenants)),
         )
 
     _sign_in_routes(router, render=render, auth=auth, oidc=oidc)

@@ -49,8 +49,41 @@
     return value ? value.replace(/_/g, " ") : "—";
   }
 
-  function clock(iso) {
-    return iso ? new Date(iso).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" }) : "";
+  // Times are written as the tenant reads them, in its locale (en-GB: 14:05; en-US: 2:05 PM) and time zone: the
+  // page's display is on <body data-locale data-time-zone>; in the queue each row is its tenant's (vigil-displays).
+  const displaysNode = document.getElementById("vigil-displays");
+  const displays = displaysNode ? JSON.parse(displaysNode.textContent) : { default: null, tenants: {} };
+  const pageDisplay = { locale: document.body.dataset.locale || "en-GB", time_zone: document.body.dataset.timeZone || "UTC" };
+  const TIME_FORMATS = {
+    clock: { hour: "numeric", minute: "2-digit" },
+    stamp: { year: "numeric", month: "short", day: "numeric", hour: "numeric", minute: "2-digit", timeZoneName: "short" },
+  };
+  const formats = new Map();
+
+  function formatter(display, kind) {
+    const key = `${display.locale}|${display.time_zone}|${kind}`;
+    if (!formats.has(key)) {
+      let format;
+      try {
+        format = new Intl.DateTimeFormat(display.locale, { ...TIME_FORMATS[kind], timeZone: display.time_zone });
+      } catch (_) {  // a tag or zone this browser does not know (the server checked both): UTC, 24-hour
+        format = new Intl.DateTimeFormat("en-GB", { ...TIME_FORMATS[kind], timeZone: "UTC" });
+      }
+      formats.set(key, format);
+    }
+    return formats.get(key);
+  }
+
+  function displayOf(tenant) {
+    return displays.tenants[tenant] || displays.default || pageDisplay;
+  }
+
+  function clock(iso, display = pageDisplay) {
+    return iso ? formatter(display, "clock").format(new Date(iso)) : "";
+  }
+
+  function stamp(iso, display = pageDisplay) {
+    return iso ? formatter(display, "stamp").format(new Date(iso)) : "";
   }
 
   // Live updates: one EventSource; after a reconnection the page reloads its state from the API.
@@ -166,7 +199,8 @@
       const last = s.last_message;
       row.className = s.waiting_since ? "waiting" : "";
       row.waited = el("td", { class: "waited" });
-      row.aged = el("td", { class: "age" }, last ? el("time", { datetime: last.sent_at }) : "—");
+      const sent = last ? el("time", { datetime: last.sent_at, title: stamp(last.sent_at, displayOf(s.tenant)) }) : "—";
+      row.aged = el("td", { class: "age" }, sent);
       row.replaceChildren(
         el("th", { scope: "row", class: "customer" },
           // The customer's name leads; without one, the conversation id, as the analyst knows it from elsewhere.
@@ -255,7 +289,7 @@
       seenMessages.set(m.message_id, m.text);
       const who = m.author ? `${m.role} · ${m.author}` : m.role;
       const item = el("li", { class: `msg ${m.role}`, "data-message-id": m.message_id },
-        el("span", { class: "meta" }, `${who} · `, el("time", { datetime: m.sent_at, text: clock(m.sent_at) })),
+        el("span", { class: "meta" }, `${who} · `, el("time", { datetime: m.sent_at, title: stamp(m.sent_at), text: clock(m.sent_at) })),
         el("span", { class: "text", text: m.text }));
       if (earlierPage) {
         const fromBottom = messages.scrollHeight - messages.scrollTop;
