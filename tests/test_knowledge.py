@@ -21,16 +21,17 @@ import sqlalchemy as sa
 from alembic import command
 from alembic.config import Config
 
-from tests.conftest import help_centre, open_knowledge, wait_for
+from tests.conftest import help_centre, make_settings, open_knowledge, wait_for
 from tests.test_panel import USERS, bearer
 from vigil.answers import AnswerSkill
 from vigil.api import create_app
 from vigil.cases import CaseState
 from vigil.clock import ManualClock, SystemClock
 from vigil.documents import Entry, KnowledgeFileError, Passage
+from vigil.embedding import SentenceTransformerEmbedder, Vectors
 from vigil.events import Message
 from vigil.health import Health
-from vigil.knowledge import ENTRY, EntryConflict, KnowledgeStore
+from vigil.knowledge import ENTRY, EntryConflict, KnowledgeStore, standalone
 from vigil.lexical import LexicalIndex
 from vigil.metrics import Metrics
 from vigil.panel.overview import overview
@@ -566,3 +567,26 @@ async def test_migration_0006_keeps_existing_entries_global(store: CaseStore, tm
         match = await knowledge.match_faq("pay my bill", tenant=tenant)
         assert match is not None and match.entry_id == "faq-old"
     assert await knowledge.stats(["acme"]) == {"faq": 1, "passages": 1}
+
+
+# --- `vigil kb search`: each call is a fresh process on the knowledge another command imported ---
+
+
+async def test_a_search_in_a_fresh_process_embeds_only_the_query(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    settings = make_settings(tmp_path=tmp_path)
+    async with standalone(settings) as importing:  # `vigil kb import`
+        await importing.upsert(some_of_it())
+    embedded: list[str] = []
+    real_embed = SentenceTransformerEmbedder.embed
+
+    def recording(self: SentenceTransformerEmbedder, texts: Sequence[str]) -> Vectors:
+        embedded.extend(texts)
+        return real_embed(self, texts)
+
+    monkeypatch.setattr(SentenceTransformerEmbedder, "embed", recording)
+    for query in ("how do I install an eSIM on my iPhone?", "when is my bill taken"):
+        async with standalone(settings) as searching:  # `vigil kb search QUERY`, one process each
+            hits = await searching.search(query, 3)
+        assert hits
+    # The passages' vectors come from Chroma on disk: nothing but the two questions was embedded.
+    assert embedded == ["how do I install an eSIM on my iPhone?", "when is my bill taken"]

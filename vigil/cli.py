@@ -10,25 +10,24 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from vigil import __version__
 from vigil.clock import SystemClock
 from vigil.errors import SettingsError, VigilError
-from vigil.events import json_schemas
-from vigil.panel.auth import new_token, token_digest
 from vigil.panel.identity import ROLES
-from vigil.settings import KafkaSettings, PanelUser, Settings, load_settings
 
 if TYPE_CHECKING:
     from vigil.daemon import Daemon
     from vigil.discovery import DemoAddress
+    from vigil.settings import KafkaSettings, Settings
     from vigil.transport.kafka import KafkaPublisher
 
 # Each command imports what it needs when it runs: the daemon's parts (torch, Chroma, the LLM SDK) take seconds to
-# import, which `vigil schema` or `vigil token` should not pay.
+# import, which `vigil schema` or `vigil token` should not pay; even pydantic and SQLAlchemy take most of a second,
+# which `vigil --help` should not pay. tests/test_cli_imports.py checks what each command imports.
 
 log = logging.getLogger("vigil")
 
@@ -87,6 +86,8 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the `vigil` console script."""
     args = _parser().parse_args(argv)
     try:
+        from vigil.settings import load_settings
+
         settings = load_settings()
         configure_logging(settings.log_level)
         command: Callable[[argparse.Namespace, Settings], Coroutine[Any, Any, int]] = args.command
@@ -99,6 +100,32 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+
+
+class _Choices:
+    """An argument's choices, read from their module only when argparse checks a value or shows them: the event
+    types live in a module that imports pydantic, which the rest of the command line does not need."""
+
+    def __init__(self, load: Callable[[], Iterable[str]]) -> None:
+        self._load = load
+        self._choices: tuple[str, ...] | None = None
+
+    def _all(self) -> tuple[str, ...]:
+        if self._choices is None:
+            self._choices = tuple(self._load())
+        return self._choices
+
+    def __contains__(self, value: object) -> bool:
+        return value in self._all()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._all())
+
+
+def _event_types() -> list[str]:
+    from vigil.events import json_schemas
+
+    return sorted(json_schemas())
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -142,7 +169,8 @@ def _parser() -> argparse.ArgumentParser:
     revoke.add_argument("user", help="the name they sign in as (as /api/whoami shows it)")
     revoke.set_defaults(command=_sessions_revoke)
     schema = commands.add_parser("schema", help="print the JSON Schema of a wire format v1 type")
-    schema.add_argument("type", choices=sorted(json_schemas()), help="the event type")
+    # A metavar of its own: without one, argparse lists the choices while the parser is built.
+    schema.add_argument("type", metavar="TYPE", choices=_Choices(_event_types), help="the event type: %(choices)s")
     schema.set_defaults(command=_schema)
     return parser
 
@@ -379,12 +407,12 @@ def _kafka_to_publish(settings: Settings, command: str) -> KafkaSettings:
 
 
 async def _replay(args: argparse.Namespace, settings: Settings) -> int:
+    if not args.file.is_file():  # before anything else: the simplest mistake gets the simplest answer, at once
+        print(f"vigil: {'not a file' if args.file.exists() else 'no such file'}: {args.file}", file=sys.stderr)
+        return 2
     from vigil.replay import replay
     from vigil.transport.kafka import KafkaPublisher
 
-    if not args.file.is_file():  # before anything else: the simplest mistake gets the simplest answer
-        print(f"vigil: {'not a file' if args.file.exists() else 'no such file'}: {args.file}", file=sys.stderr)
-        return 2
     kafka = _kafka_to_publish(settings, "replay")
     publisher = KafkaPublisher(kafka)
     try:
@@ -455,6 +483,9 @@ async def _db_upgrade(args: argparse.Namespace, settings: Settings) -> int:
 
 
 async def _token(args: argparse.Namespace, settings: Settings) -> int:
+    from vigil.panel.auth import new_token, token_digest
+    from vigil.settings import PanelUser
+
     token = new_token()
     user = PanelUser(name=args.name, role=args.role, tenants=args.tenant, token_sha256=token_digest(token))
     print(f"token (give it to {args.name}; it is not stored anywhere): {token}")
@@ -479,5 +510,7 @@ async def _sessions_revoke(args: argparse.Namespace, settings: Settings) -> int:
 
 
 async def _schema(args: argparse.Namespace, settings: Settings) -> int:
+    from vigil.events import json_schemas
+
     print(json.dumps(json_schemas()[args.type], indent=2))
     return 0

@@ -1,20 +1,30 @@
 """Lexical retrieval: BM25 over passages (``bm25s``), English stop words removed and words stemmed.
 
 The index lives in memory and is rebuilt whole when the knowledge changes: bm25s indexes tens of thousands of
-passages in well under a second, far less than re-embedding them.
+passages in well under a second, far less than re-embedding them. bm25s (with SciPy) is imported when the first
+index is built or a text is tokenised, not with this module: `vigil kb stats` and `kb export` never search.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import bm25s
 import numpy as np
-import Stemmer
 
-_STEMMER = Stemmer.Stemmer("english")
+if TYPE_CHECKING:
+    import bm25s
+    import Stemmer
+
+
+@functools.cache
+def _stemmer() -> Stemmer.Stemmer:
+    import Stemmer  # noqa: PLC0415
+
+    return Stemmer.Stemmer("english")
 
 
 _HYPHENATED = re.compile(r"(?<=\w)-(?=\w)")
@@ -22,8 +32,10 @@ _HYPHENATED = re.compile(r"(?<=\w)-(?=\w)")
 
 def _tokens(texts: Sequence[str]) -> list[list[str]]:
     # "Wi-Fi" and "wifi", "e-SIM" and "eSIM" are the same word to a customer.
+    import bm25s  # noqa: PLC0415
+
     joined = [_HYPHENATED.sub("", text) for text in texts]
-    tokenized = bm25s.tokenize(joined, stopwords="en", stemmer=_STEMMER, return_ids=False, show_progress=False)
+    tokenized = bm25s.tokenize(joined, stopwords="en", stemmer=_stemmer(), return_ids=False, show_progress=False)
     return [list(words) for words in tokenized]
 
 
@@ -44,6 +56,8 @@ class LexicalIndex:
         self._ids = list(ids)
         self._retriever: bm25s.BM25 | None = None
         if self._ids:
+            import bm25s  # noqa: PLC0415
+
             self._retriever = bm25s.BM25()
             self._retriever.index(_tokens(texts), show_progress=False)
 

@@ -12,7 +12,6 @@ import re
 from pathlib import Path
 from typing import Any, Literal, get_args, get_origin
 
-import sqlalchemy as sa
 from pydantic import BaseModel, Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, DotEnvSettingsSource, EnvSettingsSource, SettingsConfigDict
 from pydantic_settings import SettingsError as SourceError
@@ -67,6 +66,9 @@ class DatabaseSettings(BaseModel):
     def _usable_url(cls, value: str | None) -> str | None:
         if value is None:
             return None
+        # Imported here: SQLAlchemy takes half a second to import, which commands without a database skip.
+        import sqlalchemy as sa  # noqa: PLC0415
+
         try:
             url = sa.make_url(value)
         except sa.exc.ArgumentError as exc:

@@ -18,13 +18,15 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
-from typing import Any
-
-from starlette.requests import Request
+from typing import TYPE_CHECKING, Any
 
 from vigil.panel.identity import ALL_TENANTS, Identity
-from vigil.panel.sessions import SessionRegistry
 from vigil.settings import PanelSettings, PanelUser, is_loopback
+
+if TYPE_CHECKING:  # annotations only: `vigil token` uses this module and needs neither Starlette nor the database
+    from starlette.requests import Request
+
+    from vigil.panel.sessions import SessionRegistry
 
 CSRF_HEADER = "X-CSRF-Token"
 CSRF_FIELD = "csrf_token"

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from vigil.settings import PanelRole
+if TYPE_CHECKING:  # only for annotations: the settings import pydantic, which `vigil token --help` need not
+    from vigil.settings import PanelRole
 
 ROLES: tuple[PanelRole, ...] = ("analyst", "lead", "admin")
 ALL_TENANTS = "*"
