@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.e2e
+# Each test runs several commands that each load the embedding model (~15 s of CPU apiece here): more than the
+# suite's 120 s per test on a loaded machine.
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 
 VIGIL = Path(sys.executable).parent / "vigil"
 
