@@ -57,8 +57,8 @@ test-pythons:
 	  v=$$($$py -c 'import sys; print("%d.%d" % sys.version_info[:2])'); env=.tools/py$$v; \
 	  [ -x $$env/bin/pytest ] || { $$py -m venv $$env && $$env/bin/pip install -q pydantic==2.14.4 hypothesis==6.170.17 \
 	    pytest==9.2.0 pytest-asyncio==1.5.0 pytest-timeout==2.4.0; } || exit 1; \
-	  echo "Python $$v: tests/test_events.py"; \
-	  PYTHONPATH=$(CURDIR) $$env/bin/python -m pytest tests/test_events.py -q -p no:cacheprovider --noconftest || exit 1; \
+	  echo "Python $$v: tests/wire/test_events.py"; \
+	  PYTHONPATH=$(CURDIR) $$env/bin/python -m pytest tests/wire/test_events.py -q -p no:cacheprovider --noconftest || exit 1; \
 	done
 
 bench: $(DEV_STAMP)

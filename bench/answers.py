@@ -47,12 +47,12 @@ from bench.daemon import VigilProcess
 from bench.knowledge_env import knowledge_store
 from bench.linux import MachineTimes
 from bench.metrics import Snapshot
-from vigil.answers import FAQ_MODEL, RETRIEVAL_MODEL, SOURCES, faq_features, retrieval_features
-from vigil.broker import EmbeddedBroker
-from vigil.documents import Entry, Passage, discover, read
-from vigil.knowledge import KnowledgeStore
-from vigil.questions import classify
-from vigil.settings import AnswerSettings, KafkaSettings
+from vigil.answers.questions import classify
+from vigil.answers.skill import FAQ_MODEL, RETRIEVAL_MODEL, SOURCES, faq_features, retrieval_features
+from vigil.app.settings import AnswerSettings, KafkaSettings
+from vigil.dev.broker import EmbeddedBroker
+from vigil.knowledge.documents import Entry, Passage, discover, read
+from vigil.knowledge.store import KnowledgeStore
 from vigil.transport.kafka import ensure_topics
 
 KNOWLEDGE = Path(__file__).resolve().parent.parent / "knowledge"

@@ -1,4 +1,4 @@
-"""Fit the answer skill's confidence models (``vigil/answers.py``) and report how well calibrated they are.
+"""Fit the answer skill's confidence models (``vigil/answers/skill.py``) and report how well calibrated they are.
 
     python -m bench.calibrate
 
@@ -22,9 +22,9 @@ from pathlib import Path
 from bench.eval_questions import load as load_labelled
 from bench.eval_questions import split_of
 from bench.knowledge_env import BANKING, banking_documents, knowledge_store
-from vigil.answers import faq_features, retrieval_features
-from vigil.calibration import Logistic, brier, expected_calibration_error, fit
-from vigil.documents import Entry, discover, read
+from vigil.answers.calibration import Logistic, brier, expected_calibration_error, fit
+from vigil.answers.skill import faq_features, retrieval_features
+from vigil.knowledge.documents import Entry, discover, read
 
 KNOWLEDGE = Path(__file__).resolve().parent.parent / "knowledge"
 

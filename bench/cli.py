@@ -6,7 +6,7 @@ bench reports the median wall time and the median CPU time (user + system) of th
 after one warm-up run (the page cache then holds the files, as it does for someone who runs vigil often). CPU time
 is the steadier number on a shared machine: the wall time also counts waiting for a core.
 
-What each command imports is checked by ``tests/test_cli_imports.py``; the numbers are only measured here.
+What each command imports is checked by ``tests/app/test_cli_imports.py``; the numbers are only measured here.
 
 Run: ``python -m bench.cli`` (about 3 minutes with the import) or ``--quick`` (3 runs each). To measure another copy
 of vigil, run the bench with ``PYTHONPATH=/path/to/copy`` (and ``--label`` to name it in the results).

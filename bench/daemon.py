@@ -19,7 +19,7 @@ import httpx
 
 from bench import metrics
 from bench.linux import cpu_seconds, peak_rss_bytes
-from vigil.broker import free_port
+from vigil.dev.broker import free_port
 
 
 def vigil_command(*args: str) -> list[str]:

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from bench.knowledge_env import BANKING, banking_documents, knowledge_store
-from vigil.knowledge import KnowledgeStore
+from vigil.knowledge.store import KnowledgeStore
 
 Ranker = Callable[[str], "asyncio.Future[list[str]]"]
 

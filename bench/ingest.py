@@ -37,8 +37,8 @@ from typing import Any
 
 from bench import databases, phases, report, traffic
 from bench.daemon import VigilProcess
-from vigil.broker import EmbeddedBroker
-from vigil.settings import KafkaSettings
+from vigil.app.settings import KafkaSettings
+from vigil.dev.broker import EmbeddedBroker
 from vigil.transport.kafka import ensure_topics
 
 _ROOT = Path(__file__).resolve().parent.parent

@@ -9,9 +9,9 @@ import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-from vigil.documents import Entry, read
-from vigil.knowledge import KnowledgeStore, standalone
-from vigil.settings import Settings
+from vigil.app.settings import Settings
+from vigil.knowledge.documents import Entry, read
+from vigil.knowledge.store import KnowledgeStore, standalone
 
 SHARED = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
 BANKING = SHARED / "tau2" / "banking_knowledge"

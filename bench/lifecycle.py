@@ -42,13 +42,13 @@ from pydantic import SecretStr
 
 from bench import databases, report, traffic
 from bench.daemon import VigilProcess
-from vigil.broker import EmbeddedBroker, free_port
-from vigil.clock import SystemClock
-from vigil.drafting import Drafter, DraftSource
-from vigil.errors import AuthUnavailable
-from vigil.metrics import Metrics
+from vigil.answers.drafting import Drafter, DraftSource
+from vigil.app.settings import KafkaSettings, LlmSettings, OidcSettings
+from vigil.core.clock import SystemClock
+from vigil.core.errors import AuthUnavailable
+from vigil.core.metrics import Metrics
+from vigil.dev.broker import EmbeddedBroker, free_port
 from vigil.panel.oidc import OidcClient
-from vigil.settings import KafkaSettings, LlmSettings, OidcSettings
 from vigil.transport.kafka import ensure_topics
 
 GRACEFUL_TIMEOUT_S = 10.0  # vigil's default

@@ -48,9 +48,9 @@ from bench.daemon import VigilProcess
 from bench.linux import MachineTimes, cpu_seconds
 from tests.browser import chromium
 from tests.sse import sse_events
-from vigil.broker import EmbeddedBroker
-from vigil.questions import classify
-from vigil.settings import KafkaSettings
+from vigil.answers.questions import classify
+from vigil.app.settings import KafkaSettings
+from vigil.dev.broker import EmbeddedBroker
 from vigil.transport.kafka import ensure_topics
 
 TARGET_MS = 500.0

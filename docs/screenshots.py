@@ -19,7 +19,7 @@ import httpx
 from playwright.async_api import Page
 
 from tests.browser import chromium
-from vigil.broker import free_port
+from vigil.dev.broker import free_port
 
 DOCS = Path(__file__).resolve().parent
 VIGIL = Path(sys.executable).parent / "vigil"

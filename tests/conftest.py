@@ -19,13 +19,13 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from tests.mosquitto import Mosquitto
-from vigil.broker import EmbeddedBroker
-from vigil.clock import SystemClock
-from vigil.documents import Entry, discover, read
-from vigil.embedding import Embedder, SentenceTransformerEmbedder, Vectors
-from vigil.knowledge import KnowledgeStore
-from vigil.settings import Settings
-from vigil.store import CaseStore
+from vigil.app.settings import Settings
+from vigil.cases.store import CaseStore
+from vigil.core.clock import SystemClock
+from vigil.dev.broker import EmbeddedBroker
+from vigil.knowledge.documents import Entry, discover, read
+from vigil.knowledge.embedding import Embedder, SentenceTransformerEmbedder, Vectors
+from vigil.knowledge.store import KnowledgeStore
 from vigil.transport.kafka import ensure_topics
 
 PG_ADMIN = os.environ.get("VIGIL_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
@@ -34,7 +34,7 @@ PG_ADMIN = os.environ.get("VIGIL_TEST_PG", "postgresql://postgres@127.0.0.1:5432
 @pytest.fixture
 def restored_logging() -> Iterator[None]:
     """Put back the logger levels the CLI's ``configure_logging`` sets, so later tests log as before."""
-    from vigil.cli import CHATTY_LOGGERS, MIGRATION_LOGGER, PARAMETER_LOGGERS
+    from vigil.app.cli import CHATTY_LOGGERS, MIGRATION_LOGGER, PARAMETER_LOGGERS
 
     names = (*PARAMETER_LOGGERS, *CHATTY_LOGGERS, MIGRATION_LOGGER, "sqlalchemy.engine", "alembic.runtime.plugins", "")
     loggers = [logging.getLogger(name) for name in names]

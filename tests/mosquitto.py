@@ -17,7 +17,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from vigil.broker import free_port
+from vigil.dev.broker import free_port
 
 CONF = """\
 listener {port} 127.0.0.1

@@ -10,7 +10,7 @@ import pytest
 import yaml
 from pydantic import BaseModel
 
-from vigil.settings import Settings
+from vigil.app.settings import Settings
 
 DEPLOY = Path(__file__).parent.parent / "deploy"
 FOLDERS = ("kubernetes", "sidecar")

@@ -19,7 +19,7 @@ def test_the_wheel_ships_migrations_and_bundled_knowledge(tmp_path: Path):
     )
     (wheel,) = tmp_path.glob("vigil-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
-    assert "vigil/migrations/env.py" in names and "vigil/migrations/versions/0001_initial.py" in names
+    assert "vigil/db/migrations/env.py" in names and "vigil/db/migrations/versions/0001_initial.py" in names
     assert "vigil/py.typed" in names
     data = "vigil-0.1.0.data/data/share/vigil/knowledge/"
     assert data + "demo/conversations.jsonl" in names

@@ -16,10 +16,10 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry
 from pydantic import SecretStr
 
-from vigil.clock import SystemClock
-from vigil.drafting import SYSTEM_PROMPT, Draft, Drafter, DraftSource
-from vigil.metrics import Metrics
-from vigil.settings import LlmSettings
+from vigil.answers.drafting import SYSTEM_PROMPT, Draft, Drafter, DraftSource
+from vigil.app.settings import LlmSettings
+from vigil.core.clock import SystemClock
+from vigil.core.metrics import Metrics
 
 KEY = "sk-test-123"
 SOURCES = (
@@ -221,7 +221,7 @@ async def test_http_errors_fall_back_without_retrying(
 
     assert len(fake.requests) == 1  # no retries: they would not fit in the budget
     assert outcomes(metrics) == {outcome: 1.0}
-    warnings = [r for r in caplog.records if r.name == "vigil.drafting" and r.levelname == "WARNING"]
+    warnings = [r for r in caplog.records if r.name == "vigil.answers.drafting" and r.levelname == "WARNING"]
     assert len(warnings) == 1
     assert outcome in warnings[0].getMessage()
     if outcome == "rate_limited":
@@ -364,7 +364,7 @@ async def test_nothing_is_sent_without_sources_or_question(fake: FakeAnthropic, 
 
 
 def test_the_settings_come_from_the_environment(monkeypatch: pytest.MonkeyPatch):
-    from vigil.settings import load_settings
+    from vigil.app.settings import load_settings
 
     monkeypatch.setenv("VIGIL_LLM__API_KEY", "sk-env")
     monkeypatch.setenv("VIGIL_LLM__TIMEOUT_S", "1.5")
@@ -380,9 +380,9 @@ def test_the_settings_come_from_the_environment(monkeypatch: pytest.MonkeyPatch)
 async def drafting_skill(fake: FakeAnthropic, metrics: Metrics, store, tmp_path, embedder):  # type: ignore[no-untyped-def]
     """The answer skill over the help centre's articles, drafting through ``fake``; an eSIM question; the drafter."""
     from tests.conftest import help_centre, open_knowledge
-    from vigil.answers import AnswerSkill
-    from vigil.events import parse
-    from vigil.settings import AnswerSettings
+    from vigil.answers.skill import AnswerSkill
+    from vigil.app.settings import AnswerSettings
+    from vigil.wire.events import parse
 
     knowledge = await open_knowledge(store, tmp_path / "chroma", embedder)
     await knowledge.upsert([e for e in help_centre() if e.kind == "article"])
@@ -458,7 +458,7 @@ async def test_a_draft_stating_a_fact_no_source_gives_is_refused(
     assert await drafter.draft("How much is the late fee and how do I pay?", GROUNDED) is None
 
     assert outcomes(metrics) == {"ungrounded": 1.0}
-    (warning,) = [r for r in caplog.records if r.name == "vigil.drafting" and r.levelname == "WARNING"]
+    (warning,) = [r for r in caplog.records if r.name == "vigil.answers.drafting" and r.levelname == "WARNING"]
     assert "no source gives" in warning.getMessage()
     # Which kind of fact is named, not its value (it may be a customer's own detail).
     assert "45" not in warning.getMessage() and "example" not in warning.getMessage()
@@ -494,7 +494,7 @@ async def test_a_drafted_answer_says_it_was_machine_written(
     tmp_path,
     embedder,  # type: ignore[no-untyped-def]
 ):
-    from vigil.drafting import DRAFT_MARK
+    from vigil.answers.drafting import DRAFT_MARK
 
     skill, question, drafter = await drafting_skill(fake, metrics, store, tmp_path, embedder)
     try:

@@ -11,16 +11,16 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import help_centre, open_knowledge
-from vigil.answers import AnswerSkill, extract, fit_to_question
-from vigil.cases import CaseState
-from vigil.clock import ManualClock
-from vigil.events import Message, SourceRef, Suggestion, parse
-from vigil.intervention import InterventionPolicy, similarity
-from vigil.knowledge import KnowledgeStore
-from vigil.questions import asks_yes_or_no
-from vigil.settings import AnswerSettings
-from vigil.skills import Proposal
-from vigil.store import CaseStore
+from vigil.answers.intervention import InterventionPolicy, similarity
+from vigil.answers.questions import asks_yes_or_no
+from vigil.answers.skill import AnswerSkill, extract, fit_to_question
+from vigil.app.settings import AnswerSettings
+from vigil.cases.store import CaseStore
+from vigil.cases.writes import CaseState
+from vigil.core.clock import ManualClock
+from vigil.flow.skills import Proposal
+from vigil.knowledge.store import KnowledgeStore
+from vigil.wire.events import Message, SourceRef, Suggestion, parse
 
 NOW = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
 

@@ -6,9 +6,9 @@ import logging
 
 import pytest
 
-from tests.test_store import event
-from vigil.cli import MIGRATION_LOGGER, PARAMETER_LOGGERS, configure_logging
-from vigil.store import CaseStore
+from tests.cases.test_store import event
+from vigil.app.cli import MIGRATION_LOGGER, PARAMETER_LOGGERS, configure_logging
+from vigil.cases.store import CaseStore
 
 
 @pytest.mark.usefixtures("restored_logging")
@@ -46,7 +46,7 @@ def test_a_quieter_level_stays_quieter_for_the_sql_libraries():
 
 @pytest.mark.usefixtures("restored_logging")
 def test_bm25s_index_chatter_stays_out_of_an_info_log(caplog: pytest.LogCaptureFixture):
-    from vigil.lexical import LexicalIndex
+    from vigil.knowledge.lexical import LexicalIndex
 
     logging.getLogger().setLevel(logging.INFO)  # basicConfig does nothing where pytest set up handlers already
     configure_logging("INFO")
@@ -59,7 +59,7 @@ def test_bm25s_index_chatter_stays_out_of_an_info_log(caplog: pytest.LogCaptureF
 
 @pytest.mark.usefixtures("restored_logging")
 def test_bm25s_chatter_shows_when_the_operator_asks_for_debug(caplog: pytest.LogCaptureFixture):
-    from vigil.lexical import LexicalIndex
+    from vigil.knowledge.lexical import LexicalIndex
 
     logging.getLogger().setLevel(logging.DEBUG)
     configure_logging("DEBUG")

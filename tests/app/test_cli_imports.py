@@ -20,7 +20,7 @@ SETTINGS_AND_SQL = ("pydantic", "pydantic_settings", "sqlalchemy", "alembic")
 # Runs the command as the console script does, then prints the top-level names of the modules it imported.
 _REPORT = """
 import sys
-from vigil.cli import main
+from vigil.app.cli import main
 try:
     code = main(sys.argv[1:])
 except SystemExit as stop:

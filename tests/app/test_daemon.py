@@ -13,13 +13,13 @@ import pytest
 from tests.conftest import Topics, create_topics, make_settings, wait_for
 from tests.kafka_client import produce, read_topic
 from tests.sse import sse_events
-from vigil.broker import EmbeddedBroker
-from vigil.cases import CaseState
-from vigil.daemon import Daemon, running
-from vigil.errors import SettingsError, StartupError
-from vigil.events import CaseEvent, Feedback, Message, SuggestionKind
-from vigil.gate import ConfidenceGate
-from vigil.skills import Proposal
+from vigil.app.daemon import Daemon, running
+from vigil.cases.writes import CaseState
+from vigil.core.errors import SettingsError, StartupError
+from vigil.dev.broker import EmbeddedBroker
+from vigil.flow.gates import ConfidenceGate
+from vigil.flow.skills import Proposal
+from vigil.wire.events import Event, Message, SuggestionKind
 
 
 class Acknowledge:
@@ -31,7 +31,7 @@ class Acknowledge:
     def __init__(self, delay_s: float = 0.0) -> None:
         self.delay_s = delay_s
 
-    async def propose(self, event: Message | CaseEvent | Feedback, case: CaseState | None) -> Sequence[Proposal]:
+    async def propose(self, event: Event, case: CaseState | None) -> Sequence[Proposal]:
         await asyncio.sleep(self.delay_s)
         if isinstance(event, Message) and event.role == "customer" and event.text.endswith("?"):
             return (Proposal(kind="answer", text=f"Answering: {event.text}", confidence=0.9),)

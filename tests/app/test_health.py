@@ -8,10 +8,10 @@ from datetime import UTC, datetime
 import pytest
 from prometheus_client import CollectorRegistry
 
-from vigil.clock import ManualClock
-from vigil.errors import StoreUnavailable
-from vigil.health import Health
-from vigil.metrics import Metrics
+from vigil.app.health import Health
+from vigil.core.clock import ManualClock
+from vigil.core.errors import StoreUnavailable
+from vigil.core.metrics import Metrics
 
 
 class Switch:
@@ -31,7 +31,7 @@ def health(switch: Switch) -> Health:
 
 
 def said(caplog: pytest.LogCaptureFixture) -> list[str]:
-    return [r.getMessage() for r in caplog.records if r.name == "vigil.health"]
+    return [r.getMessage() for r in caplog.records if r.name == "vigil.app.health"]
 
 
 async def test_a_dependency_still_starting_is_not_reachable_again_when_it_answers(caplog: pytest.LogCaptureFixture):

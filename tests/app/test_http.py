@@ -11,13 +11,13 @@ import httpx
 import jsonschema
 import pytest
 
-from vigil.api import create_app
-from vigil.clock import SystemClock
-from vigil.errors import StoreUnavailable
-from vigil.events import parse
-from vigil.health import Health
-from vigil.metrics import Metrics
-from vigil.store import CaseStore
+from vigil.app.health import Health
+from vigil.app.http import create_app
+from vigil.cases.store import CaseStore
+from vigil.core.clock import SystemClock
+from vigil.core.errors import StoreUnavailable
+from vigil.core.metrics import Metrics
+from vigil.wire.events import parse
 
 
 def client_for(store: CaseStore, health: Health, metrics: Metrics) -> httpx.AsyncClient:

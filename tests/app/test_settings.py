@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from vigil.clock import SystemClock
-from vigil.errors import SettingsError
-from vigil.settings import Settings, load_settings
-from vigil.store import CaseStore
+from vigil.app.settings import Settings, load_settings
+from vigil.cases.store import CaseStore
+from vigil.core.clock import SystemClock
+from vigil.core.errors import SettingsError
 
 
 def test_defaults_are_the_documented_ones(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):

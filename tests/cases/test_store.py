@@ -14,21 +14,21 @@ import pytest
 import sqlalchemy as sa
 
 from tests.conftest import PG_ADMIN, make_settings, migrated_store
-from vigil.clock import SystemClock
-from vigil.errors import EventConflict, StoreError, StoreUnavailable
-from vigil.events import CaseEvent, Feedback, Message, SourceRef, Suggestion, parse
-from vigil.store import CaseStore
-from vigil.tables import UTCDateTime
+from vigil.cases.store import CaseStore
+from vigil.core.clock import SystemClock
+from vigil.core.errors import EventConflict, StoreError, StoreUnavailable
+from vigil.db.tables import UTCDateTime
+from vigil.wire.events import Event, SourceRef, Suggestion, parse
 
 LIMITS = {"max_event_bytes": 1 << 20, "max_text_bytes": 1 << 16}
 EPOCH = "2026-11-02T09:00:00Z"
 
 
-def event(**fields: Any) -> Message | CaseEvent | Feedback:
+def event(**fields: Any) -> Event:
     return parse(json.dumps({"schema_version": 1, **fields}).encode(), **LIMITS)
 
 
-def msg(n: int, conversation: str = "c-1", role: str = "customer", **extra: Any) -> Message | CaseEvent | Feedback:
+def msg(n: int, conversation: str = "c-1", role: str = "customer", **extra: Any) -> Event:
     return event(
         type="message",
         message_id=f"{conversation}-m{n}",
@@ -39,7 +39,7 @@ def msg(n: int, conversation: str = "c-1", role: str = "customer", **extra: Any)
     )
 
 
-def case(n: int, change: str, conversation: str = "c-1", **extra: Any) -> Message | CaseEvent | Feedback:
+def case(n: int, change: str, conversation: str = "c-1", **extra: Any) -> Event:
     return event(
         type="case",
         event_id=f"{conversation}-e{n}",
@@ -247,7 +247,7 @@ async def test_migrations_are_idempotent(store: CaseStore):
 
 async def test_an_unreachable_database_is_reported_as_unavailable(tmp_path):
     from tests.conftest import make_settings
-    from vigil.clock import SystemClock
+    from vigil.core.clock import SystemClock
 
     settings = make_settings(tmp_path=tmp_path, db_url="postgresql+asyncpg://postgres@127.0.0.1:1/none")
     dead = CaseStore.from_settings(settings, clock=SystemClock())
@@ -266,7 +266,7 @@ async def test_an_unreachable_database_is_reported_as_unavailable(tmp_path):
 
 
 async def test_two_tenants_and_two_conversations_may_reuse_an_id(store: CaseStore):
-    def same_ids(conversation: str, tenant: str) -> list[Message | CaseEvent | Feedback]:
+    def same_ids(conversation: str, tenant: str) -> list[Event]:
         at = {"conversation_id": conversation, "tenant": tenant}
         return [
             event(type="message", message_id="m-1", role="customer", sent_at="2026-11-02T09:00:00Z", text="hi", **at),
@@ -460,7 +460,7 @@ async def test_a_role_at_its_connection_limit_is_unavailable_until_a_slot_frees(
 # A sender's clock far ahead (issue 8, item 11).
 
 
-def said(conversation: str, at: str) -> Message | CaseEvent | Feedback:
+def said(conversation: str, at: str) -> Event:
     return event(
         type="message",
         message_id=f"{conversation}-{at}",
@@ -473,7 +473,7 @@ def said(conversation: str, at: str) -> Message | CaseEvent | Feedback:
 
 async def test_an_event_time_far_ahead_counts_as_at_most_the_skew_ahead_for_its_conversation(db_url: str, tmp_path):
     from tests.conftest import make_settings
-    from vigil.clock import ManualClock
+    from vigil.core.clock import ManualClock
 
     clock = ManualClock(datetime(2026, 11, 2, 9, 0, tzinfo=UTC))
     settings = make_settings(tmp_path=tmp_path, db_url=db_url, ingest={"future_skew_s": 3600})
@@ -590,8 +590,8 @@ async def test_a_huge_conversation_is_read_a_page_at_a_time_newest_first(store: 
 
 
 async def test_a_page_of_a_huge_conversation_is_read_through_an_index(store: CaseStore):
-    from vigil import paging
-    from vigil.store import MESSAGE, SUGGESTION
+    from vigil.cases import paging
+    from vigil.cases.store import MESSAGE, SUGGESTION
 
     await bulk_conversation(store)
     page = await store.conversation("huge", limit=100)
@@ -643,7 +643,7 @@ async def test_a_page_holds_the_latest_verdict_on_each_of_its_suggestions(store:
     "cursor", ["not-base64!", "e30", "bm90IGpzb24", "eyJtIjoiMSIsInMiOm51bGwsIm1kIjpmYWxzZSwic2QiOmZhbHNlfQ"]
 )
 async def test_a_cursor_no_page_gave_is_refused(store: CaseStore, cursor: str):
-    from vigil.errors import InvalidCursor
+    from vigil.core.errors import InvalidCursor
 
     await store.record(msg(0))
     with pytest.raises(InvalidCursor):
@@ -691,7 +691,7 @@ async def test_a_short_last_message_is_previewed_whole_and_a_conversation_withou
 async def test_the_customer_name_is_read_from_an_index_of_named_messages_however_many_are_unnamed(
     store: CaseStore,
 ):
-    from vigil.store import _latest_messages
+    from vigil.cases.store import _latest_messages
 
     await bulk_conversation(store)  # a huge conversation whose customer never gives a name: the worst case
     rows = {item.conversation_id: item for item in await store.queue(tenants=None, reader=None)}

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from vigil.clock import ManualClock, SystemClock
+from vigil.core.clock import ManualClock, SystemClock
 
 
 async def test_system_clock_is_aware_and_monotonic():

@@ -13,8 +13,8 @@ from alembic.autogenerate import compare_metadata
 from alembic.config import Config
 from alembic.migration import MigrationContext
 
-from vigil.store import CaseStore
-from vigil.tables import metadata
+from vigil.cases.store import CaseStore
+from vigil.db.tables import metadata
 
 
 def _diff(connection: sa.Connection) -> list[object]:
@@ -30,7 +30,7 @@ async def test_the_migrated_schema_matches_the_models(store: CaseStore):
 
 def _downgrade(connection: sa.Connection) -> None:
     config = Config()
-    config.set_main_option("script_location", str(resources.files("vigil") / "migrations"))
+    config.set_main_option("script_location", str(resources.files("vigil.db") / "migrations"))
     config.attributes["connection"] = connection
     command.downgrade(config, "base")
 
@@ -52,7 +52,7 @@ async def test_downgrade_to_base_then_upgrade_again(store: CaseStore):
 def _to(revision: str) -> Callable[[sa.Connection], None]:
     def run(connection: sa.Connection) -> None:
         config = Config()
-        config.set_main_option("script_location", str(resources.files("vigil") / "migrations"))
+        config.set_main_option("script_location", str(resources.files("vigil.db") / "migrations"))
         config.attributes["connection"] = connection
         if revision == "head":
             command.upgrade(config, revision)

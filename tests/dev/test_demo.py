@@ -6,9 +6,9 @@ import json
 from collections import Counter
 from datetime import UTC, datetime
 
-from vigil.demo import bundled_conversations, load_conversations
-from vigil.events import Message, parse
-from vigil.replay import conversation_key, read_lines
+from vigil.dev.demo import bundled_conversations, load_conversations
+from vigil.dev.replay import conversation_key, read_lines
+from vigil.wire.events import Message, parse
 
 
 def test_every_bundled_demo_event_is_valid_v1():
@@ -44,11 +44,11 @@ def test_keys_come_from_the_conversation_id():
 async def test_the_player_gives_fresh_ids_and_the_current_time():
     from prometheus_client import CollectorRegistry
 
-    from vigil.backoff import Backoff
-    from vigil.clock import ManualClock
-    from vigil.demo import DemoTraffic
-    from vigil.metrics import Metrics
-    from vigil.settings import KafkaSettings
+    from vigil.app.settings import KafkaSettings
+    from vigil.core.clock import ManualClock
+    from vigil.core.metrics import Metrics
+    from vigil.core.retry import Backoff
+    from vigil.dev.demo import DemoTraffic
     from vigil.transport.kafka import KafkaPublisher
 
     clock = ManualClock(datetime(2026, 12, 1, 8, 0, tzinfo=UTC))
@@ -82,7 +82,7 @@ async def test_the_player_gives_fresh_ids_and_the_current_time():
 def test_the_demo_broker_takes_the_port_it_is_given_when_free():
     import socket
 
-    from vigil.broker import EmbeddedBroker, free_port
+    from vigil.dev.broker import EmbeddedBroker, free_port
 
     port = free_port()
     with EmbeddedBroker(port=port, fallback=True) as broker:
@@ -95,7 +95,7 @@ def test_the_demo_broker_takes_the_port_it_is_given_when_free():
 def test_a_taken_demo_broker_port_falls_back_to_a_free_one_and_says_so():
     import socket
 
-    from vigil.broker import EmbeddedBroker
+    from vigil.dev.broker import EmbeddedBroker
 
     with socket.socket() as holder:
         holder.bind(("127.0.0.1", 0))
@@ -109,7 +109,7 @@ def test_a_taken_demo_broker_port_falls_back_to_a_free_one_and_says_so():
 
 
 def test_the_demo_broker_port_defaults_to_9092():
-    from vigil.settings import Settings
+    from vigil.app.settings import Settings
 
     assert Settings().demo.broker_port == 9092
 
@@ -119,7 +119,7 @@ def test_the_discovery_file_is_found_while_its_demo_runs_and_gone_after(tmp_path
     import subprocess
     import sys
 
-    from vigil import discovery
+    from vigil.dev import discovery
 
     address = discovery.DemoAddress("127.0.0.1:9092", "in", "out", "dlq", "http://127.0.0.1:8080/panel", os.getpid())
     assert discovery.find(tmp_path) is None

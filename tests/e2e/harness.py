@@ -25,7 +25,7 @@ import psycopg
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import Topics, wait_for
-from vigil.broker import free_port
+from vigil.dev.broker import free_port
 
 VIGIL = Path(sys.executable).parent / "vigil"
 EPOCH = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)

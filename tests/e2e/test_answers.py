@@ -11,7 +11,7 @@ import pytest
 from tests.conftest import Topics, create_topics
 from tests.e2e.harness import VigilCli, VigilProcess, case, eventually, message, ready, record
 from tests.kafka_client import produce, read_topic
-from vigil.broker import EmbeddedBroker
+from vigil.dev.broker import EmbeddedBroker
 
 pytestmark = pytest.mark.e2e
 

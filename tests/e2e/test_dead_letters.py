@@ -11,7 +11,7 @@ import pytest
 from tests.conftest import Topics, create_topics
 from tests.e2e.harness import Database, VigilCli, VigilProcess, case, eventually, message
 from tests.kafka_client import committed, produce, read_topic
-from vigil.broker import EmbeddedBroker
+from vigil.dev.broker import EmbeddedBroker
 
 pytestmark = pytest.mark.e2e
 
@@ -215,7 +215,7 @@ async def test_a_dead_letter_that_keeps_failing_is_tried_at_most_the_ceiling_the
     await db.reach("message", 1, daemon)
     await until_all_committed(kafka, topics, len(stream), daemon)
     assert daemon.metric("vigil_dead_letter_failures_total", reason="invalid_json") == 1
-    # It was retried (the exact count of tries is checked in tests/test_ingest.py; other broker retries, such as a
+    # It was retried (the exact count of tries is checked in tests/flow/test_ingest.py; other broker retries, such as a
     # slow commit, count here too), and then let go rather than held for good.
     assert daemon.metric("vigil_retries_total", dependency="broker") >= 2, "3 attempts are 2 retries"
     assert daemon.metric("vigil_events_dead_lettered_total", reason="invalid_json") == 0

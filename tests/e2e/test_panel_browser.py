@@ -27,21 +27,21 @@ from tests.conftest import Topics, create_topics, new_topics, open_knowledge
 from tests.e2e.harness import VigilCli, VigilProcess, eventually, message, ready, record
 from tests.kafka_client import produce
 from tests.oidc_provider import CLIENT_ID, CLIENT_SECRET, OidcProvider
-from vigil.api import EmbeddedServer, create_app
-from vigil.broker import EmbeddedBroker, free_port
-from vigil.clock import SystemClock
-from vigil.display import Display
-from vigil.documents import read
-from vigil.drafting import DRAFT_MARK
-from vigil.events import SourceRef, Suggestion, parse
-from vigil.health import Health
-from vigil.knowledge import KnowledgeStore
-from vigil.live import LiveFeed, Update, recorded
-from vigil.metrics import Metrics
-from vigil.paging import DEFAULT_PAGE
+from vigil.answers.drafting import DRAFT_MARK
+from vigil.app.health import Health
+from vigil.app.http import EmbeddedServer, create_app
+from vigil.app.settings import PanelSettings
+from vigil.cases.paging import DEFAULT_PAGE
+from vigil.cases.store import CaseStore
+from vigil.core.clock import SystemClock
+from vigil.core.metrics import Metrics
+from vigil.dev.broker import EmbeddedBroker, free_port
+from vigil.knowledge.documents import read
+from vigil.knowledge.store import KnowledgeStore
+from vigil.live.feed import LiveFeed, Update, recorded
 from vigil.panel.auth import token_digest
-from vigil.settings import PanelSettings
-from vigil.store import CaseStore
+from vigil.panel.display import Display
+from vigil.wire.events import SourceRef, Suggestion, parse
 
 pytestmark = pytest.mark.e2e
 

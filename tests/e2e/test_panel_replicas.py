@@ -13,7 +13,7 @@ from tests.conftest import Topics, create_topics
 from tests.e2e.harness import VigilCli, VigilProcess, eventually, message, ready, record
 from tests.kafka_client import produce
 from tests.sse import sse_events
-from vigil.broker import EmbeddedBroker
+from vigil.dev.broker import EmbeddedBroker
 
 pytestmark = pytest.mark.e2e
 

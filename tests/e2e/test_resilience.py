@@ -11,7 +11,7 @@ import pytest
 from tests.conftest import Topics, create_topics, frozen
 from tests.e2e.harness import Database, VigilCli, chat, eventually, ready
 from tests.kafka_client import produce
-from vigil.broker import EmbeddedBroker, free_port
+from vigil.dev.broker import EmbeddedBroker, free_port
 
 pytestmark = pytest.mark.e2e
 

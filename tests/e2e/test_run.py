@@ -23,7 +23,7 @@ from tests.e2e.harness import (
     record,
 )
 from tests.kafka_client import produce
-from vigil.broker import EmbeddedBroker
+from vigil.dev.broker import EmbeddedBroker
 
 pytestmark = pytest.mark.e2e
 

@@ -16,23 +16,23 @@ import pytest
 import sqlalchemy as sa
 from prometheus_client import CollectorRegistry
 
+from tests.cases.test_store import set_fault, with_fault
 from tests.conftest import PG_ADMIN, make_settings, wait_for
-from tests.test_store import set_fault, with_fault
-from vigil.backoff import Backoff
-from vigil.cases import CaseState
-from vigil.clock import SystemClock
-from vigil.errors import Rejected, StoreUnavailable, TransportError
-from vigil.events import CaseEvent, Feedback, Message, SuggestionKind
-from vigil.gate import ConfidenceGate, Gate
-from vigil.ingest import Ingest
-from vigil.live import LiveFeed
-from vigil.metrics import Metrics
-from vigil.pipeline import Pipeline
-from vigil.settings import IngestSettings
-from vigil.skills import Proposal, Skill
-from vigil.store import CaseStore
-from vigil.transport import Record
+from vigil.app.settings import IngestSettings
+from vigil.cases.store import CaseStore
+from vigil.cases.writes import CaseState
+from vigil.core.clock import SystemClock
+from vigil.core.errors import Rejected, StoreUnavailable, TransportError
+from vigil.core.metrics import Metrics
+from vigil.core.retry import Backoff
+from vigil.flow.gates import ConfidenceGate, Gate
+from vigil.flow.ingest import Ingest
+from vigil.flow.pipeline import Pipeline
+from vigil.flow.skills import Proposal, Skill
+from vigil.live.feed import LiveFeed
+from vigil.transport.base import Record
 from vigil.transport.memory import MemoryDelivery, MemorySink, MemorySource
+from vigil.wire.events import Event, Message, SuggestionKind
 
 
 def record(value: bytes, offset: int = 0) -> Record:
@@ -66,7 +66,7 @@ class OrderWitness:
         self.max_parallel = 0
         self.overlap = False
 
-    async def propose(self, event: Message | CaseEvent | Feedback, case: CaseState | None) -> Sequence[Proposal]:
+    async def propose(self, event: Event, case: CaseState | None) -> Sequence[Proposal]:
         if event.conversation_id in self.running:
             self.overlap = True
         self.running.add(event.conversation_id)
@@ -86,7 +86,7 @@ class Echo:
     def __init__(self, delay_s: float = 0.0) -> None:
         self.delay_s = delay_s
 
-    async def propose(self, event: Message | CaseEvent | Feedback, case: CaseState | None) -> Sequence[Proposal]:
+    async def propose(self, event: Event, case: CaseState | None) -> Sequence[Proposal]:
         await asyncio.sleep(self.delay_s)
         if isinstance(event, Message) and event.text.startswith("conf="):
             return (Proposal(kind="answer", text=f"re: {event.text}", confidence=float(event.text[5:])),)
@@ -168,7 +168,7 @@ class Turnstile:
         self.max_holding = 0
         self.passed = 0
 
-    async def propose(self, event: Message | CaseEvent | Feedback, case: CaseState | None) -> Sequence[Proposal]:
+    async def propose(self, event: Event, case: CaseState | None) -> Sequence[Proposal]:
         self.holding += 1
         self.max_holding = max(self.max_holding, self.holding)
         try:
@@ -269,7 +269,7 @@ class Stuck:
     name = "stuck"
     kind: SuggestionKind = "answer"
 
-    async def propose(self, event: Message | CaseEvent | Feedback, case: CaseState | None) -> Sequence[Proposal]:
+    async def propose(self, event: Event, case: CaseState | None) -> Sequence[Proposal]:
         await asyncio.sleep(3600)
         return ()
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from vigil.documents import KnowledgeFileError, discover, read
+from vigil.knowledge.documents import KnowledgeFileError, discover, read
 
 ARTICLE = """---
 id: esim-setup
@@ -120,7 +120,7 @@ def test_discover_finds_knowledge_files_and_skips_readmes(tmp_path: Path):
 
 
 def test_the_bundled_help_centre_loads():
-    root = Path(__file__).parent.parent / "knowledge"
+    root = Path(__file__).parent.parent.parent / "knowledge"
     entries = [e for path in discover([root / "articles", root / "faqs"]) for e in read(path)]
     kinds = [e.kind for e in entries]
     assert kinds.count("article") >= 30 and kinds.count("faq") >= 40

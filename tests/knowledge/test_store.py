@@ -22,24 +22,24 @@ from alembic import command
 from alembic.config import Config
 
 from tests.conftest import help_centre, make_settings, open_knowledge, wait_for
-from tests.test_panel import USERS, bearer
-from vigil.answers import AnswerSkill
-from vigil.api import create_app
-from vigil.cases import CaseState
-from vigil.clock import ManualClock, SystemClock
-from vigil.documents import Entry, KnowledgeFileError, Passage
-from vigil.embedding import SentenceTransformerEmbedder, Vectors
-from vigil.events import Message
-from vigil.health import Health
-from vigil.knowledge import ENTRY, EntryConflict, KnowledgeStore, standalone
-from vigil.lexical import LexicalIndex
-from vigil.metrics import Metrics
+from tests.panel.test_routes import USERS, bearer
+from vigil.answers.skill import AnswerSkill
+from vigil.app.health import Health
+from vigil.app.http import create_app
+from vigil.app.settings import AnswerSettings, PanelSettings, Settings
+from vigil.cases.store import CaseStore
+from vigil.cases.writes import CaseState
+from vigil.core.clock import ManualClock, SystemClock
+from vigil.core.metrics import Metrics
+from vigil.knowledge.documents import Entry, KnowledgeFileError, Passage
+from vigil.knowledge.embedding import SentenceTransformerEmbedder, Vectors
+from vigil.knowledge.lexical import LexicalIndex
+from vigil.knowledge.store import ENTRY, EntryConflict, KnowledgeStore, standalone
+from vigil.knowledge.vectors import VectorCollection, connect
 from vigil.panel.overview import overview
-from vigil.settings import AnswerSettings, PanelSettings, Settings
-from vigil.store import CaseStore
-from vigil.vectors import VectorCollection, connect
+from vigil.wire.events import Message
 
-ROOT = Path(__file__).parent.parent
+ROOT = Path(__file__).parent.parent.parent
 
 
 @pytest.fixture
@@ -454,7 +454,7 @@ async def test_the_knowledge_store_imports_and_searches_through_a_chroma_server(
     assert not (settings.data_dir / "chroma").exists()  # nothing was written to an embedded Chroma
 
     # A second replica on the same server and database finds every vector there: nothing to re-embed.
-    caplog.set_level(logging.WARNING, logger="vigil.knowledge")
+    caplog.set_level(logging.WARNING, logger="vigil.knowledge.store")
     second = replica()
     await second.open()
     assert not [r for r in caplog.records if "re-embedding" in r.getMessage()]
@@ -534,7 +534,7 @@ async def test_knowledge_stored_before_tenants_is_global_and_repaired_at_start(
 
 def _downgrade_to_0004(connection: sa.Connection) -> None:
     config = Config()
-    config.set_main_option("script_location", str(resources.files("vigil") / "migrations"))
+    config.set_main_option("script_location", str(resources.files("vigil.db") / "migrations"))
     config.attributes["connection"] = connection
     command.downgrade(config, "0004")
 

@@ -10,11 +10,11 @@ import psycopg
 import pytest
 
 from tests.conftest import wait_for
-from vigil.backoff import Backoff
-from vigil.clock import SystemClock
-from vigil.fanout import APPLICATION_NAME, MAX_PAYLOAD_BYTES, Fanout, decode, encode
-from vigil.live import LiveFeed, Update, Watcher
-from vigil.metrics import Metrics
+from vigil.core.clock import SystemClock
+from vigil.core.metrics import Metrics
+from vigil.core.retry import Backoff
+from vigil.live.fanout import APPLICATION_NAME, MAX_PAYLOAD_BYTES, Fanout, decode, encode
+from vigil.live.feed import LiveFeed, Update, Watcher
 
 
 def update(text: str = "hello", conversation: str = "c-1", tenant: str = "acme") -> Update:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 from datetime import UTC, datetime
 
-from vigil.cases import CaseState
-from vigil.events import Feedback, Message
-from vigil.live import LiveFeed, Update, Watcher, recorded
+from vigil.cases.writes import CaseState
+from vigil.live.feed import LiveFeed, Update, Watcher, recorded
+from vigil.wire.events import Feedback, Message
 
 NOW = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
 

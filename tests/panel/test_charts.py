@@ -11,9 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from markupsafe import Markup
 
-from vigil.display import Display
 from vigil.panel import overview_charts
 from vigil.panel.charts import Series, count, line_chart, milliseconds, percent, seconds, stacked_bar_chart
+from vigil.panel.display import Display
 from vigil.panel.overview import Overview, Tally, Totals
 from vigil.panel.svg import BACKGROUND, INK, MUTED, PALETTE
 

@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from vigil.display import Display, Displays, locale_problem, zone_problem
+from vigil.panel.display import Display, Displays, locale_problem, zone_problem
 
 SUMMER = datetime(2026, 7, 1, 13, 5, tzinfo=UTC)
 WINTER = datetime(2026, 1, 15, 13, 5, tzinfo=UTC)

@@ -18,16 +18,16 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from tests.oidc_provider import CLIENT_ID, OidcProvider, SigningKey, authorize
-from vigil.api import create_app
-from vigil.clock import Clock, ManualClock, SystemClock
-from vigil.errors import AuthError, AuthUnavailable, SettingsError
-from vigil.health import Health
-from vigil.metrics import Metrics
+from vigil.app.health import Health
+from vigil.app.http import create_app
+from vigil.app.settings import OidcSettings, PanelSettings
+from vigil.cases.store import CaseStore
+from vigil.core.clock import Clock, ManualClock, SystemClock
+from vigil.core.errors import AuthError, AuthUnavailable, SettingsError
+from vigil.core.metrics import Metrics
 from vigil.panel.id_token import public_key
 from vigil.panel.identity import Identity
 from vigil.panel.oidc import OidcClient, PendingLogin
-from vigil.settings import OidcSettings, PanelSettings
-from vigil.store import CaseStore
 
 REDIRECT = "http://127.0.0.1:9/auth/oidc/callback"  # never served: the tests read the redirect instead of following it
 

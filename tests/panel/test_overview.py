@@ -9,13 +9,13 @@ import pytest
 import sqlalchemy as sa
 
 from tests.conftest import make_settings
-from vigil.clock import SystemClock
-from vigil.errors import EventConflict, StoreUnavailable
-from vigil.events import CaseEvent, Feedback, Message, Suggestion
+from vigil.cases.store import CaseStore
+from vigil.core.clock import SystemClock
+from vigil.core.errors import EventConflict, StoreUnavailable
+from vigil.db.tables import KnowledgeEntryRow
 from vigil.panel.overview import Overview, Tally, overview
 from vigil.panel.windows import DEFAULT, WINDOWS, fitting, oldest_record
-from vigil.store import CaseStore
-from vigil.tables import KnowledgeEntryRow
+from vigil.wire.events import CaseEvent, Feedback, Message, Suggestion
 
 T0 = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
 HOUR = 3600

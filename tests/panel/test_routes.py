@@ -26,20 +26,20 @@ from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 from tests.browser import chromium
 from tests.conftest import make_settings, open_knowledge, wait_for
 from tests.sse import sse_events
-from vigil.api import SESSION_COOKIE, EmbeddedServer, create_app
-from vigil.cli import main
-from vigil.clock import Clock, ManualClock, SystemClock
-from vigil.documents import read
-from vigil.events import Feedback, Message, Suggestion, parse
-from vigil.health import Health
-from vigil.knowledge import KnowledgeStore
-from vigil.live import LiveFeed, Update
-from vigil.metrics import Metrics
-from vigil.panel.api import LIVE_RECHECK_S
+from vigil.app.cli import main
+from vigil.app.health import Health
+from vigil.app.http import SESSION_COOKIE, EmbeddedServer, create_app
+from vigil.app.settings import PanelSettings, PanelUser
+from vigil.cases.store import CaseStore
+from vigil.core.clock import Clock, ManualClock, SystemClock
+from vigil.core.metrics import Metrics
+from vigil.knowledge.documents import read
+from vigil.knowledge.store import KnowledgeStore
+from vigil.live.feed import LiveFeed, Update
 from vigil.panel.auth import token_digest
-from vigil.settings import PanelSettings, PanelUser
-from vigil.store import CaseStore
+from vigil.panel.routes import LIVE_RECHECK_S
 from vigil.transport.memory import MemoryOutbox
+from vigil.wire.events import Feedback, Message, Suggestion, parse
 
 NOW = datetime.now(UTC).replace(microsecond=0)
 TOKENS = {"ana": "ana-secret-token", "lee": "lee-secret-token", "root": "root-secret-token", "ada": "ada-token"}
@@ -549,7 +549,7 @@ async def test_a_long_conversation_page_holds_the_newest_page_and_a_way_to_earli
     outbox: MemoryOutbox,
     registry,  # type: ignore[no-untyped-def]
 ):
-    from vigil.paging import DEFAULT_PAGE
+    from vigil.cases.paging import DEFAULT_PAGE
 
     total = DEFAULT_PAGE + 5
     for n in range(total):
@@ -585,7 +585,7 @@ async def test_a_drafted_suggestion_is_labelled_as_machine_written_on_its_card(
     outbox: MemoryOutbox,
     registry,  # type: ignore[no-untyped-def]
 ):
-    from vigil.drafting import DRAFT_MARK
+    from vigil.answers.drafting import DRAFT_MARK
 
     drafted = Suggestion(
         suggestion_id="s-drafted",

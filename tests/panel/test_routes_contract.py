@@ -14,9 +14,9 @@ from hypothesis import HealthCheck, given, settings
 from prometheus_client import CollectorRegistry
 
 from tests.conftest import make_settings
-from tests.test_panel import bearer, panel_app, say, suggest
-from vigil.clock import SystemClock
-from vigil.store import CaseStore
+from tests.panel.test_routes import bearer, panel_app, say, suggest
+from vigil.cases.store import CaseStore
+from vigil.core.clock import SystemClock
 from vigil.transport.memory import MemoryOutbox
 
 if os.environ.get("CI"):  # make test installs the dev extras: there, a missing schemathesis is a failure

@@ -11,11 +11,11 @@ from prometheus_client import CollectorRegistry
 
 from tests.conftest import Topics, create_topics, frozen, make_settings
 from tests.kafka_client import produce, read_topic
-from vigil.backoff import Backoff
-from vigil.broker import EmbeddedBroker
-from vigil.clock import SystemClock
-from vigil.errors import RecordRefused, Rejected, TransportError
-from vigil.metrics import Metrics
+from vigil.core.clock import SystemClock
+from vigil.core.errors import RecordRefused, Rejected, TransportError
+from vigil.core.metrics import Metrics
+from vigil.core.retry import Backoff
+from vigil.dev.broker import EmbeddedBroker
 from vigil.transport.kafka import MAX_REQUEST_BYTES, KafkaDelivery, KafkaPublisher, KafkaSource, ensure_topics
 
 
@@ -168,7 +168,7 @@ async def test_check_fails_while_the_broker_is_frozen(own_kafka: EmbeddedBroker,
 
 
 async def test_unreachable_broker_is_a_transport_error(tmp_path, topics: Topics):
-    from vigil.broker import free_port
+    from vigil.dev.broker import free_port
 
     settings = make_settings(tmp_path=tmp_path, bootstrap=f"127.0.0.1:{free_port()}", topics=topics)
     publisher = KafkaPublisher(settings.kafka)
@@ -201,7 +201,7 @@ async def test_a_record_too_large_is_refused_for_good_and_not_retried(kafka: Emb
     try:
         too_large = partial(publisher.send, topics.dlq, b"x" * MAX_REQUEST_BYTES, b"k")
         with pytest.raises(RecordRefused):
-            await asyncio.wait_for(backoff.persist("publishing", too_large), 10)
+            await asyncio.wait_for(backoff.retry("publishing", too_large), 10)
         await publisher.send(topics.dlq, b"x" * (MAX_REQUEST_BYTES - 1024), b"k")  # the producer still works
     finally:
         await publisher.close()

@@ -19,11 +19,10 @@ from prometheus_client import CollectorRegistry
 
 from tests.conftest import wait_for
 from tests.mosquitto import Mosquitto, MosquittoSub, make_certificates, mosquitto_pub, mosquitto_pub_lines
-from vigil.broker import free_port
-from vigil.errors import Rejected, SettingsError, TransportError
-from vigil.events import Suggestion, addressed, parse
-from vigil.metrics import Metrics
-from vigil.settings import MqttSettings
+from vigil.app.settings import MqttSettings
+from vigil.core.errors import Rejected, SettingsError, TransportError
+from vigil.core.metrics import Metrics
+from vigil.dev.broker import free_port
 from vigil.transport.mqtt import (
     MqttConnection,
     MqttDelivery,
@@ -33,6 +32,7 @@ from vigil.transport.mqtt import (
     decode_level,
     encode_level,
 )
+from vigil.wire.events import Suggestion, addressed, parse
 
 Connect = Callable[[MqttSettings], Awaitable[MqttSource]]
 LIMITS = {"max_event_bytes": 1024 * 1024, "max_text_bytes": 64 * 1024}

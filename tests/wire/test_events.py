@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from vigil.errors import Rejected
-from vigil.events import MAX_DEPTH, CaseEvent, Feedback, Message, Suggestion, addressed, json_schemas, parse
+from vigil.core.errors import Rejected
+from vigil.wire.events import MAX_DEPTH, CaseEvent, Feedback, Message, Suggestion, addressed, json_schemas, parse
 
 LIMITS = {"max_event_bytes": 1024 * 1024, "max_text_bytes": 64 * 1024}
 

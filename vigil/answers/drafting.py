@@ -19,10 +19,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from vigil import grounding
-from vigil.clock import Clock
-from vigil.metrics import Metrics
-from vigil.settings import LlmSettings
+from vigil.answers import grounding
+from vigil.app.settings import LlmSettings
+from vigil.core.clock import Clock
+from vigil.core.metrics import Metrics
 
 if TYPE_CHECKING:  # the SDK takes seconds to import: only a drafter with an API key loads it
     import anthropic

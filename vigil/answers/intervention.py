@@ -12,14 +12,14 @@ import re
 from collections import OrderedDict
 from datetime import timedelta
 
-from vigil.cases import CaseState
-from vigil.clock import Clock
-from vigil.events import CaseEvent, Feedback, Message, Suggestion, SuggestionKind
-from vigil.gate import Decision
-from vigil.questions import classify
-from vigil.settings import AnswerSettings
-from vigil.skills import Proposal
-from vigil.store import CaseStore
+from vigil.answers.questions import classify
+from vigil.app.settings import AnswerSettings
+from vigil.cases.store import CaseStore
+from vigil.cases.writes import CaseState
+from vigil.core.clock import Clock
+from vigil.flow.gates import Decision
+from vigil.flow.skills import Proposal
+from vigil.wire.events import Event, Message, Suggestion, SuggestionKind
 
 _WORDS = re.compile(r"\w+")
 _REMEMBERED_EVENTS = 1024  # events in flight at once are at most VIGIL_INGEST__MAX_IN_FLIGHT (512)
@@ -43,9 +43,7 @@ class InterventionPolicy:
         # What admit read, for review to reuse: one read of the conversation's suggestions per event.
         self._earlier: OrderedDict[str, list[Suggestion]] = OrderedDict()
 
-    async def admit(
-        self, kind: SuggestionKind, event: Message | CaseEvent | Feedback, case: CaseState | None
-    ) -> Decision:
+    async def admit(self, kind: SuggestionKind, event: Event, case: CaseState | None) -> Decision:
         if kind != "answer":
             return Decision.allow()
         if not isinstance(event, Message) or event.role != "customer":
@@ -61,9 +59,7 @@ class InterventionPolicy:
             return Decision.silence("cooldown")
         return Decision.allow()
 
-    async def review(
-        self, proposal: Proposal, event: Message | CaseEvent | Feedback, case: CaseState | None
-    ) -> Decision:
+    async def review(self, proposal: Proposal, event: Event, case: CaseState | None) -> Decision:
         floor = self._settings.min_confidence
         if proposal.confidence < floor:
             return Decision.silence("low_confidence")
@@ -72,7 +68,7 @@ class InterventionPolicy:
         earlier = await self._recent(event)
         return _fresh(proposal, earlier, self._settings.max_similarity)
 
-    async def _recent(self, event: Message | CaseEvent | Feedback) -> list[Suggestion]:
+    async def _recent(self, event: Event) -> list[Suggestion]:
         """The conversation's latest suggestions before ``event`` (read once per event)."""
         if event.id in self._earlier:
             return self._earlier[event.id]
@@ -82,7 +78,7 @@ class InterventionPolicy:
             self._earlier.popitem(last=False)
         return earlier
 
-    def timely(self, event: Message | CaseEvent | Feedback, *, superseded: bool) -> Decision:
+    def timely(self, event: Event, *, superseded: bool) -> Decision:
         if superseded:
             return Decision.silence("superseded")
         age = (self._clock.now() - event.occurred_at).total_seconds()

@@ -12,14 +12,14 @@ import math
 import re
 from collections.abc import Sequence
 
-from vigil.calibration import Logistic
-from vigil.cases import CaseState
-from vigil.drafting import Drafter, DraftSource, drafted_why
-from vigil.events import CaseEvent, Feedback, Message, SourceRef, SuggestionKind
-from vigil.knowledge import FaqMatch, Hit, KnowledgeStore
-from vigil.questions import asks_yes_or_no
-from vigil.settings import AnswerSettings
-from vigil.skills import Proposal
+from vigil.answers.calibration import Logistic
+from vigil.answers.drafting import Drafter, DraftSource, drafted_why
+from vigil.answers.questions import asks_yes_or_no
+from vigil.app.settings import AnswerSettings
+from vigil.cases.writes import CaseState
+from vigil.flow.skills import Proposal
+from vigil.knowledge.store import FaqMatch, Hit, KnowledgeStore
+from vigil.wire.events import Event, Message, SourceRef, SuggestionKind
 
 # Fitted by `python -m bench.calibrate` on held-out FAQ paraphrases and real off-topic questions (FAQ) and on the
 # tau2 banking dev tasks (retrieval); see docs/evaluation.md. Features: see faq_features / retrieval_features.
@@ -69,7 +69,7 @@ class AnswerSkill:
         self._faq_model = faq_model
         self._retrieval_model = retrieval_model
 
-    async def propose(self, event: Message | CaseEvent | Feedback, case: CaseState | None) -> Sequence[Proposal]:
+    async def propose(self, event: Event, case: CaseState | None) -> Sequence[Proposal]:
         if not isinstance(event, Message):
             return ()
         question = event.text

@@ -15,19 +15,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from vigil import __version__
-from vigil.clock import SystemClock
-from vigil.errors import SettingsError, VigilError
+from vigil.core.clock import SystemClock
+from vigil.core.errors import SettingsError, VigilError
 from vigil.panel.identity import ROLES
 
 if TYPE_CHECKING:
-    from vigil.daemon import Daemon
-    from vigil.discovery import DemoAddress
-    from vigil.settings import KafkaSettings, Settings
+    from vigil.app.daemon import Daemon
+    from vigil.app.settings import KafkaSettings, Settings
+    from vigil.dev.discovery import DemoAddress
     from vigil.transport.kafka import KafkaPublisher
 
 # Each command imports what it needs when it runs: the daemon's parts (torch, Chroma, the LLM SDK) take seconds to
 # import, which `vigil schema` or `vigil token` should not pay; even pydantic and SQLAlchemy take most of a second,
-# which `vigil --help` should not pay. tests/test_cli_imports.py checks what each command imports.
+# which `vigil --help` should not pay. tests/app/test_cli_imports.py checks what each command imports.
 
 log = logging.getLogger("vigil")
 
@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the `vigil` console script."""
     args = _parser().parse_args(argv)
     try:
-        from vigil.settings import load_settings
+        from vigil.app.settings import load_settings
 
         settings = load_settings()
         configure_logging(settings.log_level)
@@ -123,7 +123,7 @@ class _Choices:
 
 
 def _event_types() -> list[str]:
-    from vigil.events import json_schemas
+    from vigil.wire.events import json_schemas
 
     return sorted(json_schemas())
 
@@ -204,7 +204,7 @@ def _positive_int(text: str) -> int:
 
 
 async def _kb_import(args: argparse.Namespace, settings: Settings) -> int:
-    from vigil.knowledge import standalone
+    from vigil.knowledge.store import standalone
 
     async with standalone(settings) as knowledge:
         report = await knowledge.import_files(args.paths, prune=args.prune)
@@ -213,7 +213,7 @@ async def _kb_import(args: argparse.Namespace, settings: Settings) -> int:
 
 
 async def _kb_search(args: argparse.Namespace, settings: Settings) -> int:
-    from vigil.knowledge import standalone
+    from vigil.knowledge.store import standalone
 
     async with standalone(settings) as knowledge:
         queries = sys.stdin if args.text == "-" else [args.text]
@@ -229,7 +229,7 @@ async def _kb_search(args: argparse.Namespace, settings: Settings) -> int:
 
 
 async def _kb_stats(args: argparse.Namespace, settings: Settings) -> int:
-    from vigil.knowledge import standalone
+    from vigil.knowledge.store import standalone
 
     async with standalone(settings, searchable=False) as knowledge:
         stats = await knowledge.stats(args.tenant)
@@ -239,7 +239,7 @@ async def _kb_stats(args: argparse.Namespace, settings: Settings) -> int:
 
 
 async def _kb_export(args: argparse.Namespace, settings: Settings) -> int:
-    from vigil.knowledge import standalone
+    from vigil.knowledge.store import standalone
 
     async with standalone(settings, searchable=False) as knowledge:
         for entry in await knowledge.export():
@@ -272,7 +272,7 @@ async def _until_signalled(work: Callable[[asyncio.Event], Awaitable[None]]) -> 
 
 
 async def _run(args: argparse.Namespace, settings: Settings) -> int:
-    from vigil.daemon import Daemon
+    from vigil.app.daemon import Daemon
 
     daemon = Daemon(settings)
     await _until_signalled(daemon.run)
@@ -280,9 +280,9 @@ async def _run(args: argparse.Namespace, settings: Settings) -> int:
 
 
 async def _demo(args: argparse.Namespace, settings: Settings) -> int:
-    from vigil.broker import EmbeddedBroker
-    from vigil.daemon import Daemon
-    from vigil.demo import bundled_knowledge
+    from vigil.app.daemon import Daemon
+    from vigil.dev.broker import EmbeddedBroker
+    from vigil.dev.demo import bundled_knowledge
 
     broker: EmbeddedBroker | None = None
     if not settings.kafka.bootstrap_servers:
@@ -313,7 +313,7 @@ BANNER_MESSAGE = "My hub light is solid amber and the internet is down, what sho
 
 
 async def _demo_with_traffic(daemon: Daemon, settings: Settings, stop: asyncio.Event, traffic: bool) -> None:
-    from vigil import discovery
+    from vigil.dev import discovery
     from vigil.transport.kafka import KafkaPublisher
 
     settings.data_dir.mkdir(parents=True, exist_ok=True)
@@ -330,16 +330,16 @@ async def _demo_with_traffic(daemon: Daemon, settings: Settings, stop: asyncio.E
 
 async def _when_demo_ready(daemon: Daemon, settings: Settings, publisher: KafkaPublisher, traffic: bool) -> None:
     """Once the daemon is ready: close what earlier runs left open, tell the world where the demo is, play."""
-    from vigil import discovery
-    from vigil.demo import DemoTraffic, bundled_conversations, load_conversations, tidy_earlier_runs
+    from vigil.dev import discovery
+    from vigil.dev.demo import DemoTraffic, bundled_conversations, load_conversations, tidy_earlier_runs
 
     # The daemon has no "ready" event to wait on; /readyz reads the same two things.
     while not (daemon.phase == "running" and daemon.health.ready):  # noqa: ASYNC110
         await asyncio.sleep(0.1)
     kafka = settings.kafka
     conversations = load_conversations(settings.demo.conversations or bundled_conversations())
-    await daemon.backoff.persist("connecting the demo producer", publisher.start)
-    await daemon.backoff.persist(
+    await daemon.backoff.retry("connecting the demo producer", publisher.start)
+    await daemon.backoff.retry(
         "closing what earlier demo runs left open",
         lambda: tidy_earlier_runs(
             conversations, store=daemon.store, publisher=publisher, topic=kafka.input_topic, clock=daemon.clock
@@ -384,7 +384,7 @@ def demo_banner(address: DemoAddress) -> str:
 def _kafka_to_publish(settings: Settings, command: str) -> KafkaSettings:
     """The Kafka that `replay` and `send` publish to: VIGIL_KAFKA__BOOTSTRAP_SERVERS, else the demo running in the
     data dir (its broker and topics), else a clear error."""
-    from vigil import discovery
+    from vigil.dev import discovery
 
     kafka = settings.kafka
     if kafka.bootstrap_servers:
@@ -410,7 +410,7 @@ async def _replay(args: argparse.Namespace, settings: Settings) -> int:
     if not args.file.is_file():  # before anything else: the simplest mistake gets the simplest answer, at once
         print(f"vigil: {'not a file' if args.file.exists() else 'no such file'}: {args.file}", file=sys.stderr)
         return 2
-    from vigil.replay import replay
+    from vigil.dev.replay import replay
     from vigil.transport.kafka import KafkaPublisher
 
     kafka = _kafka_to_publish(settings, "replay")
@@ -440,8 +440,8 @@ async def _send(args: argparse.Namespace, settings: Settings) -> int:
     import uuid
     from datetime import UTC, datetime
 
-    from vigil.events import parse
     from vigil.transport.kafka import KafkaPublisher
+    from vigil.wire.events import parse
 
     kafka = _kafka_to_publish(settings, "send")
     event: dict[str, object] = {
@@ -471,7 +471,7 @@ async def _send(args: argparse.Namespace, settings: Settings) -> int:
 
 
 async def _db_upgrade(args: argparse.Namespace, settings: Settings) -> int:
-    from vigil.store import CaseStore
+    from vigil.cases.store import CaseStore
 
     store = CaseStore.from_settings(settings, clock=SystemClock())
     try:
@@ -483,8 +483,8 @@ async def _db_upgrade(args: argparse.Namespace, settings: Settings) -> int:
 
 
 async def _token(args: argparse.Namespace, settings: Settings) -> int:
+    from vigil.app.settings import PanelUser
     from vigil.panel.auth import new_token, token_digest
-    from vigil.settings import PanelUser
 
     token = new_token()
     user = PanelUser(name=args.name, role=args.role, tenants=args.tenant, token_sha256=token_digest(token))
@@ -495,8 +495,8 @@ async def _token(args: argparse.Namespace, settings: Settings) -> int:
 
 
 async def _sessions_revoke(args: argparse.Namespace, settings: Settings) -> int:
+    from vigil.cases.store import CaseStore
     from vigil.panel.sessions import SessionRegistry
-    from vigil.store import CaseStore
 
     store = CaseStore.from_settings(settings, clock=SystemClock())
     try:
@@ -510,7 +510,7 @@ async def _sessions_revoke(args: argparse.Namespace, settings: Settings) -> int:
 
 
 async def _schema(args: argparse.Namespace, settings: Settings) -> int:
-    from vigil.events import json_schemas
+    from vigil.wire.events import json_schemas
 
     print(json.dumps(json_schemas()[args.type], indent=2))
     return 0

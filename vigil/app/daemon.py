@@ -17,26 +17,26 @@ from collections.abc import AsyncIterator, Sequence
 import uvicorn
 from prometheus_client import CollectorRegistry
 
-from vigil.answers import AnswerSkill
-from vigil.api import EmbeddedServer, create_app
-from vigil.backoff import Backoff
-from vigil.clock import Clock, SystemClock
-from vigil.drafting import Drafter
-from vigil.errors import SettingsError, StartupError
-from vigil.fanout import Fanout
-from vigil.gate import Gate
-from vigil.health import Health
-from vigil.ingest import Ingest
-from vigil.intervention import InterventionPolicy
-from vigil.knowledge import open_knowledge_store
-from vigil.live import LiveFeed
-from vigil.metrics import Metrics
+from vigil.answers.drafting import Drafter
+from vigil.answers.intervention import InterventionPolicy
+from vigil.answers.skill import AnswerSkill
+from vigil.app.health import Health
+from vigil.app.http import EmbeddedServer, create_app
+from vigil.app.settings import Settings
+from vigil.cases.store import CaseStore
+from vigil.core.clock import Clock, SystemClock
+from vigil.core.errors import SettingsError, StartupError
+from vigil.core.metrics import Metrics
+from vigil.core.retry import Backoff
+from vigil.flow.gates import Gate
+from vigil.flow.ingest import Ingest
+from vigil.flow.pipeline import Pipeline
+from vigil.flow.skills import Skill
+from vigil.knowledge.store import open_knowledge_store
+from vigil.live.fanout import Fanout
+from vigil.live.feed import LiveFeed
 from vigil.panel.oidc import OidcClient
-from vigil.pipeline import Pipeline
-from vigil.settings import Settings
-from vigil.skills import Skill
-from vigil.store import CaseStore
-from vigil.transport.transports import Transports
+from vigil.transport.select import Transports
 
 log = logging.getLogger(__name__)
 
@@ -173,7 +173,7 @@ class Daemon:
     async def _work(self) -> None:
         if self.settings.database.migrate_on_start:
             self.phase = "migrating the database"
-            await self.backoff.persist("migrating the database", self.store.migrate)
+            await self.backoff.retry("migrating the database", self.store.migrate)
         if self.settings.answers.enabled:
             self.phase = "loading the knowledge"
             await self._load_knowledge()
@@ -193,10 +193,10 @@ class Daemon:
             self.phase = "stopping"
 
     async def _load_knowledge(self) -> None:
-        await self.backoff.persist("opening the knowledge store", self.knowledge.open)
+        await self.backoff.retry("opening the knowledge store", self.knowledge.open)
         paths = self.settings.knowledge.paths
         if paths:
-            report = await self.backoff.persist("importing knowledge", lambda: self.knowledge.import_files(paths))
+            report = await self.backoff.retry("importing knowledge", lambda: self.knowledge.import_files(paths))
             log.info(
                 "knowledge from %s: %d added, %d updated, %d unchanged",
                 ", ".join(map(str, paths)),

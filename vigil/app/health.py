@@ -6,9 +6,9 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 
-from vigil.clock import Clock
-from vigil.errors import VigilError
-from vigil.metrics import Metrics
+from vigil.core.clock import Clock
+from vigil.core.errors import VigilError
+from vigil.core.metrics import Metrics
 
 log = logging.getLogger(__name__)
 

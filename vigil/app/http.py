@@ -20,20 +20,20 @@ from starlette.routing import BaseRoute, Match, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from vigil import __version__
-from vigil.clock import Clock, SystemClock
-from vigil.errors import StoreError
-from vigil.health import Health
-from vigil.knowledge import KnowledgeStore
-from vigil.live import LiveFeed
-from vigil.metrics import Metrics
-from vigil.panel.api import Caller, api_routes, openapi_components
+from vigil.app.health import Health
+from vigil.app.settings import PanelSettings
+from vigil.cases.store import CaseStore
+from vigil.core.clock import Clock, SystemClock
+from vigil.core.errors import StoreError
+from vigil.core.metrics import Metrics
+from vigil.knowledge.store import KnowledgeStore
+from vigil.live.feed import LiveFeed
 from vigil.panel.auth import Authenticator
 from vigil.panel.oidc import OidcClient
 from vigil.panel.pages import TEMPLATES, SignIn, page_routes
+from vigil.panel.routes import Caller, api_routes, openapi_components
 from vigil.panel.sessions import SessionCookies, SessionRegistry
-from vigil.settings import PanelSettings
-from vigil.store import CaseStore
-from vigil.transport import Outbox
+from vigil.transport.base import Outbox
 
 log = logging.getLogger(__name__)
 

@@ -16,8 +16,8 @@ from pydantic import BaseModel, Field, SecretStr, ValidationError, field_validat
 from pydantic_settings import BaseSettings, DotEnvSettingsSource, EnvSettingsSource, SettingsConfigDict
 from pydantic_settings import SettingsError as SourceError
 
-from vigil.display import Display, Displays, locale_problem, zone_problem
-from vigil.errors import SettingsError
+from vigil.core.errors import SettingsError
+from vigil.panel.display import Display, Displays, locale_problem, zone_problem
 
 ASYNC_DRIVERS = {("sqlite", "aiosqlite"), ("postgresql", "asyncpg"), ("postgresql", "psycopg")}
 ENV_PREFIX = "VIGIL_"

@@ -17,7 +17,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from vigil.errors import InvalidCursor
+from vigil.core.errors import InvalidCursor
 
 DEFAULT_PAGE = 50
 MAX_PAGE = 500

@@ -2,7 +2,7 @@
 
 SQLite (WAL) by default, PostgreSQL in production, through SQLAlchemy's async engine. Events are written in
 group-committed batches: each caller of ``record`` waits until its event is durably committed, while events from
-many conversations share one transaction. Schema changes go through Alembic (``vigil/migrations``).
+many conversations share one transaction. Schema changes go through Alembic (``vigil/db/migrations``).
 """
 
 from __future__ import annotations
@@ -23,13 +23,14 @@ from alembic.config import Config
 from pydantic import BaseModel
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
-from vigil import cases, paging
-from vigil.cases import CASE_EVENT, CONVERSATION, FEEDBACK, MESSAGE, CaseState, Recorded
-from vigil.clock import Clock
-from vigil.errors import EventConflict, SettingsError, StoreError, StoreUnavailable
-from vigil.events import CaseEvent, Feedback, Message, SourceRef, Suggestion
-from vigil.settings import Settings
-from vigil.tables import ReadMark, SuggestionRow
+from vigil.app.settings import Settings
+from vigil.cases import paging
+from vigil.cases import writes as cases
+from vigil.cases.writes import CASE_EVENT, CONVERSATION, FEEDBACK, MESSAGE, CaseState, Recorded
+from vigil.core.clock import Clock
+from vigil.core.errors import EventConflict, SettingsError, StoreError, StoreUnavailable
+from vigil.db.tables import ReadMark, SuggestionRow
+from vigil.wire.events import Event, SourceRef, Suggestion
 
 log = logging.getLogger(__name__)
 
@@ -118,7 +119,7 @@ class ConversationView(ConversationSummary):
 
 @dataclass(slots=True)
 class _Pending:
-    event: Message | CaseEvent | Feedback
+    event: Event
     received_at: datetime
     done: asyncio.Future[Recorded] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
 
@@ -253,7 +254,7 @@ class CaseStore:
         except Exception as exc:
             raise StoreUnavailable(f"database unreachable: {exc}") from exc
 
-    async def record(self, event: Message | CaseEvent | Feedback) -> Recorded:
+    async def record(self, event: Event) -> Recorded:
         """Store an event and apply it to its case; returns once it is committed.
 
         Raises:
@@ -623,6 +624,6 @@ def _suggestion(row: sa.Row[Any]) -> Suggestion:
 
 def _upgrade(connection: sa.Connection) -> None:
     config = Config()
-    config.set_main_option("script_location", str(resources.files("vigil") / "migrations"))
+    config.set_main_option("script_location", str(resources.files("vigil.db") / "migrations"))
     config.attributes["connection"] = connection
     command.upgrade(config, "head")

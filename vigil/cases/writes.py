@@ -17,9 +17,9 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from vigil.errors import EventConflict
-from vigil.events import CaseEvent, Feedback, Message
-from vigil.tables import CaseEventRow, Conversation, FeedbackRow, MessageRow, SuggestionRow, metadata
+from vigil.core.errors import EventConflict
+from vigil.db.tables import CaseEventRow, Conversation, FeedbackRow, MessageRow, SuggestionRow, metadata
+from vigil.wire.events import CaseEvent, Event, Feedback, Message
 
 CONVERSATION = Conversation.__table__  # type: ignore[attr-defined]
 MESSAGE = MessageRow.__table__  # type: ignore[attr-defined]
@@ -89,7 +89,7 @@ def upsert(conn: AsyncConnection, table: sa.Table) -> Any:
 
 async def record(
     conn: AsyncConnection,
-    event: Message | CaseEvent | Feedback,
+    event: Event,
     received_at: datetime,
     default_tenant: str,
     *,
@@ -108,7 +108,7 @@ async def record(
 
 async def record_batch(
     conn: AsyncConnection,
-    batch: Sequence[tuple[Message | CaseEvent | Feedback, datetime]],
+    batch: Sequence[tuple[Event, datetime]],
     default_tenant: str,
     *,
     future_skew: timedelta,
@@ -145,9 +145,7 @@ async def record_batch(
     return [results[index] for index in range(len(batch))]
 
 
-async def _insert_events(
-    conn: AsyncConnection, batch: Sequence[tuple[Message | CaseEvent | Feedback, datetime]]
-) -> set[tuple[str, str]]:
+async def _insert_events(conn: AsyncConnection, batch: Sequence[tuple[Event, datetime]]) -> set[tuple[str, str]]:
     """Insert the message and case-event rows that are not stored yet; returns (conversation id, event id) of the
     new ones (an id alone could be another conversation's)."""
     messages = [_message_row(e, at) for e, at in batch if isinstance(e, Message)]

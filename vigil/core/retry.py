@@ -8,9 +8,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from vigil.clock import Clock
-from vigil.errors import RecordRefused, StoreUnavailable, TransportError
-from vigil.metrics import Metrics
+from vigil.core.clock import Clock
+from vigil.core.errors import RecordRefused, StoreUnavailable, TransportError
+from vigil.core.metrics import Metrics
 
 log = logging.getLogger(__name__)
 
@@ -29,7 +29,7 @@ class Backoff:
     initial_s: float = 0.2
     max_s: float = 5.0
 
-    async def persist(
+    async def retry(
         self,
         what: str,
         operation: Callable[[], Awaitable[T]],

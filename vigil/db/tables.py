@@ -5,7 +5,7 @@ A conversation id names one conversation of one tenant (another tenant's event f
 conversation id and the event's own id together are the event's idempotency key: two conversations, of one tenant
 or of two, may reuse a message, event or feedback id.
 
-Migrations in ``vigil/migrations`` build exactly these; a test keeps the two in step.
+Migrations in ``vigil/db/migrations`` build exactly these; a test keeps the two in step.
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ class MessageRow(SQLModel, table=True):
     """A chat message; ``seq`` numbers them in arrival order (the stream's order)."""
 
     __tablename__ = "message"
-    # A page of a conversation, newest first (vigil/paging.py), walks the index backwards.
+    # A page of a conversation, newest first (vigil/cases/paging.py), walks the index backwards.
     __table_args__ = (
         sa.UniqueConstraint("conversation_id", "message_id", name="uq_message_conversation_message"),
         sa.Index("ix_message_conversation_id_seq", "conversation_id", "seq"),

@@ -15,7 +15,7 @@ from importlib import resources
 from pathlib import Path
 from types import TracebackType
 
-from vigil.errors import StartupError
+from vigil.core.errors import StartupError
 
 
 def tansu_binary() -> Path:

@@ -16,10 +16,10 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from vigil.backoff import Backoff
-from vigil.cases import CONVERSATION
-from vigil.clock import Clock
-from vigil.store import CaseStore
+from vigil.cases.store import CaseStore
+from vigil.cases.writes import CONVERSATION
+from vigil.core.clock import Clock
+from vigil.core.retry import Backoff
 from vigil.transport.kafka import KafkaPublisher
 
 log = logging.getLogger(__name__)
@@ -83,7 +83,7 @@ class DemoTraffic:
                 fresh = self._restamp(event, tag)
                 value = json.dumps(fresh, ensure_ascii=False).encode()
                 key = fresh["conversation_id"].encode()
-                await self._backoff.persist(
+                await self._backoff.retry(
                     "publishing demo traffic", partial(self._publisher.send, self._topic, value, key)
                 )
             log.info("demo conversation %s played", events[0]["conversation_id"])

@@ -7,11 +7,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from vigil.clock import Clock
-from vigil.errors import Rejected
-from vigil.events import parse
-from vigil.settings import IngestSettings
+from vigil.app.settings import IngestSettings
+from vigil.core.clock import Clock
+from vigil.core.errors import Rejected
 from vigil.transport.kafka import KafkaPublisher
+from vigil.wire.events import parse
 
 
 @dataclass(frozen=True, slots=True)

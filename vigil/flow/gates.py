@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from vigil.cases import CaseState
-from vigil.events import CaseEvent, Feedback, Message, SuggestionKind
-from vigil.skills import Proposal
+from vigil.cases.writes import CaseState
+from vigil.flow.skills import Proposal
+from vigil.wire.events import Event, SuggestionKind
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,19 +34,15 @@ class Decision:
 class Gate(Protocol):
     """Decides when vigil speaks."""
 
-    async def admit(
-        self, kind: SuggestionKind, event: Message | CaseEvent | Feedback, case: CaseState | None
-    ) -> Decision:
+    async def admit(self, kind: SuggestionKind, event: Event, case: CaseState | None) -> Decision:
         """Before a skill proposing ``kind`` works on ``event``."""
         ...
 
-    async def review(
-        self, proposal: Proposal, event: Message | CaseEvent | Feedback, case: CaseState | None
-    ) -> Decision:
+    async def review(self, proposal: Proposal, event: Event, case: CaseState | None) -> Decision:
         """For each proposal a skill made."""
         ...
 
-    def timely(self, event: Message | CaseEvent | Feedback, *, superseded: bool) -> Decision:
+    def timely(self, event: Event, *, superseded: bool) -> Decision:
         """Just before publishing: ``superseded`` says a newer message of the conversation has arrived."""
         ...
 
@@ -57,17 +53,13 @@ class ConfidenceGate:
     def __init__(self, min_confidence: float) -> None:
         self._min_confidence = min_confidence
 
-    async def admit(
-        self, kind: SuggestionKind, event: Message | CaseEvent | Feedback, case: CaseState | None
-    ) -> Decision:
+    async def admit(self, kind: SuggestionKind, event: Event, case: CaseState | None) -> Decision:
         return Decision.allow()
 
-    def timely(self, event: Message | CaseEvent | Feedback, *, superseded: bool) -> Decision:
+    def timely(self, event: Event, *, superseded: bool) -> Decision:
         return Decision.allow()
 
-    async def review(
-        self, proposal: Proposal, event: Message | CaseEvent | Feedback, case: CaseState | None
-    ) -> Decision:
+    async def review(self, proposal: Proposal, event: Event, case: CaseState | None) -> Decision:
         if proposal.confidence < self._min_confidence:
             return Decision.silence("low_confidence")
         return Decision.allow()

@@ -14,14 +14,14 @@ import logging
 from collections.abc import Callable, Sequence
 from functools import partial
 
-from vigil.backoff import Backoff
-from vigil.clock import Clock
-from vigil.errors import EventConflict, Rejected, StoreError, TransportError
-from vigil.events import CaseEvent, Feedback, Message, addressed, parse
-from vigil.metrics import Metrics
-from vigil.pipeline import Pipeline
-from vigil.settings import IngestSettings
-from vigil.transport import Delivery, Source
+from vigil.app.settings import IngestSettings
+from vigil.core.clock import Clock
+from vigil.core.errors import EventConflict, Rejected, StoreError, TransportError
+from vigil.core.metrics import Metrics
+from vigil.core.retry import Backoff
+from vigil.flow.pipeline import Pipeline
+from vigil.transport.base import Delivery, Source
+from vigil.wire.events import Event, Message, addressed, parse
 
 log = logging.getLogger(__name__)
 
@@ -101,7 +101,7 @@ class Ingest:
             else:
                 del self._messages[key]
 
-    def _superseded(self, event: Message | CaseEvent | Feedback) -> Callable[[], bool]:
+    def _superseded(self, event: Event) -> Callable[[], bool]:
         """Whether a message newer than ``event`` has arrived in its conversation's lane."""
         own = 1 if isinstance(event, Message) else 0
         return lambda: self._messages.get(event.conversation_id, 0) > own
@@ -114,14 +114,14 @@ class Ingest:
         self,
         ahead: asyncio.Task[None] | None,
         delivery: Delivery,
-        event: Message | CaseEvent | Feedback,
+        event: Event,
         received: float,
     ) -> None:
         try:
             if ahead is not None:
                 await asyncio.wait([ahead])
             # handle() is idempotent, so a step that failed for a passing reason is retried whole.
-            await self._backoff.persist(
+            await self._backoff.retry(
                 "handling an event", partial(self._pipeline.handle, event, received, self._superseded(event))
             )
         except (EventConflict, StoreError) as exc:
@@ -143,7 +143,7 @@ class Ingest:
 
     async def _dead_letter(self, delivery: Delivery, rejection: Rejected) -> None:
         try:
-            await self._backoff.persist(
+            await self._backoff.retry(
                 "dead-lettering a record",
                 lambda: delivery.dead_letter(rejection),
                 attempts=self._settings.dead_letter_attempts,

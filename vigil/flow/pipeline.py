@@ -12,17 +12,17 @@ import uuid
 from collections.abc import Callable, Sequence
 from functools import partial
 
-from vigil import live
-from vigil.backoff import Backoff
-from vigil.cases import CaseState
-from vigil.clock import Clock
-from vigil.events import CaseEvent, Feedback, Message, Suggestion
-from vigil.gate import Gate
-from vigil.live import LiveFeed
-from vigil.metrics import Metrics
-from vigil.skills import Proposal, Skill
-from vigil.store import CaseStore
-from vigil.transport import Sink
+from vigil.cases.store import CaseStore
+from vigil.cases.writes import CaseState
+from vigil.core.clock import Clock
+from vigil.core.metrics import Metrics
+from vigil.core.retry import Backoff
+from vigil.flow.gates import Gate
+from vigil.flow.skills import Proposal, Skill
+from vigil.live import feed as live
+from vigil.live.feed import LiveFeed
+from vigil.transport.base import Sink
+from vigil.wire.events import Event, Feedback, Suggestion
 
 log = logging.getLogger(__name__)
 
@@ -55,9 +55,7 @@ class Pipeline:
         self._metrics = metrics
         self._backoff = backoff
 
-    async def handle(
-        self, event: Message | CaseEvent | Feedback, received: float, superseded: Callable[[], bool] = lambda: False
-    ) -> None:
+    async def handle(self, event: Event, received: float, superseded: Callable[[], bool] = lambda: False) -> None:
         """Handle one event; ``received`` is the clock's monotonic time when its record arrived, and
         ``superseded`` tells whether a newer message of the same conversation has arrived since.
 
@@ -65,10 +63,10 @@ class Pipeline:
             EventConflict: the event contradicts the stored case (the caller dead-letters it).
             StoreError: the database refused the event (the caller dead-letters it).
         """
-        recorded = await self._backoff.persist("storing an event", lambda: self._store.record(event))
+        recorded = await self._backoff.retry("storing an event", lambda: self._store.record(event))
         if not recorded.new:
             self._metrics.events_duplicate.labels(event.type).inc()
-            leftover = await self._backoff.persist(
+            leftover = await self._backoff.retry(
                 "reading unpublished suggestions",
                 lambda: self._store.unpublished_replies(event.conversation_id, event.id),
             )
@@ -78,21 +76,17 @@ class Pipeline:
         suggestions = [s for skill in self._skills for s in await self._consult(skill, event, recorded.case, received)]
         suggestions = self._timely(suggestions, event, superseded)
         for suggestion in suggestions:
-            await self._backoff.persist("storing a suggestion", partial(self._store.save_suggestion, suggestion))
+            await self._backoff.retry("storing a suggestion", partial(self._store.save_suggestion, suggestion))
         await self._publish(suggestions, received)
 
-    def _observe(
-        self, event: Message | CaseEvent | Feedback, case: CaseState | None, suggestion_kind: str | None
-    ) -> None:
+    def _observe(self, event: Event, case: CaseState | None, suggestion_kind: str | None) -> None:
         if isinstance(event, Feedback):
             self._metrics.feedback.labels(suggestion_kind or "unknown", event.verdict).inc()
         if self._feed is not None and self._feed.listening and case is not None:
             self._feed.publish(live.recorded(event, case))
 
-    async def _consult(
-        self, skill: Skill, event: Message | CaseEvent | Feedback, case: CaseState | None, received: float
-    ) -> list[Suggestion]:
-        admitted = await self._backoff.persist("consulting the gate", lambda: self._gate.admit(skill.kind, event, case))
+    async def _consult(self, skill: Skill, event: Event, case: CaseState | None, received: float) -> list[Suggestion]:
+        admitted = await self._backoff.retry("consulting the gate", lambda: self._gate.admit(skill.kind, event, case))
         if not admitted.speak:
             self._metrics.suggestions_suppressed.labels(admitted.reason).inc()
             return []
@@ -110,7 +104,7 @@ class Pipeline:
             return []
         said = []
         for index, proposal in enumerate(proposals):
-            decision = await self._backoff.persist(
+            decision = await self._backoff.retry(
                 "consulting the gate", partial(self._gate.review, proposal, event, case)
             )
             if not decision.speak:
@@ -122,7 +116,7 @@ class Pipeline:
     def _suggestion(
         self,
         proposal: Proposal,
-        event: Message | CaseEvent | Feedback,
+        event: Event,
         case: CaseState | None,
         slot: str,
         received: float,
@@ -143,9 +137,7 @@ class Pipeline:
             latency_ms=round((self._clock.monotonic() - received) * 1000, 3),
         )
 
-    def _timely(
-        self, suggestions: list[Suggestion], event: Message | CaseEvent | Feedback, superseded: Callable[[], bool]
-    ) -> list[Suggestion]:
+    def _timely(self, suggestions: list[Suggestion], event: Event, superseded: Callable[[], bool]) -> list[Suggestion]:
         if not suggestions:
             return suggestions
         decision = self._gate.timely(event, superseded=superseded())
@@ -159,11 +151,11 @@ class Pipeline:
             return
         for suggestion in suggestions:
             for sink in self._sinks:
-                await self._backoff.persist(f"publishing to {sink.name}", partial(sink.publish, suggestion))
+                await self._backoff.retry(f"publishing to {sink.name}", partial(sink.publish, suggestion))
             self._metrics.suggestions_published.labels(suggestion.kind).inc()
             self._metrics.suggestion_latency.observe(self._clock.monotonic() - received)
             if self._feed is not None and self._feed.listening:
                 self._feed.publish(live.suggested(suggestion))
-        await self._backoff.persist(
+        await self._backoff.retry(
             "marking suggestions published", lambda: self._store.mark_published([s.suggestion_id for s in suggestions])
         )

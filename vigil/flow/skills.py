@@ -10,8 +10,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from vigil.cases import CaseState
-from vigil.events import CaseEvent, Feedback, Message, SourceRef, SuggestionKind
+from vigil.cases.writes import CaseState
+from vigil.wire.events import Event, SourceRef, SuggestionKind
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +34,6 @@ class Skill(Protocol):
     kind: SuggestionKind
     """What it proposes; the gate admits or refuses it by kind before it works."""
 
-    async def propose(self, event: Message | CaseEvent | Feedback, case: CaseState | None) -> Sequence[Proposal]:
+    async def propose(self, event: Event, case: CaseState | None) -> Sequence[Proposal]:
         """What to suggest after ``event`` (already stored and applied to ``case``); empty to stay quiet."""
         ...

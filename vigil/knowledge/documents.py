@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 import yaml
 
-from vigil.errors import VigilError
+from vigil.core.errors import VigilError
 
 EntryKind = Literal["article", "faq", "document", "case"]
 SUFFIXES = (".md", ".markdown", ".yaml", ".yml", ".csv", ".json", ".jsonl")

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Protocol
 import numpy as np
 import numpy.typing as npt
 
-from vigil.errors import StartupError
+from vigil.core.errors import StartupError
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer

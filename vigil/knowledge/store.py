@@ -24,16 +24,16 @@ import numpy as np
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from vigil import cases
-from vigil.clock import Clock, SystemClock
-from vigil.documents import Entry, EntryKind, Passage, discover, read
-from vigil.embedding import Embedder, SentenceTransformerEmbedder, Vectors
-from vigil.errors import StartupError, VigilError
-from vigil.lexical import LexicalIndex
-from vigil.settings import Settings
-from vigil.store import CaseStore
-from vigil.tables import KnowledgeEntryRow, KnowledgePassageRow
-from vigil.vectors import VectorCollection, VectorHit, connect
+from vigil.app.settings import Settings
+from vigil.cases import writes as cases
+from vigil.cases.store import CaseStore
+from vigil.core.clock import Clock, SystemClock
+from vigil.core.errors import StartupError, VigilError
+from vigil.db.tables import KnowledgeEntryRow, KnowledgePassageRow
+from vigil.knowledge.documents import Entry, EntryKind, Passage, discover, read
+from vigil.knowledge.embedding import Embedder, SentenceTransformerEmbedder, Vectors
+from vigil.knowledge.lexical import LexicalIndex
+from vigil.knowledge.vectors import VectorCollection, VectorHit, connect
 
 log = logging.getLogger(__name__)
 

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from vigil.embedding import Vectors
-from vigil.errors import StartupError
+from vigil.core.errors import StartupError
+from vigil.knowledge.embedding import Vectors
 
 _BATCH = 1000
 

@@ -20,9 +20,9 @@ from typing import Any
 import asyncpg
 import sqlalchemy as sa
 
-from vigil.backoff import Backoff
-from vigil.errors import StoreUnavailable
-from vigil.live import LiveFeed, Update
+from vigil.core.errors import StoreUnavailable
+from vigil.core.retry import Backoff
+from vigil.live.feed import LiveFeed, Update
 
 log = logging.getLogger(__name__)
 
@@ -114,7 +114,7 @@ class Fanout:
 
     async def _run(self) -> None:
         while True:
-            connection = await self._backoff.persist("connecting the live fan-out", self._connect)
+            connection = await self._backoff.retry("connecting the live fan-out", self._connect)
             try:
                 self.connected.set()
                 await self._relay(connection)

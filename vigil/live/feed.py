@@ -17,8 +17,8 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from vigil.cases import CaseState
-from vigil.events import CaseEvent, Feedback, Message, Suggestion
+from vigil.cases.writes import CaseState
+from vigil.wire.events import Event, Feedback, Message, Suggestion
 
 log = logging.getLogger(__name__)
 
@@ -144,7 +144,7 @@ def case_data(case: CaseState) -> dict[str, Any]:
     }
 
 
-def recorded(event: Message | CaseEvent | Feedback, case: CaseState) -> Update:
+def recorded(event: Event, case: CaseState) -> Update:
     """The update for an event just committed to ``case``."""
     data: dict[str, Any] = {"case": case_data(case)}
     if isinstance(event, Message):

@@ -19,7 +19,7 @@ from datetime import datetime, timedelta
 
 from markupsafe import Markup
 
-from vigil.display import UTC_DISPLAY, Display
+from vigil.panel.display import UTC_DISPLAY, Display
 from vigil.panel.svg import BACKGROUND, FONT, GRID, INK, MUTED, Style, clean, element, marker, pattern
 
 CLOCK_STEPS = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400)

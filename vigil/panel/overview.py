@@ -33,11 +33,11 @@ import sqlalchemy as sa
 from pydantic import BaseModel
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from vigil.cases import CONVERSATION, FEEDBACK, SUGGESTION
-from vigil.events import SuggestionKind
-from vigil.knowledge import ENTRY, visible_to
+from vigil.cases.store import CaseStore
+from vigil.cases.writes import CONVERSATION, FEEDBACK, SUGGESTION
+from vigil.knowledge.store import ENTRY, visible_to
 from vigil.panel.buckets import Buckets, Percentiles
-from vigil.store import CaseStore
+from vigil.wire.events import SuggestionKind
 
 MAX_ROWS = 50_000
 KINDS: tuple[str, ...] = get_args(SuggestionKind)

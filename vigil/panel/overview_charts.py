@@ -10,8 +10,8 @@ import re
 
 from markupsafe import Markup
 
-from vigil.display import UTC_DISPLAY, Display
 from vigil.panel.charts import Series, count, line_chart, milliseconds, percent, seconds, stacked_bar_chart
+from vigil.panel.display import UTC_DISPLAY, Display
 from vigil.panel.overview import Overview, Tally
 
 WIDTH = 560

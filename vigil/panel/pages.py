@@ -4,7 +4,7 @@ Pages are server-rendered (Jinja, autoescaped); the queue and the conversation h
 ``static/panel.js`` as JSON and it renders and updates them live, building DOM nodes with ``textContent`` only, so
 nothing a customer types can become markup.
 
-Times follow the tenant's display (``vigil.display``): ``<body data-locale data-time-zone>`` carries the page's (a
+Times follow the tenant's display (``vigil.panel.display``): ``<body data-locale data-time-zone>`` carries the page's (a
 conversation's tenant's; elsewhere the person's first tenant's, or the default for a person of every tenant), and
 the queue carries each visible tenant's as JSON, so each row is written as its tenant reads time.
 """
@@ -22,20 +22,20 @@ from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 
-from vigil.clock import Clock
-from vigil.display import Display, Displays
-from vigil.drafting import DRAFT_MARK
-from vigil.errors import AuthError, AuthUnavailable
-from vigil.knowledge import KnowledgeStore
-from vigil.panel.api import visible_conversation
+from vigil.answers.drafting import DRAFT_MARK
+from vigil.cases.store import CaseStore
+from vigil.core.clock import Clock
+from vigil.core.errors import AuthError, AuthUnavailable
+from vigil.knowledge.store import KnowledgeStore
 from vigil.panel.auth import CSRF_FIELD, Authenticator
+from vigil.panel.display import Display, Displays
 from vigil.panel.identity import Identity
 from vigil.panel.markdown import render as render_markdown
 from vigil.panel.oidc import OidcClient, PendingLogin
 from vigil.panel.overview import overview
 from vigil.panel.overview_charts import all_charts
+from vigil.panel.routes import visible_conversation
 from vigil.panel.windows import WINDOWS, fitting, oldest_record
-from vigil.store import CaseStore
 
 log = logging.getLogger(__name__)
 

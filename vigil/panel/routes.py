@@ -18,16 +18,16 @@ from fastapi.routing import APIRoute
 from fastapi.sse import EventSourceResponse, ServerSentEvent
 from pydantic import AwareDatetime, BaseModel, BeforeValidator, Field, model_validator
 
-from vigil import paging
-from vigil.clock import Clock
-from vigil.errors import InvalidCursor, StoreError, TransportError
-from vigil.events import Feedback
-from vigil.live import LiveFeed
+from vigil.app.settings import PanelRole
+from vigil.cases import paging
+from vigil.cases.store import CaseStore, ConversationSummary, ConversationView, QueueItem
+from vigil.core.clock import Clock
+from vigil.core.errors import InvalidCursor, StoreError, TransportError
+from vigil.live.feed import LiveFeed
 from vigil.panel.auth import CSRF_HEADER, SAFE_METHODS, Authenticator
 from vigil.panel.identity import Identity
-from vigil.settings import PanelRole
-from vigil.store import CaseStore, ConversationSummary, ConversationView, QueueItem
-from vigil.transport import Outbox
+from vigil.transport.base import Outbox
+from vigil.wire.events import Feedback
 
 log = logging.getLogger(__name__)
 
@@ -185,7 +185,7 @@ def api_routes(
         return await store.recent_conversations(limit, tenants=who.tenant_filter)
 
     # Before the GET of a conversation, whose path also matches ``.../read``: an OPTIONS or a GET there is then
-    # answered with the methods of both routes (see ``vigil.api``), not of the GET alone.
+    # answered with the methods of both routes (see ``vigil.app.http``), not of the GET alone.
     @router.post(
         "/conversations/{conversation_id:path}/read",
         status_code=204,

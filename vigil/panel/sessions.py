@@ -20,9 +20,9 @@ import sqlalchemy as sa
 from starlette.middleware.sessions import SessionMiddleware
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from vigil.clock import Clock
-from vigil.store import CaseStore
-from vigil.tables import PanelSession
+from vigil.cases.store import CaseStore
+from vigil.core.clock import Clock
+from vigil.db.tables import PanelSession
 
 PANEL_SESSION = PanelSession.__table__  # type: ignore[attr-defined]
 

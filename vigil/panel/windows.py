@@ -15,8 +15,8 @@ from datetime import UTC, datetime, timedelta
 
 import sqlalchemy as sa
 
-from vigil.cases import CONVERSATION, FEEDBACK, SUGGESTION
-from vigil.store import CaseStore
+from vigil.cases.store import CaseStore
+from vigil.cases.writes import CONVERSATION, FEEDBACK, SUGGESTION
 
 
 @dataclass(frozen=True, slots=True)

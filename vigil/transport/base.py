@@ -11,8 +11,8 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
-from vigil.errors import Rejected
-from vigil.events import Suggestion
+from vigil.core.errors import Rejected
+from vigil.wire.events import Suggestion
 
 
 @dataclass(frozen=True, slots=True)

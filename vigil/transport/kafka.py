@@ -29,10 +29,10 @@ from aiokafka.errors import (
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
 from aiokafka.structs import OffsetAndMetadata
 
-from vigil.errors import RecordRefused, Rejected, TransportError
-from vigil.events import Suggestion
-from vigil.settings import KafkaSettings
-from vigil.transport import Record, dead_letter_headers, truncation_headers
+from vigil.app.settings import KafkaSettings
+from vigil.core.errors import RecordRefused, Rejected, TransportError
+from vigil.transport.base import Record, dead_letter_headers, truncation_headers
+from vigil.wire.events import Suggestion
 
 log = logging.getLogger(__name__)
 

@@ -9,9 +9,9 @@ import asyncio
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, field
 
-from vigil.errors import Rejected
-from vigil.events import Suggestion
-from vigil.transport import Record
+from vigil.core.errors import Rejected
+from vigil.transport.base import Record
+from vigil.wire.events import Suggestion
 
 
 @dataclass(slots=True)

@@ -42,11 +42,11 @@ from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 from paho.mqtt.subscribeoptions import SubscribeOptions
 
-from vigil.errors import Rejected, SettingsError, TransportError
-from vigil.events import Suggestion
-from vigil.metrics import Metrics
-from vigil.settings import PLACEHOLDER, MqttSettings, topic_filter
-from vigil.transport import Record, dead_letter_headers
+from vigil.app.settings import PLACEHOLDER, MqttSettings, topic_filter
+from vigil.core.errors import Rejected, SettingsError, TransportError
+from vigil.core.metrics import Metrics
+from vigil.transport.base import Record, dead_letter_headers
+from vigil.wire.events import Suggestion
 
 log = logging.getLogger(__name__)
 

@@ -7,10 +7,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from functools import partial
 
-from vigil.backoff import Backoff
-from vigil.metrics import Metrics
-from vigil.settings import Settings
-from vigil.transport import Outbox, Sink, Source
+from vigil.app.settings import Settings
+from vigil.core.metrics import Metrics
+from vigil.core.retry import Backoff
+from vigil.transport.base import Outbox, Sink, Source
 from vigil.transport.kafka import KafkaOutbox, KafkaPublisher, KafkaSink, KafkaSource, ensure_topics
 from vigil.transport.mqtt import MqttConnection, MqttOutbox, MqttSink, MqttSource
 
@@ -76,7 +76,7 @@ class Transports:
     async def connect(self, backoff: Backoff) -> None:
         """Connect everything, each step retried with back-off until it succeeds."""
         for what, step in self._connect:
-            await backoff.persist(what, step)
+            await backoff.retry(what, step)
 
     def stop_intake(self) -> None:
         """Stop every source taking new records."""

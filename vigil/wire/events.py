@@ -11,7 +11,7 @@ import json
 import math
 from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeAlias
 
 from pydantic import (
     AwareDatetime,
@@ -25,7 +25,7 @@ from pydantic import (
     model_validator,
 )
 
-from vigil.errors import Rejected
+from vigil.core.errors import Rejected
 
 SCHEMA_VERSION = 1
 EVENT_TYPES = ("message", "case", "feedback")
@@ -153,8 +153,9 @@ class Feedback(_Wire):
         return self.at
 
 
-Event = Annotated[Message | CaseEvent | Feedback, Field(discriminator="type")]
-_EVENT = TypeAdapter[Message | CaseEvent | Feedback](Event)
+Event: TypeAlias = Message | CaseEvent | Feedback
+"""Any v1 event: what a source delivers and the pipeline handles."""
+_EVENT = TypeAdapter[Event](Annotated[Event, Field(discriminator="type")])
 
 
 class SourceRef(BaseModel):
@@ -193,7 +194,7 @@ class Suggestion(BaseModel):
         return self.model_dump_json(exclude_none=True).encode()
 
 
-def parse(raw: bytes | None, *, max_event_bytes: int, max_text_bytes: int) -> Message | CaseEvent | Feedback:
+def parse(raw: bytes | None, *, max_event_bytes: int, max_text_bytes: int) -> Event:
     """Decode one input record.
 
     Raises:
@@ -226,9 +227,7 @@ def parse(raw: bytes | None, *, max_event_bytes: int, max_text_bytes: int) -> Me
     return event
 
 
-def addressed(
-    event: Message | CaseEvent | Feedback, *, tenant: str | None, conversation_id: str | None
-) -> Message | CaseEvent | Feedback:
+def addressed(event: Event, *, tenant: str | None, conversation_id: str | None) -> Event:
     """``event`` as its transport addressed it (an MQTT topic names tenant and conversation): a tenant the event
     leaves out is taken from the address; an event that contradicts its address is refused.
 
@@ -349,7 +348,7 @@ def _path(steps: Iterable[str | int]) -> str:
     return text.removeprefix(".")[:200]
 
 
-def _check_time(event: Message | CaseEvent | Feedback) -> None:
+def _check_time(event: Event) -> None:
     # Comparing aware datetimes subtracts them as timedeltas, which cannot overflow where a conversion to UTC can.
     if not EARLIEST <= event.occurred_at <= LATEST:
         field = "sent_at" if isinstance(event, Message) else "at"
@@ -359,7 +358,7 @@ def _check_time(event: Message | CaseEvent | Feedback) -> None:
         )
 
 
-def _texts(event: Message | CaseEvent | Feedback) -> Iterator[tuple[str, str]]:
+def _texts(event: Event) -> Iterator[tuple[str, str]]:
     if isinstance(event, CaseEvent):
         summary = event.resolution.summary if event.resolution else None
         if summary is not None:

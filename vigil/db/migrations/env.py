@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import context
 
-from vigil.tables import metadata
+from vigil.db.tables import metadata
 
 # Any constant: replicas starting together queue on this lock instead of migrating at the same time.
 _MIGRATION_LOCK = 0x76696769
