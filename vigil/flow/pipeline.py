@@ -11,6 +11,7 @@ import logging
 import uuid
 from collections.abc import Callable, Sequence
 from functools import partial
+from typing import Protocol
 
 from vigil.cases.store import CaseStore
 from vigil.cases.writes import CaseState
@@ -27,6 +28,18 @@ from vigil.wire.events import Event, Feedback, Suggestion
 log = logging.getLogger(__name__)
 
 _SUGGESTION_IDS = uuid.UUID("6f1d4a52-8c1e-4f0a-9d7b-3a5c2e9b7f10")
+
+
+class Watcher(Protocol):
+    """Told what the pipeline has just done (the live feed watches this way); it must not block or raise."""
+
+    def recorded(self, event: Event, case: CaseState) -> None:
+        """``event`` is committed and applied to ``case``."""
+        ...
+
+    def suggested(self, suggestion: Suggestion) -> None:
+        """``suggestion`` is published."""
+        ...
 
 
 class Pipeline:
