@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import uuid
 from collections.abc import AsyncIterator
@@ -648,6 +649,16 @@ async def test_a_cursor_no_page_gave_is_refused(store: CaseStore, cursor: str):
     await store.record(msg(0))
     with pytest.raises(InvalidCursor):
         await store.conversation("c-1", before=cursor)
+
+
+@pytest.mark.parametrize("at", ["0001-01-01T00:00:00+00:01", "9999-12-31T23:59:59-00:01"])
+async def test_a_cursor_at_a_time_with_no_utc_equivalent_is_refused(store: CaseStore, at: str):
+    from vigil.core.errors import InvalidCursor
+
+    await store.record(msg(0))
+    body = json.dumps({"m": None, "s": [at, "s-1"], "md": False, "sd": False}).encode()
+    with pytest.raises(InvalidCursor):
+        await store.conversation("c-1", before=base64.urlsafe_b64encode(body).decode())
 
 
 # ---- the queue's rows: who the customer is and what was said last ---------------------------------------------

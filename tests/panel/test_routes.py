@@ -227,6 +227,16 @@ async def test_reading_a_conversation_clears_its_unread_suggestions_for_the_read
     assert data and [c["unread_suggestions"] for c in json.loads(data.group(1))] == [["s-acme-later"]]
 
 
+@pytest.mark.parametrize("at", ["0001-01-01T00:00:00+00:01", "9999-12-31T23:59:59-00:01"])
+async def test_a_read_mark_at_a_time_with_no_utc_equivalent_is_a_422(client: httpx.AsyncClient, at: str):
+    # Valid RFC 3339, but in UTC the instant falls in year 0 or year 10000, which no datetime can hold.
+    answer = await client.post("/api/conversations/acme-1/read", json={"through": at}, headers=bearer("ana"))
+    assert answer.status_code == 422
+    assert "in UTC" in answer.json()["detail"][0]["msg"]
+    unread = (await client.get("/api/queue", headers=bearer("ana"))).json()
+    assert [c["unread_suggestions"] for c in unread] == [["s-acme"]]
+
+
 async def test_feedback_becomes_a_feedback_event_on_the_stream(client: httpx.AsyncClient, outbox: MemoryOutbox):
     answer = await client.post(
         "/api/suggestions/s-acme/feedback", json={"verdict": "edited", "text": "It is the 1st."}, headers=bearer("ana")

@@ -333,6 +333,28 @@ def test_timestamps_outside_1970_to_9999_are_refused(at: str):
     assert reason(encode(case)) == "timestamp_out_of_range"
 
 
+@pytest.mark.parametrize(
+    "at",
+    [
+        "1700000000",  # pydantic alone reads a number of seconds
+        "253402300799",  # or, past 2e10, of milliseconds (1978)
+        "1700000000.5",
+        "2026-11-30_09:00:00Z",
+        "2026-11-30T09:00Z",  # no seconds
+        "2026-11-30T09:00:00+0100",  # no colon in the offset
+    ],
+)
+def test_a_timestamp_that_is_not_rfc_3339_is_refused(at: str):
+    assert reason(encode(message(sent_at=at))) == "invalid_field"
+    feedback = {"type": "feedback", "schema_version": 1, "feedback_id": "f", "suggestion_id": "s"}
+    assert reason(encode({**feedback, "conversation_id": "c", "verdict": "accepted", "at": at})) == "invalid_field"
+
+
+@pytest.mark.parametrize("at", ["2026-11-30 09:00:00Z", "2026-11-30t09:00:00.5z", "2026-11-30T09:00:00-23:59"])
+def test_rfc_3339_spellings_are_accepted(at: str):
+    assert parse(encode(message(sent_at=at)), **LIMITS).occurred_at.utcoffset() is not None
+
+
 def test_no_event_may_name_the_tenant_that_means_every_tenant():
     with pytest.raises(Rejected) as refused:
         parse(encode(message(tenant="*")), **LIMITS)

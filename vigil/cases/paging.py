@@ -12,7 +12,7 @@ import base64
 import binascii
 import json
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import sqlalchemy as sa
@@ -67,7 +67,7 @@ class Position:
                 raise ValueError("too long")
             body = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
             return cls._from_json(body)
-        except (ValueError, TypeError, KeyError, binascii.Error) as exc:
+        except (ValueError, TypeError, KeyError, OverflowError, binascii.Error) as exc:
             raise InvalidCursor("not a cursor this conversation's pages gave") from exc
 
     @classmethod
@@ -86,7 +86,7 @@ class Position:
             when = datetime.fromisoformat(created_at)
             if when.tzinfo is None:
                 raise ValueError("naive time")
-            position = (when, suggestion_id)
+            position = (when.astimezone(UTC), suggestion_id)  # an OverflowError: not a time any suggestion has
         return cls(seq, position, messages_done, suggestions_done)
 
 

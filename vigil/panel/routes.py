@@ -7,16 +7,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
+from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.routing import APIRoute
 from fastapi.sse import EventSourceResponse, ServerSentEvent
-from pydantic import AwareDatetime, BaseModel, BeforeValidator, Field, model_validator
+from pydantic import AfterValidator, BaseModel, Field, model_validator
 
 from vigil.app.settings import PanelRole
 from vigil.cases import paging
@@ -27,7 +27,7 @@ from vigil.live.feed import LiveFeed
 from vigil.panel.auth import CSRF_HEADER, SAFE_METHODS, Authenticator
 from vigil.panel.identity import Identity
 from vigil.transport.base import Outbox
-from vigil.wire.events import Feedback
+from vigil.wire.events import Feedback, Timestamp
 
 log = logging.getLogger(__name__)
 
@@ -71,20 +71,18 @@ class FeedbackRequest(BaseModel):
         return self
 
 
-# RFC 3339's date-time, with its zone: pydantic alone would take a number of seconds (1970) or a date without a time.
-_RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})")
-
-
-def _rfc3339(value: object) -> object:
-    if not isinstance(value, str) or not _RFC3339.fullmatch(value):
-        raise ValueError("an RFC 3339 date-time with its zone, e.g. 2026-11-02T09:00:00Z")
-    return value
+def _in_utc(value: datetime) -> datetime:
+    # A valid date-time can still fall outside the years a datetime holds once put in UTC (0001-01-01T00:00+00:01).
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:
+        raise ValueError(f"{value.isoformat()} is before year 1 or after year 9999 in UTC") from None
 
 
 class ReadRequest(BaseModel):
     """How far the analyst has read a conversation."""
 
-    through: Annotated[AwareDatetime, BeforeValidator(_rfc3339)] = Field(
+    through: Annotated[Timestamp, AfterValidator(_in_utc)] = Field(
         description="When the newest suggestion the analyst was shown was made (its created_at), an RFC 3339 "
         "date-time with its zone; a time still to come counts as now."
     )

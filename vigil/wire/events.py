@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal, TypeAlias
@@ -16,6 +17,7 @@ from typing import Annotated, Any, Literal, TypeAlias
 from pydantic import (
     AwareDatetime,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     StringConstraints,
@@ -37,6 +39,27 @@ LATEST = datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC)
 """Timestamps are accepted from ``EARLIEST`` to ``LATEST``, compared as instants: within that range converting one
 to UTC cannot overflow (``0001-01-01T00:00:00+01:00`` would be in year 0)."""
 
+# RFC 3339's date-time, with its zone: pydantic alone would take a number of seconds (or, past 2e10, milliseconds),
+# a minute without its seconds, or an offset without its colon.
+_RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})", re.ASCII)
+_AWARE = TypeAdapter[datetime](AwareDatetime)
+
+
+def rfc3339(value: object) -> object:
+    """The aware ``datetime`` an RFC 3339 date-time with its zone names (a ``datetime`` given in code passes as it
+    is). Parsed here, not by the field: a strict model's field would take no string from a validator."""
+    if isinstance(value, datetime):
+        return value
+    if not isinstance(value, str) or not _RFC3339.fullmatch(value):
+        raise ValueError("an RFC 3339 date-time with its zone, e.g. 2026-11-02T09:00:00Z")
+    try:
+        return _AWARE.validate_strings(value)
+    except ValidationError as exc:  # a field out of its range: month 13, second 60, an offset of 24 hours
+        raise ValueError(exc.errors(include_url=False)[0]["msg"]) from None
+
+
+Timestamp = Annotated[AwareDatetime, BeforeValidator(rfc3339)]
+"""An aware date-time, written RFC 3339 with its zone."""
 Id = Annotated[str, StringConstraints(min_length=1, max_length=256)]
 Name = Annotated[str, StringConstraints(max_length=256)]
 Role = Literal["customer", "analyst", "bot", "system"]
@@ -73,7 +96,7 @@ class Message(_Wire):
     message_id: Id
     conversation_id: Id
     tenant: Id | None = None
-    sent_at: AwareDatetime
+    sent_at: Timestamp
     role: Role
     author: Name | None = None
     text: str
@@ -107,7 +130,7 @@ class CaseEvent(_Wire):
     event_id: Id
     conversation_id: Id
     tenant: Id | None = None
-    at: AwareDatetime
+    at: Timestamp
     event: CaseChange
     assignee: Name | None = None
     priority: Name | None = None
@@ -141,7 +164,7 @@ class Feedback(_Wire):
     tenant: Id | None = None
     verdict: Verdict
     by: Name | None = None
-    at: AwareDatetime
+    at: Timestamp
     text: str | None = None
 
     @property
