@@ -40,8 +40,9 @@ class InterventionPolicy:
         self._store = store
         self._clock = clock
         self._settings = settings
-        # What admit read, for review to reuse: one read of the conversation's suggestions per event.
-        self._earlier: OrderedDict[str, list[Suggestion]] = OrderedDict()
+        # What admit read, for review to reuse: one read of the conversation's suggestions per event. An event id
+        # is unique only within its conversation and type, so the key holds all three.
+        self._earlier: OrderedDict[tuple[str, str, str], list[Suggestion]] = OrderedDict()
 
     async def admit(self, kind: SuggestionKind, event: Event, case: CaseState | None) -> Decision:
         if kind != "answer":
@@ -70,10 +71,11 @@ class InterventionPolicy:
 
     async def _recent(self, event: Event) -> list[Suggestion]:
         """The conversation's latest suggestions before ``event`` (read once per event)."""
-        if event.id in self._earlier:
-            return self._earlier[event.id]
+        key = (event.conversation_id, event.type, event.id)
+        if key in self._earlier:
+            return self._earlier[key]
         earlier = await self._store.recent_suggestions(event.conversation_id)
-        self._earlier[event.id] = earlier
+        self._earlier[key] = earlier
         if len(self._earlier) > _REMEMBERED_EVENTS:
             self._earlier.popitem(last=False)
         return earlier
