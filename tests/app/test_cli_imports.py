@@ -64,6 +64,15 @@ def test_knowledge_counts_and_exports_load_no_model_vector_store_or_lexical_inde
     assert modules & {*EMBEDDINGS, *VECTORS_AND_SEARCH} == set()
 
 
+def test_knowledge_commands_load_alembic_only_to_migrate(tmp_path: Path):
+    code, first = imported_by(tmp_path, "kb", "stats")
+    assert code == 0 and "alembic" in first  # a new database: migrated to the head revision
+    for argv in (["kb", "stats"], ["kb", "export"]):
+        code, modules = imported_by(tmp_path, *argv)
+        assert code == 0
+        assert "sqlalchemy" in modules and "alembic" not in modules, argv
+
+
 def test_replaying_a_missing_file_fails_before_loading_a_kafka_client(tmp_path: Path):
     code, modules = imported_by(tmp_path, "replay", str(tmp_path / "missing.jsonl"))
     assert code == 2

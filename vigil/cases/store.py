@@ -13,13 +13,10 @@ import logging
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
-from alembic import command
-from alembic.config import Config
 from pydantic import BaseModel
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
@@ -29,6 +26,7 @@ from vigil.cases import writes as cases
 from vigil.cases.writes import CASE_EVENT, CONVERSATION, FEEDBACK, MESSAGE, CaseState, Recorded
 from vigil.core.clock import Clock
 from vigil.core.errors import EventConflict, SettingsError, StoreError, StoreUnavailable
+from vigil.db import migrate
 from vigil.db.tables import ReadMark, SuggestionRow
 from vigil.wire.events import Event, SourceRef, Suggestion
 
@@ -240,7 +238,7 @@ class CaseStore:
         """Bring the schema to the newest migration (safe to run from several replicas at once)."""
         try:
             async with self.engine.begin() as conn:
-                await conn.run_sync(_upgrade)
+                await conn.run_sync(migrate.upgrade)
         except Exception as exc:
             if is_unavailable(exc):
                 raise StoreUnavailable(f"cannot migrate the database: {exc}") from exc
@@ -620,10 +618,3 @@ def _suggestion(row: sa.Row[Any]) -> Suggestion:
     m["sources"] = [SourceRef.model_validate(s) for s in m["sources"]]
     m.pop("published_at", None)
     return Suggestion.model_validate(m)
-
-
-def _upgrade(connection: sa.Connection) -> None:
-    config = Config()
-    config.set_main_option("script_location", str(resources.files("vigil.db") / "migrations"))
-    config.attributes["connection"] = connection
-    command.upgrade(config, "head")
