@@ -37,6 +37,7 @@ run: $(RUN_STAMP)
 lint: $(DEV_STAMP)
 	$(BIN)/ruff format --check vigil tests bench docs
 	$(BIN)/ruff check vigil tests bench docs
+	$(BIN)/lint-imports
 
 typecheck: $(DEV_STAMP)
 	$(BIN)/mypy vigil
