@@ -580,13 +580,15 @@ def _entry(row: Any, passages: tuple[Passage, ...]) -> Entry:
     )
 
 
-def open_knowledge_store(settings: Settings, store: CaseStore, clock: Clock) -> KnowledgeStore:
-    """The knowledge store the settings describe, on the case store's database (not connected until ``open``)."""
+def open_knowledge_store(
+    settings: Settings, store: CaseStore, clock: Clock, *, embedder: Embedder | None = None
+) -> KnowledgeStore:
+    """The knowledge store the settings describe, on the case store's database (not connected until ``open``);
+    ``embedder`` replaces the model the settings name (a model already loaded, in tests)."""
     knowledge = settings.knowledge
-    embedder = SentenceTransformerEmbedder(knowledge.model_path, threads=knowledge.embedding_threads)
     return KnowledgeStore(
         engine=store.engine,
-        embedder=embedder,
+        embedder=embedder or SentenceTransformerEmbedder(knowledge.model_path, threads=knowledge.embedding_threads),
         clock=clock,
         chroma_path=settings.data_dir / "chroma",
         chroma_url=knowledge.chroma_url,
