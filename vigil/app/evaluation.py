@@ -95,7 +95,7 @@ def compose(settings: Settings, platform: Platform, sink: Sink, *, embedder: Emb
             Step("opening the knowledge store", knowledge.open),
             Step("importing knowledge", partial(_import_knowledge, knowledge, settings.knowledge.paths)),
         ]
-        closing.append(drafter.aclose)
+        closing += [drafter.aclose, knowledge.close]
     closing.append(store.close)
     pipeline = Pipeline(
         store=store,
