@@ -171,38 +171,51 @@ async def replay(
 
     Raises:
         StoreError: the database could not be emptied, migrated or closed.
-        StartupError: the knowledge store or its model could not be opened.
+        StartupError: ``out`` cannot be written, or the knowledge store or its model could not be opened.
     """
     wall = SystemClock()
     began = wall.monotonic()
     summary = Summary()
     events = _events(path, settings.ingest, summary.bad)
     first = next(events, None)
-    if fresh:
-        await empty(settings)
-    with out.open("wb") as handle:
+    with _written(out) as handle:
+        if fresh:
+            await empty(settings)
         if first is not None:
             clock = ManualClock(first[1].occurred_at)
             summary.first = clock.now()
-            registry = CollectorRegistry()
-            metrics = Metrics(registry)
-            backoff = Backoff(SystemClock(), metrics, settings.ingest.retry_initial_s, settings.ingest.retry_max_s)
-            platform = Platform(clock=clock, registry=registry, metrics=metrics, backoff=backoff)
+            platform = _platform(clock, settings)
             parts = compose(settings, platform, JsonLinesSink(handle), embedder=embedder)
             try:
                 for step in parts.starting:
-                    await backoff.retry(step.phase, step.run)
+                    await platform.backoff.retry(step.phase, step.run)
                 summary.starting_s = wall.monotonic() - began
-                await Replayer(parts.pipeline, clock, backoff).run(itertools.chain([first], events), summary)
+                replayer = Replayer(parts.pipeline, clock, platform.backoff)
+                await replayer.run(itertools.chain([first], events), summary)
             finally:
                 await _close(parts.closing)
             summary.last = clock.now()
-            summary.suggestions = _counts(metrics.suggestions_published)
-            summary.silences = _counts(metrics.suggestions_suppressed)
-            summary.duplicates = sum(_counts(metrics.events_duplicate).values())
+            summary.suggestions = _counts(platform.metrics.suggestions_published)
+            summary.silences = _counts(platform.metrics.suggestions_suppressed)
+            summary.duplicates = sum(_counts(platform.metrics.events_duplicate).values())
     summary.bad.sort(key=lambda bad: bad.number)
     summary.replaying_s = wall.monotonic() - began - summary.starting_s
     return summary
+
+
+def _written(out: Path) -> BinaryIO:
+    try:
+        return out.open("wb")
+    except OSError as exc:
+        raise StartupError(f"cannot write {out}: {exc.strerror}") from exc
+
+
+def _platform(clock: ManualClock, settings: Settings) -> Platform:
+    """The platform on simulated time; retries wait on the machine's clock, which moves while they wait."""
+    registry = CollectorRegistry()
+    metrics = Metrics(registry)
+    backoff = Backoff(SystemClock(), metrics, settings.ingest.retry_initial_s, settings.ingest.retry_max_s)
+    return Platform(clock=clock, registry=registry, metrics=metrics, backoff=backoff)
 
 
 class Replayer:
