@@ -35,16 +35,16 @@ run: $(RUN_STAMP)
 	$(BIN)/vigil demo
 
 lint: $(DEV_STAMP)
-	$(BIN)/ruff format --check vigil tests bench docs
-	$(BIN)/ruff check vigil tests bench docs
+	$(BIN)/ruff format --check vigil tests bench docs eval
+	$(BIN)/ruff check vigil tests bench docs eval
 	$(BIN)/lint-imports
 
 typecheck: $(DEV_STAMP)
 	$(BIN)/mypy vigil
 
 format: $(DEV_STAMP)
-	$(BIN)/ruff format vigil tests bench docs
-	$(BIN)/ruff check --fix vigil tests bench docs
+	$(BIN)/ruff format vigil tests bench docs eval
+	$(BIN)/ruff check --fix vigil tests bench docs eval
 
 test: $(DEV_STAMP) $(PROMTOOL) lint typecheck
 	PATH="$(CURDIR)/.tools/bin:$$PATH" $(BIN)/pytest

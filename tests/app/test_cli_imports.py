@@ -48,7 +48,15 @@ def imported_by(tmp_path: Path, *argv: str) -> tuple[int, set[str]]:
 
 
 @pytest.mark.parametrize(
-    "argv", [["--help"], ["send", "--help"], ["demo", "--help"], ["kb", "search", "--help"], ["token", "--help"]]
+    "argv",
+    [
+        ["--help"],
+        ["send", "--help"],
+        ["demo", "--help"],
+        ["kb", "search", "--help"],
+        ["token", "--help"],
+        ["eval", "replay", "--help"],
+    ],
 )
 def test_help_imports_neither_settings_nor_sql_nor_models(tmp_path: Path, argv: list[str]):
     code, modules = imported_by(tmp_path, *argv)
@@ -77,6 +85,13 @@ def test_replaying_a_missing_file_fails_before_loading_a_kafka_client(tmp_path: 
     code, modules = imported_by(tmp_path, "replay", str(tmp_path / "missing.jsonl"))
     assert code == 2
     assert modules & {"aiokafka", "sqlalchemy", *EMBEDDINGS, *VECTORS_AND_SEARCH} == set()
+
+
+def test_an_evaluation_of_a_missing_file_fails_before_loading_the_pipeline(tmp_path: Path):
+    code, modules = imported_by(tmp_path, "eval", "replay", str(tmp_path / "missing.jsonl"), "--out", "out.jsonl")
+    assert code == 2
+    assert modules & {"sqlalchemy", *EMBEDDINGS, *VECTORS_AND_SEARCH} == set()
+    assert not (tmp_path / "out.jsonl").exists()
 
 
 def test_token_and_schema_need_no_database_library(tmp_path: Path):

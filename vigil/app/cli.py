@@ -156,6 +156,9 @@ def _parser() -> argparse.ArgumentParser:
     send.add_argument("--tenant", help="the tenant (default: VIGIL_DEFAULT_TENANT)")
     send.add_argument("--author", help="who wrote it, as the panel shows it")
     send.set_defaults(command=_send)
+    _eval_commands(
+        commands.add_parser("eval", help="evaluate vigil offline").add_subparsers(required=True, metavar="ACTION")
+    )
     db = commands.add_parser("db", help="database schema").add_subparsers(required=True, metavar="ACTION")
     db.add_parser("upgrade", help="apply migrations up to the newest").set_defaults(command=_db_upgrade)
     _kb_commands(commands.add_parser("kb", help="the knowledge store").add_subparsers(required=True, metavar="ACTION"))
@@ -190,6 +193,26 @@ def _kb_commands(kb: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     stats.add_argument("--tenant", action="append", help="count what this tenant sees (repeat; default: every entry)")
     stats.set_defaults(command=_kb_stats)
     kb.add_parser("export", help="every entry as JSON lines").set_defaults(command=_kb_export)
+
+
+def _eval_commands(evaluation: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    replay = evaluation.add_parser(
+        "replay",
+        help="run the pipeline in-process on a file of v1 events, on their own time (no broker)",
+        description="Run vigil's pipeline in this process on the v1 events of FILE, one at a time, on a clock set "
+        "from each event's time, with the configured database, data dir and settings. Every suggestion it publishes "
+        "goes to OUT as a JSON line; a summary goes to stderr. A line that is not a v1 event is named and skipped, "
+        "and the exit code is then 1.",
+    )
+    replay.add_argument("file", type=Path, help="v1 events, one JSON object a line")
+    replay.add_argument("--out", type=Path, required=True, help="where to write the suggestions (JSON lines)")
+    replay.add_argument(
+        "--fresh",
+        action="store_true",
+        help="start from empty: drop and re-create vigil's tables in the configured database, delete the data "
+        "dir's Chroma folder",
+    )
+    replay.set_defaults(command=_eval_replay)
 
 
 def _positive_int(text: str) -> int:
@@ -432,6 +455,23 @@ async def _replay(args: argparse.Namespace, settings: Settings) -> int:
     print(f"published {done.sent} events to {args.topic or kafka.input_topic}")
     if done.bad:  # the good lines went out; the exit code says the file was not all good
         print(f"vigil: {len(done.bad)} lines of {args.file} are not v1 events and were not published", file=sys.stderr)
+        return 1
+    return 0
+
+
+async def _eval_replay(args: argparse.Namespace, settings: Settings) -> int:
+    if not args.file.is_file():
+        print(f"vigil: {'not a file' if args.file.exists() else 'no such file'}: {args.file}", file=sys.stderr)
+        return 2
+    from vigil.app.evaluation import replay
+
+    summary = await replay(args.file, args.out, settings, fresh=args.fresh)
+    for bad in summary.bad:
+        print(f"vigil: {args.file}:{bad.number}: not replayed, {bad.reason}: {bad.detail}", file=sys.stderr)
+    for line in summary.lines(args.out):
+        print(line, file=sys.stderr)
+    if summary.bad:
+        print(f"vigil: {len(summary.bad)} lines of {args.file} were not replayed", file=sys.stderr)
         return 1
     return 0
 

@@ -154,6 +154,7 @@ class KnowledgeStore:
         self._chroma_path = chroma_path
         self._chroma_url = chroma_url
         self._prefix = prefix
+        self._client: Any = None
         self._collections: tuple[VectorCollection, VectorCollection] | None = None
         self._snapshot = _Snapshot()
         self._lock = asyncio.Lock()
@@ -164,13 +165,20 @@ class KnowledgeStore:
         Raises:
             StartupError: the model or Chroma cannot be loaded.
         """
-        client = await asyncio.to_thread(connect, path=self._chroma_path, url=self._chroma_url)
+        client = self._client = await asyncio.to_thread(connect, path=self._chroma_path, url=self._chroma_url)
         self._collections = (
             await asyncio.to_thread(VectorCollection, client, f"{self._prefix}-passages"),
             await asyncio.to_thread(VectorCollection, client, f"{self._prefix}-questions"),
         )
         await asyncio.to_thread(self._embedder.load)
         await self.refresh()
+
+    async def close(self) -> None:
+        """Let go of Chroma: embedded, its files are closed, so the folder may be deleted and opened afresh by this
+        process (Chroma keeps one client per folder and process until the last one closes)."""
+        client, self._client, self._collections = self._client, None, None
+        if client is not None:
+            await asyncio.to_thread(client.close)
 
     @property
     def _passages(self) -> VectorCollection:
@@ -580,13 +588,15 @@ def _entry(row: Any, passages: tuple[Passage, ...]) -> Entry:
     )
 
 
-def open_knowledge_store(settings: Settings, store: CaseStore, clock: Clock) -> KnowledgeStore:
-    """The knowledge store the settings describe, on the case store's database (not connected until ``open``)."""
+def open_knowledge_store(
+    settings: Settings, store: CaseStore, clock: Clock, *, embedder: Embedder | None = None
+) -> KnowledgeStore:
+    """The knowledge store the settings describe, on the case store's database (not connected until ``open``);
+    ``embedder`` replaces the model the settings name (a model already loaded, in tests)."""
     knowledge = settings.knowledge
-    embedder = SentenceTransformerEmbedder(knowledge.model_path, threads=knowledge.embedding_threads)
     return KnowledgeStore(
         engine=store.engine,
-        embedder=embedder,
+        embedder=embedder or SentenceTransformerEmbedder(knowledge.model_path, threads=knowledge.embedding_threads),
         clock=clock,
         chroma_path=settings.data_dir / "chroma",
         chroma_url=knowledge.chroma_url,

@@ -1,0 +1,205 @@
+"""`vigil eval replay` in process: the real pipeline on a file of v1 events, on the events' own time."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+from tests.conftest import RememberingEmbedder, make_settings
+from vigil.app.evaluation import replay
+from vigil.app.settings import Settings
+from vigil.cases.store import CaseStore
+from vigil.core.clock import SystemClock
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+DEMO = ROOT / "knowledge" / "demo" / "conversations.jsonl"
+HELP_CENTRE = [ROOT / "knowledge" / "articles", ROOT / "knowledge" / "faqs"]
+QUESTION = "How do I install my eSIM?"
+
+
+def demo_lines(conversations: int) -> list[str]:
+    """The bundled demo traffic's first ``conversations`` conversations, as lines."""
+    lines, seen = [], []
+    for line in DEMO.read_text("utf-8").splitlines():
+        cid = json.loads(line)["conversation_id"]
+        if cid not in seen:
+            seen.append(cid)
+        if len(seen) > conversations:
+            break
+        lines.append(line)
+    return lines
+
+
+def message(number: int, at: str, text: str, *, role: str = "customer", conversation: str = "c1", **more: Any) -> str:
+    event = {
+        "type": "message",
+        "schema_version": 1,
+        "message_id": f"m{number}",
+        "conversation_id": conversation,
+        "sent_at": at,
+        "role": role,
+        "text": text,
+    }
+    return json.dumps(event | more)
+
+
+def settings_for(tmp_path: Path, db_url: str | None = None, *, answers: bool = True) -> Settings:
+    return make_settings(
+        tmp_path=tmp_path, db_url=db_url, answers={"enabled": answers}, knowledge={"paths": HELP_CENTRE}
+    )
+
+
+def written(tmp_path: Path, name: str, lines: list[str]) -> Path:
+    path = tmp_path / name
+    path.write_text("".join(f"{line}\n" for line in lines), "utf-8")
+    return path
+
+
+async def conversations(settings: Settings) -> list[str]:
+    store = CaseStore.from_settings(settings, clock=SystemClock())
+    try:
+        async with store.reading() as conn:
+            return list((await conn.execute(sa.text("SELECT id FROM conversation ORDER BY id"))).scalars())
+    finally:
+        await store.close()
+
+
+class NoModel:
+    """An embedder that must not be used."""
+
+    name = "none"
+    dimensions = 384
+
+    def load(self) -> None:
+        raise AssertionError("the model was loaded")
+
+    def embed(self, texts: object) -> object:
+        raise AssertionError("something was embedded")
+
+
+async def test_two_replays_from_empty_write_the_same_suggestions_byte_for_byte(
+    tmp_path: Path, embedder: RememberingEmbedder
+):
+    events = written(tmp_path, "demo.jsonl", demo_lines(4))
+    settings = settings_for(tmp_path)
+    first = await replay(events, tmp_path / "first.jsonl", settings, fresh=True, embedder=embedder)
+    second = await replay(events, tmp_path / "second.jsonl", settings, fresh=True, embedder=embedder)
+    said = (tmp_path / "first.jsonl").read_bytes()
+    assert said and said == (tmp_path / "second.jsonl").read_bytes()
+    assert first.suggestions == second.suggestions and first.silences == second.silences
+
+
+async def test_suggestions_are_made_at_the_simulated_time_of_the_message_they_answer(
+    tmp_path: Path, embedder: RememberingEmbedder
+):
+    lines = demo_lines(4)
+    events = written(tmp_path, "demo.jsonl", lines)
+    await replay(events, tmp_path / "out.jsonl", settings_for(tmp_path), fresh=True, embedder=embedder)
+    sent = {json.loads(line).get("message_id"): json.loads(line).get("sent_at") for line in lines}
+    suggestions = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
+    assert suggestions
+    for suggestion in suggestions:
+        assert suggestion["type"] == "suggestion" and suggestion["schema_version"] == 1
+        assert suggestion["created_at"] == sent[suggestion["in_reply_to"]]
+        assert suggestion["latency_ms"] == 0.0
+
+
+async def test_the_summary_counts_events_suggestions_and_silences_and_gives_the_simulated_span(
+    tmp_path: Path, embedder: RememberingEmbedder
+):
+    lines = demo_lines(4)
+    events = written(tmp_path, "demo.jsonl", lines)
+    summary = await replay(events, tmp_path / "out.jsonl", settings_for(tmp_path), fresh=True, embedder=embedder)
+    parsed = [json.loads(line) for line in lines]
+    assert dict(summary.events) == {
+        kind: sum(e["type"] == kind for e in parsed)
+        for kind in ("message", "case")
+        if any(e["type"] == kind for e in parsed)
+    }
+    out = (tmp_path / "out.jsonl").read_text().splitlines()
+    assert summary.suggestions == {"answer": len(out)}
+    assert summary.silences["not_a_customer_message"] == sum(e.get("role") != "customer" for e in parsed)
+    times = [datetime.fromisoformat(e.get("sent_at") or e["at"]) for e in parsed]
+    assert (summary.first, summary.last) == (times[0], max(times))
+    shown = "\n".join(summary.lines(tmp_path / "out.jsonl"))
+    assert f"suggestions: {len(out)} (answer {len(out)})" in shown
+    assert f"{times[0]:%Y-%m-%dT%H:%M:%S}Z to {max(times):%Y-%m-%dT%H:%M:%S}Z" in shown
+
+
+@pytest.mark.parametrize("db", ["sqlite", "postgresql"])
+async def test_fresh_starts_from_an_empty_database_and_chroma_folder(
+    tmp_path: Path, db: str, request: pytest.FixtureRequest
+):
+    db_url = None if db == "sqlite" else request.getfixturevalue("pg_url")
+    settings = settings_for(tmp_path, db_url, answers=False)
+    earlier = written(tmp_path, "earlier.jsonl", [message(1, "2026-11-02T09:00:00Z", "hi", conversation="old")])
+    events = written(tmp_path, "events.jsonl", [message(1, "2026-11-03T09:00:00Z", "hello")])
+    await replay(earlier, tmp_path / "out.jsonl", settings)
+    again = await replay(events, tmp_path / "out.jsonl", settings)
+    assert await conversations(settings) == ["c1", "old"]
+    (settings.data_dir / "chroma").mkdir(parents=True)
+    (settings.data_dir / "chroma" / "chroma.sqlite3").write_bytes(b"left over")
+
+    fresh = await replay(events, tmp_path / "out.jsonl", settings, fresh=True)
+    assert await conversations(settings) == ["c1"]
+    assert not (settings.data_dir / "chroma").exists()
+    assert again.duplicates == 0 and fresh.duplicates == 0
+
+
+async def test_without_fresh_a_second_replay_finds_its_events_already_stored_and_says_nothing_again(
+    tmp_path: Path, embedder: RememberingEmbedder
+):
+    events = written(tmp_path, "events.jsonl", [message(1, "2026-11-03T09:00:00Z", QUESTION)])
+    settings = settings_for(tmp_path)
+    first = await replay(events, tmp_path / "first.jsonl", settings, fresh=True, embedder=embedder)
+    second = await replay(events, tmp_path / "second.jsonl", settings, embedder=embedder)
+    assert first.suggestions == {"answer": 1} and first.duplicates == 0
+    assert second.suggestions == {} and second.duplicates == 1
+    assert (tmp_path / "second.jsonl").read_bytes() == b""
+
+
+async def test_bad_lines_are_named_by_number_and_reason_and_the_rest_are_replayed(tmp_path: Path):
+    lines = [
+        message(1, "2026-11-03T09:00:00Z", "hello", tenant="acme"),
+        "{not json",
+        json.dumps({"type": "order", "schema_version": 1}),
+        "",
+        message(2, "2026-11-03T09:01:00Z", "another tenant's conversation", tenant="globex"),
+        message(3, "2026-11-03T09:02:00Z", "still here", tenant="acme"),
+    ]
+    events = written(tmp_path, "events.jsonl", lines)
+    summary = await replay(events, tmp_path / "out.jsonl", settings_for(tmp_path, answers=False), fresh=True)
+    assert [(bad.number, bad.reason) for bad in summary.bad] == [
+        (2, "invalid_json"),
+        (3, "unknown_type"),
+        (5, "tenant_mismatch"),
+    ]
+    assert dict(summary.events) == {"message": 3}
+    assert "3 bad lines" in summary.lines(tmp_path / "out.jsonl")[0]
+
+
+async def test_with_answers_disabled_nothing_is_suggested_and_no_model_is_loaded(tmp_path: Path):
+    events = written(tmp_path, "events.jsonl", [message(1, "2026-11-03T09:00:00Z", QUESTION)])
+    settings = settings_for(tmp_path, answers=False)
+    summary = await replay(events, tmp_path / "out.jsonl", settings, fresh=True, embedder=NoModel())  # type: ignore[arg-type]
+    assert summary.suggestions == {} and summary.events == {"message": 1}
+    assert (tmp_path / "out.jsonl").read_bytes() == b""
+    assert await conversations(settings) == ["c1"]
+
+
+async def test_time_never_goes_back_so_an_event_older_than_the_one_before_is_handled_late(
+    tmp_path: Path, embedder: RememberingEmbedder
+):
+    lines = [
+        message(1, "2026-11-03T10:00:00Z", "hello", conversation="c2"),
+        message(2, "2026-11-03T09:00:00Z", QUESTION),  # an hour older than the event before it: stale by then
+    ]
+    events = written(tmp_path, "events.jsonl", lines)
+    summary = await replay(events, tmp_path / "out.jsonl", settings_for(tmp_path), fresh=True, embedder=embedder)
+    assert summary.silences.get("stale") == 1 and summary.suggestions == {}
+    assert summary.last == datetime.fromisoformat("2026-11-03T10:00:00+00:00")
