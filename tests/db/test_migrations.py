@@ -10,6 +10,7 @@ import sqlalchemy as sa
 from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
+from alembic.util import CommandError
 
 from vigil.app.tables import metadata
 from vigil.cases.store import CaseStore
@@ -129,3 +130,24 @@ async def test_0005_keeps_stored_events_and_keys_them_by_conversation(store: Cas
                     await conn.execute(statement, row)
     view = await views.conversation("c-2")
     assert view is not None and [m.message_id for m in view.messages] == ["m-1", "m-2"]  # newest first
+
+
+# --- Alembic's own check, through vigil's environment: it compares with the tables the caller passes ---
+
+
+def _check(metadata: sa.MetaData | None) -> Callable[[sa.Connection], None]:
+    def run(connection: sa.Connection) -> None:
+        command.check(alembic_config(connection, metadata=metadata))
+
+    return run
+
+
+async def test_alembic_finds_no_new_upgrade_operations_against_every_packages_tables(store: CaseStore):
+    async with store.engine.connect() as conn:
+        await conn.run_sync(_check(metadata))
+
+
+async def test_alembic_cannot_compare_when_no_tables_are_passed(store: CaseStore):
+    async with store.engine.connect() as conn:
+        with pytest.raises(CommandError, match="does not provide a MetaData object"):
+            await conn.run_sync(_check(None))
