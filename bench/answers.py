@@ -48,12 +48,13 @@ from bench.knowledge_env import knowledge_store
 from bench.linux import MachineTimes
 from bench.metrics import Snapshot
 from vigil.answers.questions import classify
+from vigil.answers.settings import AnswerSettings
 from vigil.answers.skill import FAQ_MODEL, RETRIEVAL_MODEL, SOURCES, faq_features, retrieval_features
-from vigil.app.settings import AnswerSettings, KafkaSettings
 from vigil.dev.broker import EmbeddedBroker
 from vigil.knowledge.documents import Entry, Passage, discover, read
 from vigil.knowledge.store import KnowledgeStore
 from vigil.transport.kafka import ensure_topics
+from vigil.transport.settings import KafkaSettings
 
 KNOWLEDGE = Path(__file__).resolve().parent.parent / "knowledge"
 KNOWLEDGE_PATHS = (KNOWLEDGE / "articles", KNOWLEDGE / "faqs")

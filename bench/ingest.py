@@ -37,9 +37,9 @@ from typing import Any
 
 from bench import databases, phases, report, traffic
 from bench.daemon import VigilProcess
-from vigil.app.settings import KafkaSettings
 from vigil.dev.broker import EmbeddedBroker
 from vigil.transport.kafka import ensure_topics
+from vigil.transport.settings import KafkaSettings
 
 _ROOT = Path(__file__).resolve().parent.parent
 _SHORTEST_CONVERSATION = 11  # events in the shortest demo conversation

@@ -22,7 +22,8 @@ async def knowledge_store() -> AsyncIterator[KnowledgeStore]:
     """An empty, open knowledge store that disappears afterwards."""
     folder = Path(tempfile.mkdtemp(prefix="vigil-eval-"))
     try:
-        async with standalone(Settings(_env_file=None, data_dir=folder)) as knowledge:  # type: ignore[call-arg]
+        settings = Settings(_env_file=None, data_dir=folder)  # type: ignore[call-arg]
+        async with standalone(settings.knowledge, settings.database, data_dir=settings.data_dir) as knowledge:
             yield knowledge
     finally:
         shutil.rmtree(folder, ignore_errors=True)

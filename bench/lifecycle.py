@@ -43,13 +43,15 @@ from pydantic import SecretStr
 from bench import databases, report, traffic
 from bench.daemon import VigilProcess
 from vigil.answers.drafting import Drafter, DraftSource
-from vigil.app.settings import KafkaSettings, LlmSettings, OidcSettings
+from vigil.answers.settings import LlmSettings
 from vigil.core.clock import SystemClock
 from vigil.core.errors import AuthUnavailable
 from vigil.core.metrics import Metrics
 from vigil.dev.broker import EmbeddedBroker, free_port
 from vigil.panel.oidc import OidcClient
+from vigil.panel.settings import OidcSettings
 from vigil.transport.kafka import ensure_topics
+from vigil.transport.settings import KafkaSettings
 
 GRACEFUL_TIMEOUT_S = 10.0  # vigil's default
 BUDGET_S = 3.0  # the default VIGIL_LLM__TIMEOUT_S

@@ -49,9 +49,9 @@ from bench.linux import MachineTimes, cpu_seconds
 from tests.browser import chromium
 from tests.sse import sse_events
 from vigil.answers.questions import classify
-from vigil.app.settings import KafkaSettings
 from vigil.dev.broker import EmbeddedBroker
 from vigil.transport.kafka import ensure_topics
+from vigil.transport.settings import KafkaSettings
 
 TARGET_MS = 500.0
 QUANTILES = ("p50", "p90", "p99", "max")

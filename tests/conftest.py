@@ -21,7 +21,8 @@ from prometheus_client import CollectorRegistry
 from tests.mosquitto import Mosquitto
 from vigil.app.settings import Settings
 from vigil.cases.store import CaseStore
-from vigil.core.clock import SystemClock
+from vigil.cases.views import CaseViews
+from vigil.core.clock import Clock, SystemClock
 from vigil.dev.broker import EmbeddedBroker
 from vigil.knowledge.documents import Entry, discover, read
 from vigil.knowledge.embedding import Embedder, SentenceTransformerEmbedder, Vectors
@@ -188,6 +189,22 @@ def make_settings(
     return Settings(_env_file=None, **values)  # type: ignore[call-arg, arg-type]
 
 
+def case_store(settings: Settings, *, clock: Clock | None = None) -> CaseStore:
+    """The case store the daemon builds from ``settings`` (not connected yet)."""
+    return CaseStore.from_settings(
+        settings.database,
+        data_dir=settings.data_dir,
+        clock=clock or SystemClock(),
+        default_tenant=settings.default_tenant,
+        future_skew_s=settings.ingest.future_skew_s,
+    )
+
+
+def views_of(store: CaseStore) -> CaseViews:
+    """The read models on the case store's database, as the daemon builds them."""
+    return CaseViews(store.engine, timeout_s=store.timeout_s)
+
+
 @pytest.fixture
 async def store(db_url: str, tmp_path: Path) -> AsyncIterator[CaseStore]:
     """A migrated case store on each database."""
@@ -195,16 +212,21 @@ async def store(db_url: str, tmp_path: Path) -> AsyncIterator[CaseStore]:
         yield case_store
 
 
+@pytest.fixture
+def views(store: CaseStore) -> CaseViews:
+    """What the panel and the API read from ``store``."""
+    return views_of(store)
+
+
 @contextlib.asynccontextmanager
 async def migrated_store(db_url: str, tmp_path: Path) -> AsyncIterator[CaseStore]:
     """A case store on ``db_url``, migrated, closed on exit."""
-    settings = make_settings(tmp_path=tmp_path, db_url=db_url)
-    case_store = CaseStore.from_settings(settings, clock=SystemClock())
-    await case_store.migrate()
+    built = case_store(make_settings(tmp_path=tmp_path, db_url=db_url))
+    await built.migrate()
     try:
-        yield case_store
+        yield built
     finally:
-        await case_store.close()
+        await built.close()
 
 
 class RememberingEmbedder:

@@ -34,8 +34,8 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from jwt.algorithms import ECAlgorithm, RSAAlgorithm
 from pydantic import SecretStr
 
-from vigil.app.settings import OidcSettings
 from vigil.dev.broker import free_port
+from vigil.panel.settings import OidcSettings
 
 CLIENT_ID = "vigil-panel"
 CLIENT_SECRET = "provider-secret"

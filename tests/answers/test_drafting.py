@@ -17,7 +17,7 @@ from prometheus_client import CollectorRegistry
 from pydantic import SecretStr
 
 from vigil.answers.drafting import SYSTEM_PROMPT, Draft, Drafter, DraftSource
-from vigil.app.settings import LlmSettings
+from vigil.answers.settings import LlmSettings
 from vigil.core.clock import SystemClock
 from vigil.core.metrics import Metrics
 
@@ -380,8 +380,8 @@ def test_the_settings_come_from_the_environment(monkeypatch: pytest.MonkeyPatch)
 async def drafting_skill(fake: FakeAnthropic, metrics: Metrics, store, tmp_path, embedder):  # type: ignore[no-untyped-def]
     """The answer skill over the help centre's articles, drafting through ``fake``; an eSIM question; the drafter."""
     from tests.conftest import help_centre, open_knowledge
+    from vigil.answers.settings import AnswerSettings
     from vigil.answers.skill import AnswerSkill
-    from vigil.app.settings import AnswerSettings
     from vigil.wire.events import parse
 
     knowledge = await open_knowledge(store, tmp_path / "chroma", embedder)

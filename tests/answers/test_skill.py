@@ -13,8 +13,8 @@ import pytest
 from tests.conftest import help_centre, open_knowledge
 from vigil.answers.intervention import InterventionPolicy, similarity
 from vigil.answers.questions import asks_yes_or_no
+from vigil.answers.settings import AnswerSettings
 from vigil.answers.skill import AnswerSkill, extract, fit_to_question
-from vigil.app.settings import AnswerSettings
 from vigil.cases.store import CaseStore
 from vigil.cases.writes import CaseState
 from vigil.core.clock import ManualClock

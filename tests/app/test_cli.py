@@ -9,10 +9,13 @@ import pytest
 from tests.cases.test_store import event
 from vigil.app.cli import MIGRATION_LOGGER, PARAMETER_LOGGERS, configure_logging
 from vigil.cases.store import CaseStore
+from vigil.cases.views import CaseViews
 
 
 @pytest.mark.usefixtures("restored_logging")
-async def test_debug_logging_never_prints_a_customers_text(store: CaseStore, caplog: pytest.LogCaptureFixture):
+async def test_debug_logging_never_prints_a_customers_text(
+    store: CaseStore, views: CaseViews, caplog: pytest.LogCaptureFixture
+):
     logging.getLogger().setLevel(logging.DEBUG)  # basicConfig does nothing where pytest set up handlers already
     configure_logging("DEBUG")
     logging.getLogger("sqlalchemy.engine").setLevel(logging.INFO)  # as an operator turning SQL logging on would
@@ -28,7 +31,7 @@ async def test_debug_logging_never_prints_a_customers_text(store: CaseStore, cap
             sent_at="2026-11-02T09:00:00Z",
         )
     )
-    assert await store.count_events() == {"conversations": 1, "messages": 1, "case_events": 0}
+    assert await views.count_events() == {"conversations": 1, "messages": 1, "case_events": 0}
     statements = [r for r in caplog.records if r.name.startswith("sqlalchemy.engine")]
     assert statements, "SQL logging was on"
     assert secret not in caplog.text

@@ -11,6 +11,7 @@ import httpx
 import jsonschema
 import pytest
 
+from tests.conftest import case_store, views_of
 from vigil.app.health import Health
 from vigil.app.http import create_app
 from vigil.cases.store import CaseStore
@@ -21,7 +22,7 @@ from vigil.wire.events import parse
 
 
 def client_for(store: CaseStore, health: Health, metrics: Metrics) -> httpx.AsyncClient:
-    app = create_app(store=store, health=health, metrics=metrics)
+    app = create_app(views=views_of(store), health=health, metrics=metrics)
     return httpx.AsyncClient(
         transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1:8080"
     )  # no sign-in: loopback only
@@ -91,7 +92,7 @@ async def test_the_api_says_503_when_the_database_is_down(tmp_path, metrics: Met
     from tests.conftest import make_settings
 
     settings = make_settings(tmp_path=tmp_path, db_url="postgresql+asyncpg://postgres@127.0.0.1:1/none")
-    dead = CaseStore.from_settings(settings, clock=SystemClock())
+    dead = case_store(settings)
     health = Health({}, clock=SystemClock(), metrics=metrics, interval_s=1)
     try:
         async with client_for(dead, health, metrics) as client:

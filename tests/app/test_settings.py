@@ -10,9 +10,8 @@ from pathlib import Path
 import pytest
 
 from vigil.app.settings import Settings, load_settings
-from vigil.cases.store import CaseStore
-from vigil.core.clock import SystemClock
 from vigil.core.errors import SettingsError
+from vigil.db.engine import open_engine
 
 
 def test_defaults_are_the_documented_ones(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
@@ -100,7 +99,7 @@ def test_an_uncreatable_data_dir_is_a_settings_error(tmp_path: Path):
     blocker.write_text("")
     settings = Settings(_env_file=None, data_dir=blocker / "data")  # type: ignore[call-arg]
     with pytest.raises(SettingsError) as caught:
-        CaseStore.from_settings(settings, clock=SystemClock())
+        open_engine(settings.database, data_dir=settings.data_dir)
     assert caught.value.setting == "VIGIL_DATA_DIR"
 
 

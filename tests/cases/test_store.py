@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import base64
 import json
 import uuid
 from collections.abc import AsyncIterator
@@ -14,11 +13,10 @@ import psycopg
 import pytest
 import sqlalchemy as sa
 
-from tests.conftest import PG_ADMIN, make_settings, migrated_store
+from tests.conftest import PG_ADMIN, case_store, make_settings, migrated_store, views_of
 from vigil.cases.store import CaseStore
-from vigil.core.clock import SystemClock
+from vigil.cases.views import CaseViews
 from vigil.core.errors import EventConflict, StoreError, StoreUnavailable
-from vigil.db.tables import UTCDateTime
 from vigil.wire.events import Event, SourceRef, Suggestion, parse
 
 LIMITS = {"max_event_bytes": 1 << 20, "max_text_bytes": 1 << 16}
@@ -66,19 +64,19 @@ def suggestion(sid: str, reply_to: str, conversation: str = "c-1") -> Suggestion
     )
 
 
-async def test_messages_are_stored_once_in_stream_order(store: CaseStore):
+async def test_messages_are_stored_once_in_stream_order(store: CaseStore, views: CaseViews):
     for n in range(5):
         assert (await store.record(msg(n))).new
     for n in range(5):
         assert not (await store.record(msg(n))).new  # a re-delivery changes nothing
-    view = await store.conversation("c-1")
+    view = await views.conversation("c-1")
     assert view is not None
     assert [m.message_id for m in view.messages] == [f"c-1-m{n}" for n in range(4, -1, -1)]  # newest first
     assert view.messages[-1].sent_at == datetime(2026, 11, 2, 9, 0, 0, tzinfo=UTC)
-    assert (await store.count_events())["messages"] == 5
+    assert (await views.count_events())["messages"] == 5
 
 
-async def test_concurrent_records_share_batches_and_each_gets_its_own_result(store: CaseStore):
+async def test_concurrent_records_share_batches_and_each_gets_its_own_result(store: CaseStore, views: CaseViews):
     commits: list[object] = []
     sa.event.listen(store.engine.sync_engine, "commit", commits.append)
     events = [msg(n, conversation=f"c-{n % 7}") for n in range(100)]
@@ -88,10 +86,10 @@ async def test_concurrent_records_share_batches_and_each_gets_its_own_result(sto
     again = await asyncio.gather(*(store.record(e) for e in events[:10]))
     assert not any(r.new for r in again)
     assert len(commits) == 2
-    assert await store.count_events() == {"conversations": 7, "messages": 100, "case_events": 0}
+    assert await views.count_events() == {"conversations": 7, "messages": 100, "case_events": 0}
 
 
-async def test_a_conversation_tracks_its_case_through_its_life(store: CaseStore):
+async def test_a_conversation_tracks_its_case_through_its_life(store: CaseStore, views: CaseViews):
     await store.record(case(1, "opened", priority="P3"))
     await store.record(case(2, "assigned", assignee="priya.k"))
     state = (await store.record(msg(1))).case
@@ -108,7 +106,7 @@ async def test_a_conversation_tracks_its_case_through_its_life(store: CaseStore)
     reopened = (await store.record(case(6, "reopened"))).case
     assert reopened is not None and reopened.status == "open" and reopened.closed_at is None
     assert not (await store.record(case(5, "closed"))).new  # the old close, re-sent, does not close it again
-    view = await store.conversation("c-1")
+    view = await views.conversation("c-1")
     assert view is not None and view.status == "open" and view.priority == "P2"
 
 
@@ -135,7 +133,7 @@ async def test_response_times_are_kept(store: CaseStore):
     assert count == 5
 
 
-async def test_another_tenants_conversation_is_refused_and_nothing_is_written(store: CaseStore):
+async def test_another_tenants_conversation_is_refused_and_nothing_is_written(store: CaseStore, views: CaseViews):
     await store.record(msg(1, tenant="acme"))
     await store.record(msg(2))  # no tenant: belongs to the conversation's
     with pytest.raises(EventConflict) as caught:
@@ -143,7 +141,7 @@ async def test_another_tenants_conversation_is_refused_and_nothing_is_written(st
     assert caught.value.reason == "tenant_mismatch"
     with pytest.raises(EventConflict):
         await store.record(case(1, "closed", tenant="globex"))
-    view = await store.conversation("c-1")
+    view = await views.conversation("c-1")
     assert view is not None and view.tenant == "acme" and len(view.messages) == 2 and view.status == "open"
 
 
@@ -156,9 +154,9 @@ async def test_a_conflict_in_a_batch_does_not_take_the_others_down(store: CaseSt
     assert all(not isinstance(r, BaseException) and r.new for r in results[:-1])
 
 
-async def test_new_conversations_get_the_default_tenant(store: CaseStore):
+async def test_new_conversations_get_the_default_tenant(store: CaseStore, views: CaseViews):
     await store.record(msg(1, conversation="c-9"))
-    view = await store.conversation("c-9")
+    view = await views.conversation("c-9")
     assert view is not None and view.tenant == "default"
 
 
@@ -178,7 +176,7 @@ async def test_feedback_is_stored_once_and_checked_against_the_tenant(store: Cas
         await store.record(event(**{**fb, "feedback_id": "f-2", "tenant": "globex"}))
 
 
-async def test_unpublished_suggestions_are_found_until_marked(store: CaseStore):
+async def test_unpublished_suggestions_are_found_until_marked(store: CaseStore, views: CaseViews):
     await store.record(msg(1))
     await store.save_suggestion(suggestion("s-1", "c-1-m1"))
     await store.save_suggestion(suggestion("s-1", "c-1-m1"))  # idempotent
@@ -187,71 +185,20 @@ async def test_unpublished_suggestions_are_found_until_marked(store: CaseStore):
     assert left[0].sources[0].title == "FAQ"
     await store.mark_published(["s-1"])
     assert await store.unpublished_replies("c-1", "c-1-m1") == []
-    view = await store.conversation("c-1")
+    view = await views.conversation("c-1")
     assert view is not None and [s.suggestion_id for s in view.suggestions] == ["s-1"]
 
 
-async def test_the_queue_keeps_those_waiting_longest_whatever_its_limit(store: CaseStore):
-    await store.record(msg(1, conversation="waits-longest"))  # 09:00:01, unanswered
-    await store.record(msg(5, conversation="waits"))  # 09:00:05, unanswered
-    for n, conversation in ((7, "answered-earlier"), (9, "answered-later")):
-        await store.record(msg(n, conversation=conversation))
-        await store.record(msg(n + 1, conversation=conversation, role="analyst"))
-
-    async def queue(limit: int) -> list[str]:
-        return [item.conversation_id for item in await store.queue(tenants=None, reader=None, limit=limit)]
-
-    assert await queue(10) == ["waits-longest", "waits", "answered-later", "answered-earlier"]
-    assert await queue(1) == ["waits-longest"]  # the least recently updated, and the first to keep
-
-
-async def test_the_queue_shows_each_reader_what_was_suggested_since_they_last_read(store: CaseStore):
-    await store.record(msg(1))
-    await store.record(msg(1, conversation="c-2", tenant="acme"))
-    later = suggestion("s-2", "c-1-m1").model_copy(update={"created_at": datetime(2026, 11, 2, 9, 5, tzinfo=UTC)})
-    for made in (suggestion("s-1", "c-1-m1"), later, suggestion("s-3", "c-1-m1")):
-        await store.save_suggestion(made)
-    await store.mark_published(["s-1", "s-2"])  # s-3 is not out yet
-
-    async def unread(reader: str | None) -> dict[str, list[str]]:
-        return {
-            item.conversation_id: item.unread_suggestions for item in await store.queue(tenants=None, reader=reader)
-        }
-
-    assert await unread("ana") == {"c-1": ["s-1", "s-2"], "c-2": []}
-    assert await store.mark_read("ana", "c-1", datetime(2026, 11, 2, 9, 2, tzinfo=UTC), tenants=None)
-    assert (await unread("ana"))["c-1"] == ["s-2"]
-    assert (await unread("bo"))["c-1"] == ["s-1", "s-2"]
-    # A mark never moves back; another tenant's or an unknown conversation is not marked.
-    assert await store.mark_read("ana", "c-1", datetime(2026, 11, 2, 9, 1, tzinfo=UTC), tenants=None)
-    assert not await store.mark_read("ana", "c-1", datetime(2026, 11, 2, 9, 9, tzinfo=UTC), tenants=["acme"])
-    assert not await store.mark_read("ana", "nope", datetime(2026, 11, 2, 9, 9, tzinfo=UTC), tenants=None)
-    assert (await unread("ana"))["c-1"] == ["s-2"]
-    # A verdict, by anyone, settles a suggestion for everyone.
-    verdict = {"type": "feedback", "feedback_id": "f-1", "suggestion_id": "s-2", "conversation_id": "c-1"}
-    await store.record(event(**verdict, verdict="dismissed", at="2026-11-02T09:06:00Z"))
-    assert (await unread("bo"))["c-1"] == ["s-1"]
-    assert (await unread(None))["c-1"] == ["s-1"]
-    assert (await unread("ana"))["c-1"] == []
-
-
-async def test_unknown_conversation_is_none(store: CaseStore):
-    assert await store.conversation("nope") is None
-
-
-async def test_migrations_are_idempotent(store: CaseStore):
+async def test_migrations_are_idempotent(store: CaseStore, views: CaseViews):
     await store.migrate()
     await store.record(msg(1))
     await store.migrate()
-    assert (await store.count_events())["messages"] == 1
+    assert (await views.count_events())["messages"] == 1
 
 
 async def test_an_unreachable_database_is_reported_as_unavailable(tmp_path):
-    from tests.conftest import make_settings
-    from vigil.core.clock import SystemClock
-
     settings = make_settings(tmp_path=tmp_path, db_url="postgresql+asyncpg://postgres@127.0.0.1:1/none")
-    dead = CaseStore.from_settings(settings, clock=SystemClock())
+    dead = case_store(settings)
     try:
         with pytest.raises(StoreUnavailable):
             await dead.ping()
@@ -266,7 +213,7 @@ async def test_an_unreachable_database_is_reported_as_unavailable(tmp_path):
 # --- Idempotency is per conversation: ids of two conversations (of one tenant or two) never collide ---
 
 
-async def test_two_tenants_and_two_conversations_may_reuse_an_id(store: CaseStore):
+async def test_two_tenants_and_two_conversations_may_reuse_an_id(store: CaseStore, views: CaseViews):
     def same_ids(conversation: str, tenant: str) -> list[Event]:
         at = {"conversation_id": conversation, "tenant": tenant}
         return [
@@ -280,19 +227,19 @@ async def test_two_tenants_and_two_conversations_may_reuse_an_id(store: CaseStor
         results = [await store.record(e) for e in same_ids(conversation, tenant)]
         assert [r.new for r in results] == [True, True, True], conversation
     for conversation, tenant in owners.items():
-        view = await store.conversation(conversation)
+        view = await views.conversation(conversation)
         assert view is not None, f"{conversation} was never created"
         assert (view.tenant, view.status, [m.message_id for m in view.messages]) == (tenant, "escalated", ["m-1"])
     async with store.engine.connect() as conn:  # a page shows verdicts on its own suggestions only: read the table
         verdicts = (await conn.execute(sa.text("SELECT conversation_id, feedback_id FROM feedback"))).all()
     assert sorted(tuple(row) for row in verdicts) == sorted((c, "f-1") for c in owners)
-    assert await store.count_events() == {"conversations": 3, "messages": 3, "case_events": 3}
+    assert await views.count_events() == {"conversations": 3, "messages": 3, "case_events": 3}
     again = [await store.record(e) for c, t in owners.items() for e in same_ids(c, t)]
     assert not any(r.new for r in again)  # still idempotent within each conversation
-    assert await store.count_events() == {"conversations": 3, "messages": 3, "case_events": 3}
+    assert await views.count_events() == {"conversations": 3, "messages": 3, "case_events": 3}
 
 
-async def test_ids_reused_across_conversations_in_one_batch_are_each_new(store: CaseStore):
+async def test_ids_reused_across_conversations_in_one_batch_are_each_new(store: CaseStore, views: CaseViews):
     same = [
         event(type="message", message_id="m-1", conversation_id=f"c-{n}", role="customer", sent_at=EPOCH, text="hi")
         for n in range(20)
@@ -300,13 +247,13 @@ async def test_ids_reused_across_conversations_in_one_batch_are_each_new(store: 
     await store.record(same[0])
     results = await asyncio.gather(*(store.record(e) for e in same))
     assert [r.new for r in results] == [False] + [True] * 19
-    assert await store.count_events() == {"conversations": 20, "messages": 20, "case_events": 0}
+    assert await views.count_events() == {"conversations": 20, "messages": 20, "case_events": 0}
 
 
 # --- Feedback judges only a suggestion of its own conversation ---
 
 
-async def test_feedback_on_another_conversations_suggestion_is_refused(store: CaseStore):
+async def test_feedback_on_another_conversations_suggestion_is_refused(store: CaseStore, views: CaseViews):
     await store.record(msg(1, conversation="c-1", tenant="acme"))
     await store.record(msg(1, conversation="c-2", tenant="acme"))
     await store.record(msg(1, conversation="g-1", tenant="globex"))
@@ -325,14 +272,16 @@ async def test_feedback_on_another_conversations_suggestion_is_refused(store: Ca
         await store.record(event(**verdict, feedback_id="f-3", conversation_id="g-1"))
     assert untenanted.value.reason == "address_mismatch"
     for conversation in ("c-2", "g-1"):
-        view = await store.conversation(conversation)
+        view = await views.conversation(conversation)
         assert view is not None and view.feedback == [], "a refused verdict was stored"
 
     own = await store.record(event(**verdict, feedback_id="f-4", conversation_id="c-1", tenant="acme"))
     assert own.new and own.suggestion_kind == "answer"
 
 
-async def test_feedback_cannot_wait_in_a_conversation_not_yet_opened_for_a_suggestion_to_come(store: CaseStore):
+async def test_feedback_cannot_wait_in_a_conversation_not_yet_opened_for_a_suggestion_to_come(
+    store: CaseStore, views: CaseViews
+):
     # Suggestion ids are predictable: globex names acme's next conversation and the suggestion vigil will make there.
     ahead = {"type": "feedback", "suggestion_id": "s-future", "verdict": "dismissed", "at": EPOCH}
     with pytest.raises(EventConflict) as early:
@@ -342,7 +291,7 @@ async def test_feedback_cannot_wait_in_a_conversation_not_yet_opened_for_a_sugge
     await store.save_suggestion(
         suggestion("s-future", "c-9-m1", conversation="c-9").model_copy(update={"tenant": "acme"})
     )
-    view = await store.conversation("c-9")
+    view = await views.conversation("c-9")
     assert view is not None and view.tenant == "acme" and view.feedback == []
 
 
@@ -413,7 +362,7 @@ async def test_a_passing_postgresql_error_is_unavailable_and_the_event_is_stored
         await pg_store.record(msg(1))
     await set_fault(pg_store, None)
     assert (await pg_store.record(msg(1))).new
-    assert (await pg_store.count_events())["messages"] == 1
+    assert (await views_of(pg_store).count_events())["messages"] == 1
 
 
 @pytest.mark.parametrize("code", sorted(REFUSAL_CODES))
@@ -431,21 +380,21 @@ async def test_a_role_at_its_connection_limit_is_unavailable_until_a_slot_frees(
     with psycopg.connect(PG_ADMIN, autocommit=True) as admin:
         admin.execute(f'CREATE ROLE "{role}" LOGIN CONNECTION LIMIT 1')
     try:
-        owner = CaseStore.from_settings(make_settings(tmp_path=tmp_path, db_url=pg_url), clock=SystemClock())
+        owner = case_store(make_settings(tmp_path=tmp_path, db_url=pg_url))
         await owner.migrate()
         async with owner.engine.begin() as conn:
             await conn.exec_driver_sql(f'GRANT ALL ON ALL TABLES IN SCHEMA public TO "{role}"')
             await conn.exec_driver_sql(f'GRANT ALL ON ALL SEQUENCES IN SCHEMA public TO "{role}"')
         await owner.close()
         limited_url = pg_url.replace("postgres@", f"{role}@")
-        limited = CaseStore.from_settings(make_settings(tmp_path=tmp_path, db_url=limited_url), clock=SystemClock())
+        limited = case_store(make_settings(tmp_path=tmp_path, db_url=limited_url))
         try:
             slot = psycopg.connect(psycopg_url(limited_url))  # the role's one connection, held elsewhere
             try:
                 with pytest.raises(StoreUnavailable, match="53300"):
                     await limited.record(msg(1))
                 with pytest.raises(StoreUnavailable):
-                    await limited.conversation("c-1")
+                    await views_of(limited).conversation("c-1")
             finally:
                 slot.close()
             assert (await limited.record(msg(1))).new
@@ -473,12 +422,12 @@ def said(conversation: str, at: str) -> Event:
 
 
 async def test_an_event_time_far_ahead_counts_as_at_most_the_skew_ahead_for_its_conversation(db_url: str, tmp_path):
-    from tests.conftest import make_settings
     from vigil.core.clock import ManualClock
 
     clock = ManualClock(datetime(2026, 11, 2, 9, 0, tzinfo=UTC))
     settings = make_settings(tmp_path=tmp_path, db_url=db_url, ingest={"future_skew_s": 3600})
-    store = CaseStore.from_settings(settings, clock=clock)
+    store = case_store(settings, clock=clock)
+    views = views_of(store)
     await store.migrate()
     try:
         await store.record(said("pinned", "2999-01-01T00:00:00Z"))
@@ -486,235 +435,20 @@ async def test_an_event_time_far_ahead_counts_as_at_most_the_skew_ahead_for_its_
         clock.advance(2 * 3600)
         await store.record(said("fresh", "2026-11-02T11:00:00Z"))
 
-        pinned = await store.conversation("pinned")
+        pinned = await views.conversation("pinned")
         assert pinned is not None
         ten = datetime(2026, 11, 2, 10, 0, tzinfo=UTC)  # the clock then, plus the skew of an hour
         assert (pinned.opened_at, pinned.updated_at, pinned.waiting_since) == (ten, ten, ten)
         assert pinned.messages[0].sent_at == datetime(2999, 1, 1, tzinfo=UTC)  # the message keeps the sender's time
-        ahead = await store.conversation("a-little-ahead")
+        ahead = await views.conversation("a-little-ahead")
         assert ahead is not None and ahead.updated_at == datetime(2026, 11, 2, 9, 30, tzinfo=UTC)
-        newest_first = [c.conversation_id for c in await store.recent_conversations()]
+        newest_first = [c.conversation_id for c in await views.recent_conversations()]
         assert newest_first == ["fresh", "pinned", "a-little-ahead"]
 
         closing = {"type": "case", "event_id": "pinned-closed", "conversation_id": "pinned", "event": "closed"}
         await store.record(event(**closing, at="2999-01-01T00:00:00Z"))
-        closed = await store.conversation("pinned")
+        closed = await views.conversation("pinned")
         twelve = datetime(2026, 11, 2, 12, 0, tzinfo=UTC)
         assert closed is not None and (closed.updated_at, closed.closed_at) == (twelve, twelve)
     finally:
         await store.close()
-
-
-# ---- a conversation is read a page at a time, newest first, however long it is ----
-HUGE = 100_000
-SUGGESTIONS = 1_200
-AT = datetime(2026, 11, 2, 9, 0, 0, tzinfo=UTC)
-
-
-async def bulk_conversation(store: CaseStore) -> None:
-    """One conversation of HUGE messages and SUGGESTIONS suggestions, written with SQL (the pipeline would take
-    minutes); the first message goes through the store, so that the conversation's row is what vigil writes."""
-    await store.record(msg(0, conversation="huge"))
-    at = sa.bindparam("at", AT, type_=UTCDateTime())
-    numbers = "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < :last) "
-    messages = sa.text(
-        "INSERT INTO message (message_id, conversation_id, sent_at, received_at, role, text) "
-        f"{numbers}SELECT 'huge-m' || i, 'huge', :at, :at, 'customer', 'message ' || i FROM n"
-    ).bindparams(at, sa.bindparam("last", HUGE - 1))
-    # Suggestions made in pairs at the same instant: the cursor must tell them apart by id.
-    suggestions = sa.text(
-        "INSERT INTO suggestion (suggestion_id, conversation_id, tenant, created_at, kind, text, confidence, "
-        f"sources, latency_ms) {numbers}SELECT 's-' || i, 'huge', 'default', :at, 'answer', 'Try this', 0.5, "
-        "'[]', 1.0 FROM n"
-    ).bindparams(at, sa.bindparam("last", SUGGESTIONS))
-    # And other conversations around it, as in any real database, so that the planner has to find this one's rows.
-    others = sa.text(
-        "INSERT INTO message (message_id, conversation_id, sent_at, received_at, role, text) "
-        f"{numbers}SELECT 'o-m' || i, 'other-' || (i % 200), :at, :at, 'customer', 'hi' FROM n"
-    ).bindparams(at, sa.bindparam("last", 20_000))
-    other_suggestions = sa.text(
-        "INSERT INTO suggestion (suggestion_id, conversation_id, tenant, created_at, kind, text, confidence, "
-        f"sources, latency_ms) {numbers}SELECT 'o-' || i, 'other-' || (i % 200), 'default', :at, 'answer', 'Hm', "
-        "0.5, '[]', 1.0 FROM n"
-    ).bindparams(at, sa.bindparam("last", 20_000))
-    async with store.engine.begin() as conn:
-        for statement in (messages, suggestions, others, other_suggestions):
-            await conn.execute(statement)
-        # Spread the suggestions over time, two per instant; the other conversations' over the same span, as
-        # conversations that run at the same time.
-        seconds = f"(CASE WHEN conversation_id = 'huge' THEN {{n}} ELSE {{n}} % {SUGGESTIONS} END) / 2"
-        n = "CAST(substr(suggestion_id, 3) AS integer)"
-        if conn.dialect.name == "postgresql":
-            spread = f"UPDATE suggestion SET created_at = created_at + ({seconds.format(n=n)}) * interval '1 second'"
-        else:
-            spread = (
-                # In the form SQLAlchemy writes (microseconds), which the store's comparisons rely on.
-                "UPDATE suggestion SET created_at = strftime('%Y-%m-%d %H:%M:%S', created_at, "
-                f"'+' || ({seconds.format(n=n)}) || ' seconds') || '.000000'"
-            )
-        await conn.execute(sa.text(spread))
-        if conn.dialect.name == "postgresql":  # as autovacuum would; vigil never analyses SQLite, so neither do we
-            await conn.execute(sa.text("ANALYZE"))
-
-
-async def test_a_huge_conversation_is_read_a_page_at_a_time_newest_first(store: CaseStore):
-    await bulk_conversation(store)
-
-    first = await store.conversation("huge")
-    assert first is not None and first.message_count == 1  # written behind the pipeline's back, as intended
-    assert [m.message_id for m in first.messages] == [f"huge-m{n}" for n in range(HUGE - 1, HUGE - 51, -1)]
-    assert len(first.suggestions) == 50 and first.suggestions[0].suggestion_id == f"s-{SUGGESTIONS}"
-    assert first.older is not None
-
-    seen_messages: list[str] = []
-    seen_suggestions: list[str] = []
-    before: str | None = None
-    pages = 0
-    while True:
-        page = await store.conversation("huge", limit=500, before=before)
-        assert page is not None
-        pages += 1
-        assert len(page.messages) <= 500 and len(page.suggestions) <= 500  # never more than a page
-        seen_messages += [m.message_id for m in page.messages]
-        seen_suggestions += [s.suggestion_id for s in page.suggestions]
-        times = [s.created_at for s in page.suggestions]
-        assert times == sorted(times, reverse=True)
-        if page.older is None:
-            break
-        before = page.older
-    assert pages == HUGE // 500
-    # Every message exactly once, newest first, through to the very first.
-    assert seen_messages == [f"huge-m{n}" for n in range(HUGE - 1, -1, -1)]
-    assert len(set(seen_messages)) == HUGE
-    assert sorted(seen_suggestions) == sorted(f"s-{n}" for n in range(1, SUGGESTIONS + 1))
-    assert len(set(seen_suggestions)) == SUGGESTIONS
-
-
-async def test_a_page_of_a_huge_conversation_is_read_through_an_index(store: CaseStore):
-    from vigil.cases import paging
-    from vigil.cases.store import MESSAGE, SUGGESTION
-
-    await bulk_conversation(store)
-    page = await store.conversation("huge", limit=100)
-    assert page is not None and page.older is not None
-    position = paging.Position.decode(page.older)
-    queries = {
-        "messages": paging.messages_page(MESSAGE, "huge", position, 100),
-        "suggestions": paging.suggestions_page(SUGGESTION, "huge", position, 100),
-    }
-    async with store.engine.connect() as conn:
-        dialect = conn.dialect
-        for name, query in queries.items():
-            sql = str(query.compile(dialect=dialect, compile_kwargs={"literal_binds": True}))
-            if dialect.name == "postgresql":
-                # With its parameters bound as the store binds them (typed), not as literals (cast to text).
-                compiled = query.compile(dialect=dialect)
-                params = tuple(compiled.params[name] for name in compiled.positiontup or ())
-                rows = (await conn.exec_driver_sql(f"EXPLAIN {compiled}", params)).all()
-                plan = "\n".join(r[0] for r in rows)
-                assert "Index Scan" in plan and "Sort" not in plan and "Seq Scan" not in plan, (name, plan)
-            else:
-                plan = "\n".join(r[-1] for r in (await conn.exec_driver_sql(f"EXPLAIN QUERY PLAN {sql}")).all())
-                assert "USING INDEX" in plan or "USING COVERING INDEX" in plan, (name, plan)
-                assert "TEMP B-TREE" not in plan, (name, plan)
-
-
-async def test_a_page_holds_the_latest_verdict_on_each_of_its_suggestions(store: CaseStore):
-    await store.record(msg(0))
-    for n in range(3):
-        await store.save_suggestion(
-            suggestion(f"s-{n}", "c-1-m0").model_copy(update={"created_at": AT.replace(second=n)})
-        )
-    for n, (sid, verdict) in enumerate([("s-0", "dismissed"), ("s-2", "edited"), ("s-2", "accepted")]):
-        base = {"type": "feedback", "feedback_id": f"f-{n}", "suggestion_id": sid, "conversation_id": "c-1"}
-        await store.record(event(**base, verdict=verdict, at=f"2026-11-02T10:00:0{n}Z", text="x"))
-
-    newest = await store.conversation("c-1", limit=2)
-    assert newest is not None
-    assert [s.suggestion_id for s in newest.suggestions] == ["s-2", "s-1"]
-    assert [(f.suggestion_id, f.verdict) for f in newest.feedback] == [("s-2", "accepted")]
-    older = await store.conversation("c-1", limit=2, before=newest.older)
-    assert older is not None and older.older is None
-    assert [s.suggestion_id for s in older.suggestions] == ["s-0"]
-    assert [(f.suggestion_id, f.verdict) for f in older.feedback] == [("s-0", "dismissed")]
-    assert older.messages == []  # the one message came on the first page
-
-
-@pytest.mark.parametrize(
-    "cursor", ["not-base64!", "e30", "bm90IGpzb24", "eyJtIjoiMSIsInMiOm51bGwsIm1kIjpmYWxzZSwic2QiOmZhbHNlfQ"]
-)
-async def test_a_cursor_no_page_gave_is_refused(store: CaseStore, cursor: str):
-    from vigil.core.errors import InvalidCursor
-
-    await store.record(msg(0))
-    with pytest.raises(InvalidCursor):
-        await store.conversation("c-1", before=cursor)
-
-
-@pytest.mark.parametrize("at", ["0001-01-01T00:00:00+00:01", "9999-12-31T23:59:59-00:01"])
-async def test_a_cursor_at_a_time_with_no_utc_equivalent_is_refused(store: CaseStore, at: str):
-    from vigil.core.errors import InvalidCursor
-
-    await store.record(msg(0))
-    body = json.dumps({"m": None, "s": [at, "s-1"], "md": False, "sd": False}).encode()
-    with pytest.raises(InvalidCursor):
-        await store.conversation("c-1", before=base64.urlsafe_b64encode(body).decode())
-
-
-# ---- the queue's rows: who the customer is and what was said last ---------------------------------------------
-
-
-async def test_a_queue_row_names_the_customer_and_previews_the_last_message(store: CaseStore):
-    await store.record(msg(1, conversation="named", author="Ada Lovelace"))
-    await store.record(msg(2, conversation="named", author="Ada L."))  # the latest customer message with an author
-    await store.record(msg(3, conversation="named"))  # no author: the name stays
-    await store.record(msg(4, conversation="named", role="analyst", author="ana"))  # not the customer's name
-    long = "Ünïcødé 🙂 " * 20  # 200 characters, many of them more than one byte, some outside the BMP
-    await store.record(msg(5, conversation="long", text=long))
-    await store.record(msg(6, conversation="closed", author="Gone"))
-    await store.record(case(1, "closed", conversation="closed"))
-
-    rows = {item.conversation_id: item for item in await store.queue(tenants=None, reader=None)}
-    assert set(rows) == {"named", "long"}  # only the listed conversations
-    named = rows["named"]
-    assert named.customer_name == "Ada L."
-    assert named.last_message is not None
-    assert (named.last_message.role, named.last_message.text) == ("analyst", "message 4")
-    assert named.last_message.sent_at == datetime(2026, 11, 2, 9, 0, 4, tzinfo=UTC)
-    assert rows["long"].customer_name is None
-    preview = rows["long"].last_message
-    assert preview is not None and preview.role == "customer"
-    assert preview.text == " ".join(long[:140].split()) + "…"
-    assert len(preview.text) <= 141
-
-
-async def test_a_short_last_message_is_previewed_whole_and_a_conversation_without_messages_has_none(
-    store: CaseStore,
-):
-    await store.record(msg(1, conversation="short", text="Where is my\n  parcel?"))
-    await store.record(case(1, "opened", conversation="quiet"))
-    rows = {item.conversation_id: item for item in await store.queue(tenants=None, reader=None)}
-    assert rows["short"].last_message is not None
-    assert rows["short"].last_message.text == "Where is my parcel?"  # whitespace run together, no ellipsis
-    assert (rows["quiet"].customer_name, rows["quiet"].last_message) == (None, None)
-
-
-async def test_the_customer_name_is_read_from_an_index_of_named_messages_however_many_are_unnamed(
-    store: CaseStore,
-):
-    from vigil.cases.store import _latest_messages
-
-    await bulk_conversation(store)  # a huge conversation whose customer never gives a name: the worst case
-    rows = {item.conversation_id: item for item in await store.queue(tenants=None, reader=None)}
-    assert rows["huge"].customer_name is None
-    async with store.engine.connect() as conn:
-        # The plan of the query as the store sends it: with its parameters bound, not written in as literals.
-        compiled = _latest_messages(["huge"]).compile(dialect=conn.dialect, compile_kwargs={"render_postcompile": True})
-        params = tuple(compiled.params[name] for name in compiled.positiontup or ())
-        if conn.dialect.name == "postgresql":
-            await conn.exec_driver_sql("ANALYZE message")
-            plan = "\n".join(r[0] for r in (await conn.exec_driver_sql(f"EXPLAIN {compiled}", params)).all())
-        else:
-            explained = await conn.exec_driver_sql(f"EXPLAIN QUERY PLAN {compiled}", params)
-            plan = "\n".join(r[-1] for r in explained.all())
-    assert "ix_message_named_customer" in plan, plan

@@ -44,12 +44,12 @@ def test_keys_come_from_the_conversation_id():
 async def test_the_player_gives_fresh_ids_and_the_current_time():
     from prometheus_client import CollectorRegistry
 
-    from vigil.app.settings import KafkaSettings
     from vigil.core.clock import ManualClock
     from vigil.core.metrics import Metrics
     from vigil.core.retry import Backoff
     from vigil.dev.demo import DemoTraffic
     from vigil.transport.kafka import KafkaPublisher
+    from vigil.transport.settings import KafkaSettings
 
     clock = ManualClock(datetime(2026, 12, 1, 8, 0, tzinfo=UTC))
     player = DemoTraffic(

@@ -13,8 +13,8 @@ import pytest
 from tests.conftest import Topics, create_topics
 from tests.e2e.harness import Database, VigilCli, case, message
 from tests.kafka_client import read_topic
-from vigil.app.settings import PanelUser
 from vigil.dev.broker import EmbeddedBroker
+from vigil.panel.settings import PanelUser
 
 pytestmark = pytest.mark.e2e
 

@@ -23,14 +23,13 @@ from playwright.async_api import Browser, Page, expect
 from prometheus_client import CollectorRegistry
 
 from tests.browser import chromium
-from tests.conftest import Topics, create_topics, new_topics, open_knowledge
+from tests.conftest import Topics, create_topics, new_topics, open_knowledge, views_of
 from tests.e2e.harness import VigilCli, VigilProcess, eventually, message, ready, record
 from tests.kafka_client import produce
 from tests.oidc_provider import CLIENT_ID, CLIENT_SECRET, OidcProvider
 from vigil.answers.drafting import DRAFT_MARK
 from vigil.app.health import Health
 from vigil.app.http import EmbeddedServer, create_app
-from vigil.app.settings import PanelSettings
 from vigil.cases.paging import DEFAULT_PAGE
 from vigil.cases.store import CaseStore
 from vigil.core.clock import SystemClock
@@ -41,6 +40,7 @@ from vigil.knowledge.store import KnowledgeStore
 from vigil.live.feed import LiveFeed, Update, recorded
 from vigil.panel.auth import token_digest
 from vigil.panel.display import Display
+from vigil.panel.settings import PanelSettings
 from vigil.wire.events import SourceRef, Suggestion, parse
 
 pytestmark = pytest.mark.e2e
@@ -358,7 +358,7 @@ async def in_process_panel(
     before it stops (a live stream would hold the server open)."""
     metrics = Metrics(CollectorRegistry())
     app = create_app(
-        store=store,
+        views=views_of(store),
         health=Health({}, clock=SystemClock(), metrics=metrics, interval_s=1),
         metrics=metrics,
         panel=panel or PanelSettings(auth="none"),

@@ -17,9 +17,9 @@ import sqlalchemy as sa
 from prometheus_client import CollectorRegistry
 
 from tests.cases.test_store import set_fault, with_fault
-from tests.conftest import PG_ADMIN, make_settings, wait_for
-from vigil.app.settings import IngestSettings
+from tests.conftest import PG_ADMIN, case_store, make_settings, views_of, wait_for
 from vigil.cases.store import CaseStore
+from vigil.cases.views import CaseViews
 from vigil.cases.writes import CaseState
 from vigil.core.clock import SystemClock
 from vigil.core.errors import Rejected, StoreUnavailable, TransportError
@@ -28,6 +28,7 @@ from vigil.core.retry import Backoff
 from vigil.flow.gates import ConfidenceGate, Gate
 from vigil.flow.ingest import Ingest
 from vigil.flow.pipeline import Pipeline
+from vigil.flow.settings import IngestSettings
 from vigil.flow.skills import Proposal, Skill
 from vigil.live.feed import LiveFeed
 from vigil.transport.base import Record
@@ -196,7 +197,7 @@ async def test_in_flight_is_bounded(store: CaseStore):
     assert turnstile.max_holding == 3
 
 
-async def test_bad_records_are_dead_lettered_and_the_rest_goes_on(store: CaseStore):
+async def test_bad_records_are_dead_lettered_and_the_rest_goes_on(store: CaseStore, views: CaseViews):
     source, _, ingest, metrics = build(store, [])
     source.put(
         [
@@ -213,12 +214,12 @@ async def test_bad_records_are_dead_lettered_and_the_rest_goes_on(store: CaseSto
     reasons = [rejection.reason for _, rejection in source.dead_letters]
     assert sorted(reasons) == ["invalid_json", "not_an_object", "tenant_mismatch"]
     assert len(source.acked) == 6  # dead-lettered records are acknowledged too: they are handled
-    view = await store.conversation("a")
+    view = await views.conversation("a")
     assert view is not None and [m.message_id for m in view.messages] == ["a-4", "a-2", "a-1"]
     assert value(metrics, "vigil_events_dead_lettered_total", reason="tenant_mismatch") == 1
 
 
-async def test_suggestions_pass_the_gate_are_stored_and_published(store: CaseStore):
+async def test_suggestions_pass_the_gate_are_stored_and_published(store: CaseStore, views: CaseViews):
     source, sink, ingest, metrics = build(store, [Echo(delay_s=0.05)], min_confidence=0.5)
     source.put(
         [record(message(1, "a", "conf=0.9")), record(message(2, "a", "conf=0.2")), record(message(3, "a", "hello"))]
@@ -231,7 +232,7 @@ async def test_suggestions_pass_the_gate_are_stored_and_published(store: CaseSto
     assert published.latency_ms >= 50  # from the record's arrival: it includes the skill's 50 ms
     assert value(metrics, "vigil_suggestions_suppressed_total", reason="low_confidence") == 1
     assert value(metrics, "vigil_suggestions_published_total", kind="answer") == 1
-    view = await store.conversation("a")
+    view = await views.conversation("a")
     assert view is not None and [s.suggestion_id for s in view.suggestions] == [published.suggestion_id]
     assert await store.unpublished_replies("a", "a-1") == []
 
@@ -339,12 +340,12 @@ async def test_feedback_is_counted_by_kind_and_verdict_and_everything_goes_out_l
 
 @contextlib.asynccontextmanager
 async def pg_store(pg_url: str, tmp_path: Path) -> AsyncIterator[CaseStore]:
-    case_store = CaseStore.from_settings(make_settings(tmp_path=tmp_path, db_url=pg_url), clock=SystemClock())
-    await case_store.migrate()
+    built = case_store(make_settings(tmp_path=tmp_path, db_url=pg_url))
+    await built.migrate()
     try:
-        yield case_store
+        yield built
     finally:
-        await case_store.close()
+        await built.close()
 
 
 async def test_a_deadlock_is_retried_until_it_passes_and_the_event_is_stored_not_dead_lettered(
@@ -361,7 +362,7 @@ async def test_a_deadlock_is_retried_until_it_passes_and_the_event_is_stored_not
         await set_fault(store, None)
         assert await ingest.drain(10)
         assert source.dead_letters == [] and len(source.acked) == 1
-        view = await store.conversation("a")
+        view = await views_of(store).conversation("a")
         assert view is not None and [m.message_id for m in view.messages] == ["a-1"]
         assert [s.text for s in sink.published] == ["re: conf=0.9"]
 
@@ -391,7 +392,7 @@ async def refuse_texts(store: CaseStore, prefix: str) -> None:
 
 
 async def test_a_refused_event_is_dead_lettered_as_store_rejected_naming_ids_never_its_text(
-    store: CaseStore, caplog: pytest.LogCaptureFixture
+    store: CaseStore, views: CaseViews, caplog: pytest.LogCaptureFixture
 ):
     await refuse_texts(store, "refuse")
     secret = "refuse: my card is 4111 1111 1111 1111"
@@ -407,7 +408,7 @@ async def test_a_refused_event_is_dead_lettered_as_store_rejected_naming_ids_nev
     assert "4111" not in caplog.text
     assert any("a-1" in r.getMessage() and r.levelno == logging.WARNING for r in caplog.records)  # ids, though
     assert len(source.acked) == 2
-    view = await store.conversation("a")
+    view = await views.conversation("a")
     assert view is not None and [m.message_id for m in view.messages] == ["a-2"]  # the next one went on
     assert [s.text for s in sink.published] == ["re: conf=0.9"]
     assert value(metrics, "vigil_events_dead_lettered_total", reason="store_rejected") == 1
@@ -464,7 +465,7 @@ async def test_feedback_on_another_conversations_suggestion_is_dead_lettered_wit
     assert value(metrics, "vigil_feedback_total", kind="answer", verdict="rejected") == 0
 
 
-async def test_two_conversations_reusing_a_message_id_each_get_their_own_suggestion(store: CaseStore):
+async def test_two_conversations_reusing_a_message_id_each_get_their_own_suggestion(store: CaseStore, views: CaseViews):
     source, sink, ingest, _ = build(store, [Echo()])
     same_id = {"message_id": "m-1"}
     source.put(
@@ -477,7 +478,7 @@ async def test_two_conversations_reusing_a_message_id_each_get_their_own_suggest
     assert await ingest.drain(5)
     assert len({s.suggestion_id for s in sink.published}) == 2
     for conversation, tenant, text in (("acme-c", "acme", "re: conf=0.9"), ("globex-c", "globex", "re: conf=0.8")):
-        view = await store.conversation(conversation)
+        view = await views.conversation(conversation)
         assert view is not None and view.tenant == tenant and [m.message_id for m in view.messages] == ["m-1"]
         assert [(s.text, s.tenant) for s in view.suggestions] == [(text, tenant)], conversation
 
@@ -517,7 +518,7 @@ async def test_a_database_outage_mid_run_loses_nothing_and_dead_letters_nothing(
         assert await ingest.drain(60)
         assert source.dead_letters == []
         assert len(source.acked) == total and acked_at_outage < total
-        async with store.reading() as conn:
+        async with views_of(store).reading() as conn:
             rows = (await conn.execute(sa.text("SELECT conversation_id, message_id FROM message ORDER BY seq"))).all()
         stored: dict[str, list[str]] = defaultdict(list)
         for conversation, message_id in rows:

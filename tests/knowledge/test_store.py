@@ -11,7 +11,6 @@ import time
 from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
-from importlib import resources
 from pathlib import Path
 
 import httpx
@@ -19,24 +18,27 @@ import numpy as np
 import pytest
 import sqlalchemy as sa
 from alembic import command
-from alembic.config import Config
 
-from tests.conftest import help_centre, make_settings, open_knowledge, wait_for
+from tests.conftest import help_centre, make_settings, open_knowledge, views_of, wait_for
 from tests.panel.test_routes import USERS, bearer
+from vigil.answers.settings import AnswerSettings
 from vigil.answers.skill import AnswerSkill
 from vigil.app.health import Health
 from vigil.app.http import create_app
-from vigil.app.settings import AnswerSettings, PanelSettings, Settings
+from vigil.app.settings import Settings
 from vigil.cases.store import CaseStore
 from vigil.cases.writes import CaseState
 from vigil.core.clock import ManualClock, SystemClock
 from vigil.core.metrics import Metrics
+from vigil.db.migrate import alembic_config
 from vigil.knowledge.documents import Entry, KnowledgeFileError, Passage
 from vigil.knowledge.embedding import SentenceTransformerEmbedder, Vectors
 from vigil.knowledge.lexical import LexicalIndex
-from vigil.knowledge.store import ENTRY, EntryConflict, KnowledgeStore, standalone
+from vigil.knowledge.store import EntryConflict, KnowledgeStore, standalone
+from vigil.knowledge.tables import ENTRY
 from vigil.knowledge.vectors import VectorCollection, connect
 from vigil.panel.overview import overview
+from vigil.panel.settings import PanelSettings
 from vigil.wire.events import Message
 
 ROOT = Path(__file__).parent.parent.parent
@@ -332,11 +334,15 @@ async def test_counts_are_per_tenant_where_asked(tenanted: KnowledgeStore, store
     assert await tenanted.stats(["acme", "globex"]) == await tenanted.stats()
     now = datetime.now(UTC)
     lead = await overview(
-        store, tenants=["globex"], since=now - timedelta(hours=1), until=now + timedelta(minutes=1), bucket_s=3600
+        views_of(store),
+        tenants=["globex"],
+        since=now - timedelta(hours=1),
+        until=now + timedelta(minutes=1),
+        bucket_s=3600,
     )
     assert lead.totals.knowledge == {"article": 2, "faq": 2}
     admin = await overview(
-        store, tenants=None, since=now - timedelta(hours=1), until=now + timedelta(minutes=1), bucket_s=3600
+        views_of(store), tenants=None, since=now - timedelta(hours=1), until=now + timedelta(minutes=1), bucket_s=3600
     )
     assert admin.totals.knowledge == {"article": 3, "faq": 3}
 
@@ -346,7 +352,7 @@ async def test_the_knowledge_page_of_another_tenants_entry_is_not_found(
 ):  # type: ignore[no-untyped-def]
     metrics = Metrics(registry)
     app = create_app(
-        store=store,
+        views=views_of(store),
         health=Health({}, clock=SystemClock(), metrics=metrics, interval_s=1),
         metrics=metrics,
         knowledge=tenanted,
@@ -533,10 +539,7 @@ async def test_knowledge_stored_before_tenants_is_global_and_repaired_at_start(
 
 
 def _downgrade_to_0004(connection: sa.Connection) -> None:
-    config = Config()
-    config.set_main_option("script_location", str(resources.files("vigil.db") / "migrations"))
-    config.attributes["connection"] = connection
-    command.downgrade(config, "0004")
+    command.downgrade(alembic_config(connection), "0004")
 
 
 async def test_migration_0006_keeps_existing_entries_global(store: CaseStore, tmp_path: Path, embedder):  # type: ignore[no-untyped-def]
@@ -574,7 +577,9 @@ async def test_migration_0006_keeps_existing_entries_global(store: CaseStore, tm
 
 async def test_a_search_in_a_fresh_process_embeds_only_the_query(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     settings = make_settings(tmp_path=tmp_path)
-    async with standalone(settings) as importing:  # `vigil kb import`
+    async with standalone(
+        settings.knowledge, settings.database, data_dir=settings.data_dir
+    ) as importing:  # `vigil kb import`
         await importing.upsert(some_of_it())
     embedded: list[str] = []
     real_embed = SentenceTransformerEmbedder.embed
@@ -585,7 +590,9 @@ async def test_a_search_in_a_fresh_process_embeds_only_the_query(tmp_path: Path,
 
     monkeypatch.setattr(SentenceTransformerEmbedder, "embed", recording)
     for query in ("how do I install an eSIM on my iPhone?", "when is my bill taken"):
-        async with standalone(settings) as searching:  # `vigil kb search QUERY`, one process each
+        async with standalone(
+            settings.knowledge, settings.database, data_dir=settings.data_dir
+        ) as searching:  # `vigil kb search QUERY`, one process each
             hits = await searching.search(query, 3)
         assert hits
     # The passages' vectors come from Chroma on disk: nothing but the two questions was embedded.

@@ -17,10 +17,10 @@ import httpx
 import pytest
 from prometheus_client import CollectorRegistry
 
+from tests.conftest import views_of
 from tests.oidc_provider import CLIENT_ID, OidcProvider, SigningKey, authorize
 from vigil.app.health import Health
 from vigil.app.http import create_app
-from vigil.app.settings import OidcSettings, PanelSettings
 from vigil.cases.store import CaseStore
 from vigil.core.clock import Clock, ManualClock, SystemClock
 from vigil.core.errors import AuthError, AuthUnavailable, SettingsError
@@ -28,6 +28,7 @@ from vigil.core.metrics import Metrics
 from vigil.panel.id_token import public_key
 from vigil.panel.identity import Identity
 from vigil.panel.oidc import OidcClient, PendingLogin
+from vigil.panel.settings import OidcSettings, PanelSettings
 
 REDIRECT = "http://127.0.0.1:9/auth/oidc/callback"  # never served: the tests read the redirect instead of following it
 
@@ -390,7 +391,7 @@ async def panel(
     metrics = Metrics(CollectorRegistry())
     async with connected(provider.settings()) as oidc:
         app = create_app(
-            store=store,
+            views=views_of(store),
             health=Health({}, clock=SystemClock(), metrics=metrics, interval_s=1),
             metrics=metrics,
             clock=clock,

@@ -8,18 +8,16 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from tests.conftest import make_settings
+from tests.conftest import case_store, make_settings, views_of
 from vigil.cases.store import CaseStore
-from vigil.core.clock import SystemClock
 from vigil.core.errors import EventConflict, StoreUnavailable
-from vigil.db.tables import KnowledgeEntryRow
+from vigil.knowledge.tables import ENTRY
 from vigil.panel.overview import Overview, Tally, overview
 from vigil.panel.windows import DEFAULT, WINDOWS, fitting, oldest_record
 from vigil.wire.events import CaseEvent, Feedback, Message, Suggestion
 
 T0 = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
 HOUR = 3600
-ENTRY = KnowledgeEntryRow.__table__  # type: ignore[attr-defined]
 
 
 def at(hours: float = 0, *, s: float = 0) -> datetime:
@@ -96,7 +94,7 @@ async def add_entry(store: CaseStore, entry_id: str, kind: str, when: datetime, 
 
 
 async def three_hours(store: CaseStore, tenants: list[str] | None = None, **extra: object) -> Overview:
-    return await overview(store, tenants=tenants, since=T0, until=at(3), bucket_s=HOUR, **extra)  # type: ignore[arg-type]
+    return await overview(views_of(store), tenants=tenants, since=T0, until=at(3), bucket_s=HOUR, **extra)  # type: ignore[arg-type]
 
 
 def column(tallies: list[Tally], name: str) -> list[object]:
@@ -146,7 +144,7 @@ async def test_a_verdict_changed_after_the_window_counts_in_the_later_window(sto
     await judge(store, "a1", "accepted", at(s=120))
     await judge(store, "a1", "dismissed", at(3, s=60), n=1)
     earlier = await three_hours(store)
-    later = await overview(store, tenants=None, since=at(3), until=at(4), bucket_s=HOUR)
+    later = await overview(views_of(store), tenants=None, since=at(3), until=at(4), bucket_s=HOUR)
     assert earlier.totals.all_kinds.shown == 1
     assert (earlier.totals.all_kinds.accepted, earlier.totals.all_kinds.dismissed) == (0, 0)
     assert earlier.totals.all_kinds.accept_rate is None
@@ -249,7 +247,7 @@ async def test_the_last_bucket_is_cut_short_by_until_and_since_is_floored_to_the
     await suggest(store, "out", at(1, s=1800))
     await suggest(store, "first", at(0))
     since = (T0 + timedelta(microseconds=700_000)).astimezone(timezone(timedelta(hours=2)))  # 11:00:00.7 at +02:00
-    view = await overview(store, tenants=None, since=since, until=at(1, s=1800), bucket_s=HOUR)
+    view = await overview(views_of(store), tenants=None, since=since, until=at(1, s=1800), bucket_s=HOUR)
     assert view.since == T0 and view.buckets == [at(0), at(1)]
     assert column(view.all_kinds, "shown") == [1, 1]
 
@@ -259,7 +257,7 @@ async def test_minute_buckets_keep_a_row_a_hair_before_the_minute_in_its_minute(
     await suggest(store, "b", at(0, s=60))
     await suggest(store, "c", at(5, s=1799.9999))
     await suggest(store, "d", at(11, s=3599))
-    view = await overview(store, tenants=None, since=T0, until=at(12), bucket_s=60)
+    view = await overview(views_of(store), tenants=None, since=T0, until=at(12), bucket_s=60)
     shown = column(view.all_kinds, "shown")
     assert len(shown) == 720 and shown[:2] == [1, 1] and shown[329] == 1 and shown[-1] == 1 and sum(shown) == 4
 
@@ -277,12 +275,12 @@ async def test_a_window_that_makes_no_sense_is_refused(
     store: CaseStore, since: datetime, until: datetime, bucket_s: int, problem: str
 ):
     with pytest.raises(ValueError, match=problem):
-        await overview(store, tenants=None, since=since, until=until, bucket_s=bucket_s)
+        await overview(views_of(store), tenants=None, since=since, until=until, bucket_s=bucket_s)
 
 
 async def test_an_unreachable_database_is_store_unavailable(tmp_path: Path):
     settings = make_settings(tmp_path=tmp_path, db_url="postgresql+asyncpg://postgres@127.0.0.1:1/none")
-    store = CaseStore.from_settings(settings, clock=SystemClock())
+    store = case_store(settings)
     try:
         with pytest.raises(StoreUnavailable):
             await three_hours(store)
@@ -326,17 +324,17 @@ async def test_the_oldest_record_is_a_suggestion_verdict_or_conversation_of_the_
     store: CaseStore,
 ):
     now = datetime.now(UTC).replace(microsecond=0)  # a message is stored no later than the clock
-    assert await oldest_record(store, None, now) is None
+    assert await oldest_record(views_of(store), None, now) is None
     await suggest(store, "old", now - timedelta(days=40), tenant="acme")  # before the longest window
     await suggest(store, "later", now + timedelta(minutes=5), tenant="acme")  # after now (a skewed clock)
     await suggest(store, "recent", now - timedelta(minutes=7), tenant="acme")
-    assert await oldest_record(store, ["acme"], now) == now - timedelta(minutes=7)
+    assert await oldest_record(views_of(store), ["acme"], now) == now - timedelta(minutes=7)
     await judge(store, "old", "accepted", now - timedelta(hours=3))  # a verdict, today, on an old suggestion
-    assert await oldest_record(store, ["acme"], now) == now - timedelta(hours=3)
+    assert await oldest_record(views_of(store), ["acme"], now) == now - timedelta(hours=3)
     await say(store, "globex-c", "customer", now - timedelta(days=3), tenant="globex")
     await say(store, "globex-c", "customer", now - timedelta(minutes=1), tenant="globex")
-    assert await oldest_record(store, ["globex"], now) == now - timedelta(days=3)
-    assert await oldest_record(store, None, now) == now - timedelta(days=3)
-    assert await oldest_record(store, ["acme"], now) == now - timedelta(hours=3)
-    assert await oldest_record(store, [], now) is None
-    assert fitting(await oldest_record(store, ["acme"], now), now).name == "24h"
+    assert await oldest_record(views_of(store), ["globex"], now) == now - timedelta(days=3)
+    assert await oldest_record(views_of(store), None, now) == now - timedelta(days=3)
+    assert await oldest_record(views_of(store), ["acme"], now) == now - timedelta(hours=3)
+    assert await oldest_record(views_of(store), [], now) is None
+    assert fitting(await oldest_record(views_of(store), ["acme"], now), now).name == "24h"

@@ -24,12 +24,11 @@ from prometheus_client import CollectorRegistry
 from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
 from tests.browser import chromium
-from tests.conftest import make_settings, open_knowledge, wait_for
+from tests.conftest import case_store, make_settings, open_knowledge, views_of, wait_for
 from tests.sse import sse_events
 from vigil.app.cli import main
 from vigil.app.health import Health
 from vigil.app.http import SESSION_COOKIE, EmbeddedServer, create_app
-from vigil.app.settings import PanelSettings, PanelUser
 from vigil.cases.store import CaseStore
 from vigil.core.clock import Clock, ManualClock, SystemClock
 from vigil.core.metrics import Metrics
@@ -38,6 +37,7 @@ from vigil.knowledge.store import KnowledgeStore
 from vigil.live.feed import LiveFeed, Update
 from vigil.panel.auth import token_digest
 from vigil.panel.routes import LIVE_RECHECK_S
+from vigil.panel.settings import PanelSettings, PanelUser
 from vigil.transport.memory import MemoryOutbox
 from vigil.wire.events import Feedback, Message, Suggestion, parse
 
@@ -114,7 +114,7 @@ def panel_app(  # type: ignore[no-untyped-def]
     metrics = Metrics(registry)
     settings = PanelSettings(**{"auth": "tokens", "users": USERS, **panel})  # type: ignore[arg-type]
     return create_app(
-        store=store,
+        views=views_of(store),
         health=Health({}, clock=SystemClock(), metrics=metrics, interval_s=1),
         metrics=metrics,
         clock=clock,
@@ -359,7 +359,7 @@ SECRET = "a-session-secret-all-replicas-share"
 @pytest.fixture
 async def second_replica(seeded: CaseStore, db_url: str, tmp_path) -> AsyncIterator[CaseStore]:  # type: ignore[no-untyped-def]
     """Another replica's own connection pool to the same database."""
-    replica = CaseStore.from_settings(make_settings(tmp_path=tmp_path, db_url=db_url), clock=SystemClock())
+    replica = case_store(make_settings(tmp_path=tmp_path, db_url=db_url))
     try:
         yield replica
     finally:

@@ -13,10 +13,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from prometheus_client import CollectorRegistry
 
-from tests.conftest import make_settings
+from tests.conftest import case_store, make_settings
 from tests.panel.test_routes import bearer, panel_app, say, suggest
 from vigil.cases.store import CaseStore
-from vigil.core.clock import SystemClock
 from vigil.transport.memory import MemoryOutbox
 
 if os.environ.get("CI"):  # make test installs the dev extras: there, a missing schemathesis is a failure
@@ -65,7 +64,7 @@ class VigilOnSqlite:
             return
         await receive()  # startup
         url = f"sqlite+aiosqlite:///{self.data / 'vigil.db'}"
-        self.store = CaseStore.from_settings(make_settings(tmp_path=self.data, db_url=url), clock=SystemClock())
+        self.store = case_store(make_settings(tmp_path=self.data, db_url=url))
         await self.store.migrate()
         await say(self.store, "acme-1", "acme", 1, "When do you take the money?")
         await suggest(self.store, "acme-1", "acme", "s-acme")

@@ -19,7 +19,6 @@ from prometheus_client import CollectorRegistry
 
 from tests.conftest import wait_for
 from tests.mosquitto import Mosquitto, MosquittoSub, make_certificates, mosquitto_pub, mosquitto_pub_lines
-from vigil.app.settings import MqttSettings
 from vigil.core.errors import Rejected, SettingsError, TransportError
 from vigil.core.metrics import Metrics
 from vigil.dev.broker import free_port
@@ -32,6 +31,7 @@ from vigil.transport.mqtt import (
     decode_level,
     encode_level,
 )
+from vigil.transport.settings import MqttSettings
 from vigil.wire.events import Suggestion, addressed, parse
 
 Connect = Callable[[MqttSettings], Awaitable[MqttSource]]

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from vigil.answers import grounding
-from vigil.app.settings import LlmSettings
+from vigil.answers.settings import LlmSettings
 from vigil.core.clock import Clock
 from vigil.core.metrics import Metrics
 

@@ -13,7 +13,7 @@ from collections import OrderedDict
 from datetime import timedelta
 
 from vigil.answers.questions import classify
-from vigil.app.settings import AnswerSettings
+from vigil.answers.settings import AnswerSettings
 from vigil.cases.store import CaseStore
 from vigil.cases.writes import CaseState
 from vigil.core.clock import Clock

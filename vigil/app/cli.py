@@ -21,9 +21,10 @@ from vigil.panel.identity import ROLES
 
 if TYPE_CHECKING:
     from vigil.app.daemon import Daemon
-    from vigil.app.settings import KafkaSettings, Settings
+    from vigil.app.settings import Settings
     from vigil.dev.discovery import DemoAddress
     from vigil.transport.kafka import KafkaPublisher
+    from vigil.transport.settings import KafkaSettings
 
 # Each command imports what it needs when it runs: the daemon's parts (torch, Chroma, the LLM SDK) take seconds to
 # import, which `vigil schema` or `vigil token` should not pay; even pydantic and SQLAlchemy take most of a second,
@@ -229,7 +230,7 @@ def _positive_int(text: str) -> int:
 async def _kb_import(args: argparse.Namespace, settings: Settings) -> int:
     from vigil.knowledge.store import standalone
 
-    async with standalone(settings) as knowledge:
+    async with standalone(settings.knowledge, settings.database, data_dir=settings.data_dir) as knowledge:
         report = await knowledge.import_files(args.paths, prune=args.prune)
     print(f"{report.added} added, {report.updated} updated, {report.unchanged} unchanged, {report.removed} removed")
     return 0
@@ -238,7 +239,7 @@ async def _kb_import(args: argparse.Namespace, settings: Settings) -> int:
 async def _kb_search(args: argparse.Namespace, settings: Settings) -> int:
     from vigil.knowledge.store import standalone
 
-    async with standalone(settings) as knowledge:
+    async with standalone(settings.knowledge, settings.database, data_dir=settings.data_dir) as knowledge:
         queries = sys.stdin if args.text == "-" else [args.text]
         for query in queries:
             hits = await knowledge.search(query.strip(), args.k, tenant=args.tenant)
@@ -254,7 +255,9 @@ async def _kb_search(args: argparse.Namespace, settings: Settings) -> int:
 async def _kb_stats(args: argparse.Namespace, settings: Settings) -> int:
     from vigil.knowledge.store import standalone
 
-    async with standalone(settings, searchable=False) as knowledge:
+    async with standalone(
+        settings.knowledge, settings.database, data_dir=settings.data_dir, searchable=False
+    ) as knowledge:
         stats = await knowledge.stats(args.tenant)
     for kind, count in sorted(stats.items()):
         print(f"{kind}: {count}")
@@ -264,7 +267,9 @@ async def _kb_stats(args: argparse.Namespace, settings: Settings) -> int:
 async def _kb_export(args: argparse.Namespace, settings: Settings) -> int:
     from vigil.knowledge.store import standalone
 
-    async with standalone(settings, searchable=False) as knowledge:
+    async with standalone(
+        settings.knowledge, settings.database, data_dir=settings.data_dir, searchable=False
+    ) as knowledge:
         for entry in await knowledge.export():
             print(json.dumps(entry, ensure_ascii=False))
     return 0
@@ -365,7 +370,7 @@ async def _when_demo_ready(daemon: Daemon, settings: Settings, publisher: KafkaP
     await daemon.backoff.retry(
         "closing what earlier demo runs left open",
         lambda: tidy_earlier_runs(
-            conversations, store=daemon.store, publisher=publisher, topic=kafka.input_topic, clock=daemon.clock
+            conversations, views=daemon.views, publisher=publisher, topic=kafka.input_topic, clock=daemon.clock
         ),
     )
     panel = f"http://{settings.http.host}:{daemon.http_port}/panel"
@@ -511,20 +516,20 @@ async def _send(args: argparse.Namespace, settings: Settings) -> int:
 
 
 async def _db_upgrade(args: argparse.Namespace, settings: Settings) -> int:
-    from vigil.cases.store import CaseStore
+    from vigil.db.engine import migrate, open_engine
 
-    store = CaseStore.from_settings(settings, clock=SystemClock())
+    engine = open_engine(settings.database, data_dir=settings.data_dir)
     try:
-        await store.migrate()
+        await migrate(engine)
     finally:
-        await store.close()
+        await engine.dispose()
     print("database schema is up to date")
     return 0
 
 
 async def _token(args: argparse.Namespace, settings: Settings) -> int:
-    from vigil.app.settings import PanelUser
     from vigil.panel.auth import new_token, token_digest
+    from vigil.panel.settings import PanelUser
 
     token = new_token()
     user = PanelUser(name=args.name, role=args.role, tenants=args.tenant, token_sha256=token_digest(token))
@@ -535,14 +540,16 @@ async def _token(args: argparse.Namespace, settings: Settings) -> int:
 
 
 async def _sessions_revoke(args: argparse.Namespace, settings: Settings) -> int:
-    from vigil.cases.store import CaseStore
+    from vigil.cases.views import CaseViews
+    from vigil.db.engine import open_engine
     from vigil.panel.sessions import SessionRegistry
 
-    store = CaseStore.from_settings(settings, clock=SystemClock())
+    engine = open_engine(settings.database, data_dir=settings.data_dir)
     try:
-        ended = await SessionRegistry(store, clock=SystemClock()).end_all(args.user)
+        views = CaseViews(engine, timeout_s=settings.database.timeout_s)
+        ended = await SessionRegistry(views, clock=SystemClock()).end_all(args.user)
     finally:
-        await store.close()
+        await engine.dispose()
     print(
         f"{ended} panel sessions of {args.user} ended (a bearer token stays valid: remove it from VIGIL_PANEL__USERS)"
     )

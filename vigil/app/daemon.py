@@ -24,6 +24,7 @@ from vigil.app.health import Health
 from vigil.app.http import EmbeddedServer, create_app
 from vigil.app.settings import Settings
 from vigil.cases.store import CaseStore
+from vigil.cases.views import CaseViews
 from vigil.core.clock import Clock, SystemClock
 from vigil.core.errors import SettingsError, StartupError
 from vigil.core.metrics import Metrics
@@ -64,8 +65,17 @@ class Daemon:
         self.clock = clock or SystemClock()
         self.metrics = Metrics(registry or CollectorRegistry())
         self.backoff = Backoff(self.clock, self.metrics, settings.ingest.retry_initial_s, settings.ingest.retry_max_s)
-        self.store = CaseStore.from_settings(settings, clock=self.clock)
-        self.knowledge = open_knowledge_store(settings, self.store, self.clock)
+        self.store = CaseStore.from_settings(
+            settings.database,
+            data_dir=settings.data_dir,
+            clock=self.clock,
+            default_tenant=settings.default_tenant,
+            future_skew_s=settings.ingest.future_skew_s,
+        )
+        self.views = CaseViews(self.store.engine, timeout_s=settings.database.timeout_s)
+        self.knowledge = open_knowledge_store(
+            settings.knowledge, self.store.engine, data_dir=settings.data_dir, clock=self.clock
+        )
         self.drafter = Drafter(settings.llm, metrics=self.metrics, clock=self.clock)
         if settings.answers.enabled:
             skills = [*skills, AnswerSkill(self.knowledge, settings.answers, drafter=self.drafter)]
@@ -74,7 +84,13 @@ class Daemon:
         if settings.panel.fanout and self.store.engine.dialect.name == "postgresql":
             self.fanout = Fanout(settings.database_url, self.feed, backoff=self.backoff)
             self.feed.relay = self.fanout.send
-        self.transports = Transports.from_settings(settings, self.metrics)
+        self.transports = Transports.from_settings(
+            settings.kafka,
+            settings.mqtt,
+            metrics=self.metrics,
+            handover_timeout_s=settings.graceful_timeout_s,
+            max_in_flight=settings.ingest.max_in_flight,
+        )
         self.pipeline = Pipeline(
             store=self.store,
             skills=skills,
@@ -104,7 +120,7 @@ class Daemon:
         )
         self.oidc = OidcClient(settings.panel.oidc, clock=self.clock) if settings.panel.auth == "oidc" else None
         self.app = create_app(
-            store=self.store,
+            views=self.views,
             health=self.health,
             metrics=self.metrics,
             clock=self.clock,

@@ -21,8 +21,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from vigil import __version__
 from vigil.app.health import Health
-from vigil.app.settings import PanelSettings
-from vigil.cases.store import CaseStore
+from vigil.cases.views import CaseViews
 from vigil.core.clock import Clock, SystemClock
 from vigil.core.errors import StoreError
 from vigil.core.metrics import Metrics
@@ -33,6 +32,7 @@ from vigil.panel.oidc import OidcClient
 from vigil.panel.pages import TEMPLATES, SignIn, page_routes
 from vigil.panel.routes import Caller, api_routes, openapi_components
 from vigil.panel.sessions import SessionCookies, SessionRegistry
+from vigil.panel.settings import PanelSettings
 from vigil.transport.base import Outbox
 
 log = logging.getLogger(__name__)
@@ -52,7 +52,7 @@ SECURITY_HEADERS = (
 
 def create_app(
     *,
-    store: CaseStore,
+    views: CaseViews,
     health: Health,
     metrics: Metrics,
     clock: Clock | None = None,
@@ -66,15 +66,15 @@ def create_app(
     panel = panel or PanelSettings()
     app = FastAPI(title="vigil", version=__version__, docs_url="/docs", redoc_url=None)
     _operations(app, health, metrics)
-    auth = Authenticator(panel, sessions=SessionRegistry(store, clock=clock or SystemClock()))
+    auth = Authenticator(panel, sessions=SessionRegistry(views, clock=clock or SystemClock()))
     api = api_routes(
-        store=store, feed=feed or LiveFeed(), outboxes=outboxes, caller=Caller(auth), clock=clock or SystemClock()
+        views=views, feed=feed or LiveFeed(), outboxes=outboxes, caller=Caller(auth), clock=clock or SystemClock()
     )
     app.include_router(api)
     if panel.enabled:
         app.include_router(
             page_routes(
-                store=store,
+                views=views,
                 knowledge=knowledge,
                 auth=auth,
                 oidc=oidc,

@@ -14,18 +14,13 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from vigil.cases.tables import CASE_EVENT, CONVERSATION, FEEDBACK, MESSAGE, SUGGESTION
 from vigil.core.errors import EventConflict
-from vigil.db.tables import CaseEventRow, Conversation, FeedbackRow, MessageRow, SuggestionRow, metadata
+from vigil.db.engine import insert, upsert
+from vigil.db.schema import metadata
 from vigil.wire.events import CaseEvent, Event, Feedback, Message
-
-CONVERSATION = Conversation.__table__  # type: ignore[attr-defined]
-MESSAGE = MessageRow.__table__  # type: ignore[attr-defined]
-CASE_EVENT = CaseEventRow.__table__  # type: ignore[attr-defined]
-FEEDBACK = FeedbackRow.__table__  # type: ignore[attr-defined]
-SUGGESTION = SuggestionRow.__table__  # type: ignore[attr-defined]
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,11 +75,6 @@ class Recorded:
     case: CaseState | None = None
     suggestion_kind: str | None = None
     """For feedback: the kind of the suggestion it judges (None if vigil does not know that suggestion)."""
-
-
-def upsert(conn: AsyncConnection, table: sa.Table) -> Any:
-    """The dialect's INSERT that knows ON CONFLICT (SQLite and PostgreSQL)."""
-    return _insert(conn.dialect.name, table)
 
 
 async def record(
@@ -239,7 +229,7 @@ def _status_change(e: CaseEvent, at: datetime) -> dict[str, Any]:
 def _insert_new(dialect: str, table: str, key: str) -> Any:
     """INSERT ... ON CONFLICT DO NOTHING RETURNING the key: run with many rows, it returns the new ones."""
     target = metadata.tables[table]
-    return _insert(dialect, target).on_conflict_do_nothing().returning(target.c.conversation_id, target.c[key])
+    return insert(dialect, target).on_conflict_do_nothing().returning(target.c.conversation_id, target.c[key])
 
 
 @functools.cache
@@ -247,7 +237,7 @@ def _upsert_conversations(dialect: str, shape: _Shape) -> Any:
     """Create conversations or apply one shape of change to them; rows of another tenant are left alone."""
     kind, detail, checked = shape
     c = CONVERSATION.c
-    stmt = _insert(dialect, CONVERSATION)
+    stmt = insert(dialect, CONVERSATION)
     new = stmt.excluded  # the row the event would have inserted
     changes: dict[str, Any]
     if kind == "case":
@@ -268,10 +258,6 @@ def _upsert_conversations(dialect: str, shape: _Shape) -> Any:
     return stmt.on_conflict_do_update(
         index_elements=[c.id], set_=changes, where=(c.tenant == new.tenant) if checked else None
     ).returning(*CONVERSATION.c)
-
-
-def _insert(dialect: str, table: sa.Table) -> Any:
-    return postgresql.insert(table) if dialect == "postgresql" else sqlite.insert(table)
 
 
 async def _feedback(conn: AsyncConnection, f: Feedback, received_at: datetime) -> Recorded:

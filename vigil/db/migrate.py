@@ -11,8 +11,12 @@ from __future__ import annotations
 import re
 from importlib import resources
 from importlib.resources.abc import Traversable
+from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
+
+if TYPE_CHECKING:
+    from alembic.config import Config
 
 _VERSION_TABLE = "alembic_version"  # Alembic's default, which env.py keeps
 _REVISION = re.compile(r"""^revision(?:\s*:\s*str)?\s*=\s*["']([^"']+)["']""", re.M)
@@ -55,9 +59,20 @@ def upgrade(connection: sa.Connection) -> None:
     if head is not None and stored_revisions(connection) == {head}:
         return
     from alembic import command  # noqa: PLC0415  (only when there is something to migrate)
-    from alembic.config import Config  # noqa: PLC0415
+
+    command.upgrade(alembic_config(connection), "head")
+
+
+def alembic_config(connection: sa.Connection | None = None, *, metadata: sa.MetaData | None = None) -> Config:
+    """Alembic's configuration for vigil's migrations (``vigil/db/migrations``), run on ``connection``.
+
+    ``metadata`` is what the migrations are compared with (every package's tables: ``vigil.app.tables``); upgrading
+    and downgrading run the scripts and need none.
+    """
+    from alembic.config import Config  # noqa: PLC0415  (loaded only to migrate or compare)
 
     config = Config()
     config.set_main_option("script_location", str(_migrations()))
     config.attributes["connection"] = connection
-    command.upgrade(config, "head")
+    config.attributes["metadata"] = metadata
+    return config

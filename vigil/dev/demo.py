@@ -16,8 +16,8 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from vigil.cases.store import CaseStore
-from vigil.cases.writes import CONVERSATION
+from vigil.cases.tables import CONVERSATION
+from vigil.cases.views import CaseViews
 from vigil.core.clock import Clock
 from vigil.core.retry import Backoff
 from vigil.transport.kafka import KafkaPublisher
@@ -101,7 +101,7 @@ class DemoTraffic:
 async def tidy_earlier_runs(
     conversations: list[list[dict[str, Any]]],
     *,
-    store: CaseStore,
+    views: CaseViews,
     publisher: KafkaPublisher,
     topic: str,
     clock: Clock,
@@ -109,13 +109,13 @@ async def tidy_earlier_runs(
     """Close what earlier demo runs left open, so a restarted demo starts from a tidy queue; returns their ids.
 
     A run stopped mid-way leaves its conversations half-played, and each run plays with new ids (``ID-RUN-ROUND``).
-    The store is only read here: each close is a ``closed`` case event published to ``topic``, which the daemon
+    The cases are only read here: each close is a ``closed`` case event published to ``topic``, which the daemon
     records like any other, so the stream stays the one way into the database (docs/architecture.md).
     """
     played = {events[0]["conversation_id"]: events[0].get("tenant") for events in conversations}
     c = CONVERSATION.c
     prefixes = sa.or_(*(c.id.startswith(f"{cid}-", autoescape=True) for cid in played))
-    async with store.reading() as conn:
+    async with views.reading() as conn:
         rows = (await conn.execute(sa.select(c.id, c.tenant).where(c.status != "closed", prefixes))).all()
     moment = clock.now().isoformat().replace("+00:00", "Z")
     for conversation_id, tenant in rows:

@@ -7,9 +7,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from vigil.app.settings import IngestSettings
 from vigil.core.clock import Clock
 from vigil.core.errors import Rejected
+from vigil.flow.settings import IngestSettings
 from vigil.transport.kafka import KafkaPublisher
 from vigil.wire.events import parse
 

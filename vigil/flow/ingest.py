@@ -14,12 +14,12 @@ import logging
 from collections.abc import Callable, Sequence
 from functools import partial
 
-from vigil.app.settings import IngestSettings
 from vigil.core.clock import Clock
 from vigil.core.errors import EventConflict, Rejected, StoreError, TransportError
 from vigil.core.metrics import Metrics
 from vigil.core.retry import Backoff
 from vigil.flow.pipeline import Pipeline
+from vigil.flow.settings import IngestSettings
 from vigil.transport.base import Delivery, Source
 from vigil.wire.events import Event, Message, addressed, parse
 

@@ -24,21 +24,19 @@ import numpy as np
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from vigil.app.settings import Settings
-from vigil.cases import writes as cases
-from vigil.cases.store import CaseStore
 from vigil.core.clock import Clock, SystemClock
 from vigil.core.errors import StartupError, VigilError
-from vigil.db.tables import KnowledgeEntryRow, KnowledgePassageRow
+from vigil.db.engine import migrate, open_engine, upsert
+from vigil.db.settings import DatabaseSettings
 from vigil.knowledge.documents import Entry, EntryKind, Passage, discover, read
 from vigil.knowledge.embedding import Embedder, SentenceTransformerEmbedder, Vectors
 from vigil.knowledge.lexical import LexicalIndex
+from vigil.knowledge.settings import KnowledgeSettings
+from vigil.knowledge.tables import ENTRY, PASSAGE
 from vigil.knowledge.vectors import VectorCollection, VectorHit, connect
 
 log = logging.getLogger(__name__)
 
-ENTRY = KnowledgeEntryRow.__table__  # type: ignore[attr-defined]
-PASSAGE = KnowledgePassageRow.__table__  # type: ignore[attr-defined]
 CANDIDATES = 50
 RRF_K = 5
 # Weights of the two rankings in the fusion: tuned on the tau2 banking dev tasks (docs/evaluation.md).
@@ -279,7 +277,7 @@ class KnowledgeStore:
             if gone:
                 await conn.execute(sa.delete(ENTRY).where(ENTRY.c.id.in_(list(gone))))
             if changed:
-                stmt = cases.upsert(conn, ENTRY)
+                stmt = upsert(conn, ENTRY)
                 stmt = stmt.on_conflict_do_update(
                     index_elements=[ENTRY.c.id],
                     set_={
@@ -589,37 +587,44 @@ def _entry(row: Any, passages: tuple[Passage, ...]) -> Entry:
 
 
 def open_knowledge_store(
-    settings: Settings, store: CaseStore, clock: Clock, *, embedder: Embedder | None = None
+    knowledge: KnowledgeSettings,
+    engine: AsyncEngine,
+    *,
+    data_dir: Path,
+    clock: Clock,
+    embedder: Embedder | None = None,
 ) -> KnowledgeStore:
-    """The knowledge store the settings describe, on the case store's database (not connected until ``open``);
-    ``embedder`` replaces the model the settings name (a model already loaded, in tests)."""
-    knowledge = settings.knowledge
+    """The knowledge store the knowledge section describes, on ``engine`` (the case store's database), with embedded
+    Chroma under ``data_dir`` unless a server is set (not connected until ``open``); ``embedder`` replaces the model
+    the section names (a model already loaded, in tests)."""
     return KnowledgeStore(
-        engine=store.engine,
+        engine=engine,
         embedder=embedder or SentenceTransformerEmbedder(knowledge.model_path, threads=knowledge.embedding_threads),
         clock=clock,
-        chroma_path=settings.data_dir / "chroma",
+        chroma_path=data_dir / "chroma",
         chroma_url=knowledge.chroma_url,
     )
 
 
 @contextlib.asynccontextmanager
-async def standalone(settings: Settings, *, searchable: bool = True) -> AsyncIterator[KnowledgeStore]:
+async def standalone(
+    knowledge: KnowledgeSettings, database: DatabaseSettings, *, data_dir: Path, searchable: bool = True
+) -> AsyncIterator[KnowledgeStore]:
     """A knowledge store with its own database connection, for a one-off command or an evaluation. Without
     ``searchable`` only what SQL answers works (``stats``, ``export``), and no model is loaded.
 
     Embedded Chroma belongs to one process: with a daemon running on the same data dir, give both a Chroma server
     (``VIGIL_KNOWLEDGE__CHROMA_URL``).
     """
-    store = CaseStore.from_settings(settings, clock=SystemClock())
+    engine = open_engine(database, data_dir=data_dir)
     try:
-        await store.migrate()
-        knowledge = open_knowledge_store(settings, store, SystemClock())
+        await migrate(engine)
+        store = open_knowledge_store(knowledge, engine, data_dir=data_dir, clock=SystemClock())
         if searchable:
-            await knowledge.open()
-        yield knowledge
+            await store.open()
+        yield store
     finally:
-        await store.close()
+        await engine.dispose()
 
 
 def _refuse_takeovers(entries: Sequence[Entry], stored: dict[str, tuple[str, str, str | None]]) -> None:

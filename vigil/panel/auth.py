@@ -20,8 +20,8 @@ import hmac
 import secrets
 from typing import TYPE_CHECKING, Any
 
-from vigil.app.settings import PanelSettings, PanelUser, is_loopback
 from vigil.panel.identity import ALL_TENANTS, Identity
+from vigil.panel.settings import PanelSettings, PanelUser, is_loopback
 
 if TYPE_CHECKING:  # annotations only: `vigil token` uses this module and needs neither Starlette nor the database
     from starlette.requests import Request

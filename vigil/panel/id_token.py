@@ -13,9 +13,9 @@ from typing import Any
 
 import jwt
 
-from vigil.app.settings import OidcSettings, PanelRole
 from vigil.core.errors import AuthError
 from vigil.panel.identity import ALL_TENANTS, ROLES, Identity
+from vigil.panel.settings import OidcSettings, PanelRole
 
 # The algorithms accepted, with the key type each needs.
 KEY_TYPES = {"RS256": "RSA", "RS384": "RSA", "RS512": "RSA", "PS256": "RSA", "PS384": "RSA", "PS512": "RSA"}

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # only for annotations: the settings import pydantic, which `vigil token --help` need not
-    from vigil.app.settings import PanelRole
+    from vigil.panel.settings import PanelRole
 
 ROLES: tuple[PanelRole, ...] = ("analyst", "lead", "admin")
 ALL_TENANTS = "*"

@@ -29,11 +29,11 @@ from urllib.parse import quote
 
 import httpx
 
-from vigil.app.settings import OidcSettings
 from vigil.core.clock import Clock
 from vigil.core.errors import AuthError, AuthUnavailable, SettingsError
 from vigil.panel.id_token import KEY_TYPES, identity_from_claims, public_key, signed_with, verify
 from vigil.panel.identity import Identity
+from vigil.panel.settings import OidcSettings
 
 log = logging.getLogger(__name__)
 

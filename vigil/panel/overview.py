@@ -33,9 +33,10 @@ import sqlalchemy as sa
 from pydantic import BaseModel
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from vigil.cases.store import CaseStore
-from vigil.cases.writes import CONVERSATION, FEEDBACK, SUGGESTION
-from vigil.knowledge.store import ENTRY, visible_to
+from vigil.cases.tables import CONVERSATION, FEEDBACK, SUGGESTION
+from vigil.cases.views import CaseViews
+from vigil.knowledge.store import visible_to
+from vigil.knowledge.tables import ENTRY
 from vigil.panel.buckets import Buckets, Percentiles
 from vigil.wire.events import SuggestionKind
 
@@ -139,7 +140,7 @@ class _Window(Buckets):
 
 
 async def overview(
-    store: CaseStore,
+    views: CaseViews,
     *,
     tenants: Sequence[str] | None,
     since: datetime,
@@ -150,7 +151,7 @@ async def overview(
     """The lead's overview of ``[since, until)`` in buckets of ``bucket_s`` seconds.
 
     Args:
-        store: the case store to read.
+        views: the cases to read.
         tenants: the tenants to count (None for all); knowledge size counts global entries and theirs.
         since: the window's start (aware; floored to the second), the first bucket's start.
         until: the window's end (aware, exclusive); the last bucket may be cut short by it.
@@ -159,11 +160,11 @@ async def overview(
 
     Raises:
         ValueError: naive times, an empty window, or too many buckets.
-        StoreUnavailable: the database could not be reached, or the reads took longer than the store's timeout.
+        StoreUnavailable: the database could not be reached, or the reads took longer than the views' timeout.
         StoreError: the database refused a query.
     """
     w = _Window(since, until, bucket_s, tenants)
-    async with store.reading() as conn:
+    async with views.reading() as conn:
         shown = await _counts(conn, _shown(w, conn.dialect.name))
         verdicts = await _counts(conn, _latest_verdicts(w, conn.dialect.name))
         latencies = await _newest(conn, _answer_latencies(w), max_rows)

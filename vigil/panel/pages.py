@@ -23,7 +23,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 
 from vigil.answers.drafting import DRAFT_MARK
-from vigil.cases.store import CaseStore
+from vigil.cases.views import CaseViews
 from vigil.core.clock import Clock
 from vigil.core.errors import AuthError, AuthUnavailable
 from vigil.knowledge.store import KnowledgeStore
@@ -52,7 +52,7 @@ class SignIn(Exception):
 
 def page_routes(
     *,
-    store: CaseStore,
+    views: CaseViews,
     knowledge: KnowledgeStore | None,
     auth: Authenticator,
     oidc: OidcClient | None,
@@ -82,7 +82,7 @@ def page_routes(
     @router.get("/panel")
     async def queue_page(request: Request) -> HTMLResponse:
         who = await viewer(request)
-        items = await store.queue(tenants=who.tenant_filter, reader=who.name)
+        items = await views.queue(tenants=who.tenant_filter, reader=who.name)
         data = [item.model_dump(mode="json") for item in items]
         shown = displays.as_json(who.tenant_filter)
         return render(request, "queue.html", who, queue=data, now=clock.now().isoformat(), displays=shown)
@@ -90,7 +90,7 @@ def page_routes(
     @router.get("/panel/conversations/{conversation_id:path}")
     async def conversation_page(conversation_id: str, request: Request) -> HTMLResponse:
         who = await viewer(request)
-        view = await visible_conversation(store, conversation_id, who)
+        view = await visible_conversation(views, conversation_id, who)
         data = view.model_dump(mode="json")
         display: Display = displays.of(view.tenant)
         return render(request, "conversation.html", who, view=view, data=data, draft_mark=DRAFT_MARK, display=display)
@@ -115,11 +115,11 @@ def page_routes(
         until = clock.now()
         chosen, fitted = WINDOWS.get(window or ""), ""
         if chosen is None:  # none asked for (or one we do not offer): the shortest that holds the data
-            oldest = await oldest_record(store, who.tenant_filter, until)
+            oldest = await oldest_record(views, who.tenant_filter, until)
             chosen = fitting(oldest, until)
             fitted = "the shortest window that holds all the data" if oldest else "nothing to count yet"
         report = await overview(
-            store, tenants=who.tenant_filter, since=until - chosen.span, until=until, bucket_s=chosen.bucket_s
+            views, tenants=who.tenant_filter, since=until - chosen.span, until=until, bucket_s=chosen.bucket_s
         )
         return render(
             request,

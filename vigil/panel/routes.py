@@ -18,14 +18,14 @@ from fastapi.routing import APIRoute
 from fastapi.sse import EventSourceResponse, ServerSentEvent
 from pydantic import AfterValidator, BaseModel, Field, model_validator
 
-from vigil.app.settings import PanelRole
 from vigil.cases import paging
-from vigil.cases.store import CaseStore, ConversationSummary, ConversationView, QueueItem
+from vigil.cases.views import CaseViews, ConversationSummary, ConversationView, QueueItem
 from vigil.core.clock import Clock
 from vigil.core.errors import InvalidCursor, StoreError, TransportError
 from vigil.live.feed import LiveFeed
 from vigil.panel.auth import CSRF_HEADER, SAFE_METHODS, Authenticator
 from vigil.panel.identity import Identity
+from vigil.panel.settings import PanelRole
 from vigil.transport.base import Outbox
 from vigil.wire.events import Feedback, Timestamp
 
@@ -157,7 +157,7 @@ class Caller:
 
 
 def api_routes(
-    *, store: CaseStore, feed: LiveFeed, outboxes: Sequence[Outbox], caller: Caller, clock: Clock
+    *, views: CaseViews, feed: LiveFeed, outboxes: Sequence[Outbox], caller: Caller, clock: Clock
 ) -> APIRouter:
     """The ``/api`` routes."""
     router = APIRouter(prefix="/api", tags=["panel"], route_class=caller.route_class())
@@ -173,14 +173,14 @@ def api_routes(
     @router.get("/queue", responses={**_SIGNED_IN, **_UNAVAILABLE}, openapi_extra=_READ_SECURITY)
     async def queue(who: Identity = who_is, limit: Annotated[int, Query(ge=1, le=500)] = 200) -> list[QueueItem]:
         """Open conversations of the caller's tenants, those waiting longest first."""
-        return await store.queue(tenants=who.tenant_filter, reader=who.name, limit=limit)
+        return await views.queue(tenants=who.tenant_filter, reader=who.name, limit=limit)
 
     @router.get("/conversations", responses={**_SIGNED_IN, **_UNAVAILABLE}, openapi_extra=_READ_SECURITY)
     async def conversations(
         who: Identity = who_is, limit: Annotated[int, Query(ge=1, le=500)] = 50
     ) -> list[ConversationSummary]:
         """The most recently active conversations of the caller's tenants, newest first."""
-        return await store.recent_conversations(limit, tenants=who.tenant_filter)
+        return await views.recent_conversations(limit, tenants=who.tenant_filter)
 
     # Before the GET of a conversation, whose path also matches ``.../read``: an OPTIONS or a GET there is then
     # answered with the methods of both routes (see ``vigil.app.http``), not of the GET alone.
@@ -194,7 +194,7 @@ def api_routes(
         """The caller has read the conversation through a suggestion they were shown: it and those before it are no
         longer unread in their queue (a suggestion made meanwhile, not yet shown, stays unread)."""
         through = min(body.through, clock.now())
-        if not await store.mark_read(who.name, conversation_id, through, tenants=who.tenant_filter):
+        if not await views.mark_read(who.name, conversation_id, through, tenants=who.tenant_filter):
             raise HTTPException(404, "unknown conversation")
 
     @router.get(
@@ -211,7 +211,7 @@ def api_routes(
         """A page of a conversation: its state, its newest ``limit`` messages and suggestions (newest first), the
         verdicts on those suggestions, and ``older``, the cursor that fetches the page before (null at the start).
         A cursor that no page gave is a 422."""
-        return await visible_conversation(store, conversation_id, who, limit=limit, before=before)
+        return await visible_conversation(views, conversation_id, who, limit=limit, before=before)
 
     @router.post(
         "/suggestions/{suggestion_id}/feedback",
@@ -221,7 +221,7 @@ def api_routes(
     )
     async def feedback(suggestion_id: str, body: FeedbackRequest, who: Identity = who_is) -> FeedbackAccepted:
         """Accept, edit or dismiss a suggestion: a ``feedback`` event goes onto the input stream."""
-        suggestion = await store.suggestion(suggestion_id)
+        suggestion = await views.suggestion(suggestion_id)
         if suggestion is None or not who.may_see(suggestion.tenant):
             raise HTTPException(404, "unknown suggestion")
         event = Feedback(
@@ -295,7 +295,7 @@ def openapi_components(schema: dict[str, Any]) -> dict[str, Any]:
 
 
 async def visible_conversation(
-    store: CaseStore,
+    views: CaseViews,
     conversation_id: str,
     who: Identity,
     *,
@@ -305,7 +305,7 @@ async def visible_conversation(
     """A page of the conversation if the caller may see it; 404 otherwise (another tenant's looks like none at all),
     422 for a cursor that no page gave."""
     try:
-        view = await store.conversation(conversation_id, tenants=who.tenant_filter, limit=limit, before=before)
+        view = await views.conversation(conversation_id, tenants=who.tenant_filter, limit=limit, before=before)
     except InvalidCursor as exc:  # in the shape of every other 422 (the OpenAPI's HTTPValidationError)
         error = {"type": "value_error", "loc": ("query", "before"), "msg": str(exc), "input": before}
         raise RequestValidationError([error]) from exc

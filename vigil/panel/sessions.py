@@ -20,18 +20,16 @@ import sqlalchemy as sa
 from starlette.middleware.sessions import SessionMiddleware
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from vigil.cases.store import CaseStore
+from vigil.cases.views import CaseViews
 from vigil.core.clock import Clock
-from vigil.db.tables import PanelSession
-
-PANEL_SESSION = PanelSession.__table__  # type: ignore[attr-defined]
+from vigil.panel.tables import PANEL_SESSION
 
 
 class SessionRegistry:
     """The live panel sessions, in the case store's database (shared by every replica)."""
 
-    def __init__(self, store: CaseStore, *, clock: Clock) -> None:
-        self._store = store
+    def __init__(self, views: CaseViews, *, clock: Clock) -> None:
+        self._views = views
         self._clock = clock
 
     async def open(self, name: str, *, via: str, max_age_s: float) -> str:
@@ -45,7 +43,7 @@ class SessionRegistry:
             "signed_in_at": now,
             "expires_at": now + timedelta(seconds=max_age_s),
         }
-        async with self._store.writing() as conn:
+        async with self._views.writing() as conn:
             await conn.execute(sa.delete(PANEL_SESSION).where(PANEL_SESSION.c.expires_at <= now))
             await conn.execute(sa.insert(PANEL_SESSION).values(row))
         return session_id
@@ -53,7 +51,7 @@ class SessionRegistry:
     async def is_live(self, session_id: str, name: str) -> bool:
         """Whether the session ``session_id`` of ``name`` has neither ended nor expired."""
         c = PANEL_SESSION.c
-        async with self._store.reading() as conn:
+        async with self._views.reading() as conn:
             expires = await conn.scalar(
                 sa.select(c.expires_at).where(c.id_sha256 == _digest(session_id), c.name == name)
             )
@@ -61,12 +59,12 @@ class SessionRegistry:
 
     async def end(self, session_id: str) -> None:
         """End one session (signing out)."""
-        async with self._store.writing() as conn:
+        async with self._views.writing() as conn:
             await conn.execute(sa.delete(PANEL_SESSION).where(PANEL_SESSION.c.id_sha256 == _digest(session_id)))
 
     async def end_all(self, name: str) -> int:
         """End every session of ``name``, in every browser; how many there were (expired ones not yet pruned too)."""
-        async with self._store.writing() as conn:
+        async with self._views.writing() as conn:
             ended = await conn.execute(sa.delete(PANEL_SESSION).where(PANEL_SESSION.c.name == name))
         return int(ended.rowcount or 0)
 

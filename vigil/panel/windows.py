@@ -15,8 +15,8 @@ from datetime import UTC, datetime, timedelta
 
 import sqlalchemy as sa
 
-from vigil.cases.store import CaseStore
-from vigil.cases.writes import CONVERSATION, FEEDBACK, SUGGESTION
+from vigil.cases.tables import CONVERSATION, FEEDBACK, SUGGESTION
+from vigil.cases.views import CaseViews
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,12 +51,12 @@ def fitting(oldest: datetime | None, now: datetime) -> Window:
     return next((w for w in WINDOWS.values() if now - w.span <= oldest), longest)
 
 
-async def oldest_record(store: CaseStore, tenants: Sequence[str] | None, now: datetime) -> datetime | None:
+async def oldest_record(views: CaseViews, tenants: Sequence[str] | None, now: datetime) -> datetime | None:
     """The oldest time the overview would count in the longest window: a suggestion made, a verdict given or a
     conversation's first customer message, of ``tenants`` (None: all); None when there is none.
 
     Raises:
-        StoreUnavailable: the database could not be reached, or the reads took longer than the store's timeout.
+        StoreUnavailable: the database could not be reached, or the reads took longer than the views' timeout.
         StoreError: the database refused a query.
     """
     since = now - list(WINDOWS.values())[-1].span
@@ -74,7 +74,7 @@ async def oldest_record(store: CaseStore, tenants: Sequence[str] | None, now: da
         ),
     ]
     found = []
-    async with store.reading() as conn:
+    async with views.reading() as conn:
         for query in queries:
             value = (await conn.execute(query)).scalar()
             if value is not None:

@@ -29,9 +29,9 @@ from aiokafka.errors import (
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
 from aiokafka.structs import OffsetAndMetadata
 
-from vigil.app.settings import KafkaSettings
 from vigil.core.errors import RecordRefused, Rejected, TransportError
 from vigil.transport.base import Record, dead_letter_headers, truncation_headers
+from vigil.transport.settings import KafkaSettings
 from vigil.wire.events import Suggestion
 
 log = logging.getLogger(__name__)

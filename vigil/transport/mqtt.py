@@ -42,10 +42,10 @@ from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 from paho.mqtt.subscribeoptions import SubscribeOptions
 
-from vigil.app.settings import PLACEHOLDER, MqttSettings, topic_filter
 from vigil.core.errors import Rejected, SettingsError, TransportError
 from vigil.core.metrics import Metrics
 from vigil.transport.base import Record, dead_letter_headers
+from vigil.transport.settings import PLACEHOLDER, MqttSettings, topic_filter
 from vigil.wire.events import Suggestion
 
 log = logging.getLogger(__name__)

@@ -7,12 +7,12 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from functools import partial
 
-from vigil.app.settings import Settings
 from vigil.core.metrics import Metrics
 from vigil.core.retry import Backoff
 from vigil.transport.base import Outbox, Sink, Source
 from vigil.transport.kafka import KafkaOutbox, KafkaPublisher, KafkaSink, KafkaSource, ensure_topics
 from vigil.transport.mqtt import MqttConnection, MqttOutbox, MqttSink, MqttSource
+from vigil.transport.settings import KafkaSettings, MqttSettings
 
 log = logging.getLogger(__name__)
 
@@ -32,19 +32,34 @@ class Transports:
     _close: list[Step] = field(default_factory=list)
 
     @classmethod
-    def from_settings(cls, settings: Settings, metrics: Metrics) -> Transports:
-        """Kafka if ``VIGIL_KAFKA__BOOTSTRAP_SERVERS`` is set, MQTT if ``VIGIL_MQTT__HOST`` is; nothing contacted."""
+    def from_settings(
+        cls,
+        kafka: KafkaSettings,
+        mqtt: MqttSettings,
+        *,
+        metrics: Metrics,
+        handover_timeout_s: float,
+        max_in_flight: int,
+    ) -> Transports:
+        """Kafka if ``VIGIL_KAFKA__BOOTSTRAP_SERVERS`` is set, MQTT if ``VIGIL_MQTT__HOST`` is; nothing contacted.
+
+        Args:
+            kafka: ``VIGIL_KAFKA__*``.
+            mqtt: ``VIGIL_MQTT__*``.
+            metrics: where the transports count.
+            handover_timeout_s: how long Kafka waits for in-flight work when its partitions are taken away.
+            max_in_flight: events being processed at once; MQTT's broker sends at most this many unacknowledged.
+        """
         built = cls()
-        if settings.kafka.bootstrap_servers:
-            built._add_kafka(settings)
-        if settings.mqtt.host:
-            built._add_mqtt(settings, metrics)
+        if kafka.bootstrap_servers:
+            built._add_kafka(kafka, handover_timeout_s)
+        if mqtt.host:
+            built._add_mqtt(mqtt, metrics, max_in_flight)
         return built
 
-    def _add_kafka(self, settings: Settings) -> None:
-        kafka = settings.kafka
+    def _add_kafka(self, kafka: KafkaSettings, handover_timeout_s: float) -> None:
         publisher = KafkaPublisher(kafka)
-        source = KafkaSource(kafka, publisher, handover_timeout_s=settings.graceful_timeout_s)
+        source = KafkaSource(kafka, publisher, handover_timeout_s=handover_timeout_s)
         self.sources.append(source)
         self.sinks.append(KafkaSink(publisher, kafka.suggestions_topic))
         self.outboxes.append(KafkaOutbox(publisher, kafka.input_topic))
@@ -60,11 +75,9 @@ class Transports:
         ]
         self._close += [source.close, publisher.close]
 
-    def _add_mqtt(self, settings: Settings, metrics: Metrics) -> None:
+    def _add_mqtt(self, mqtt: MqttSettings, metrics: Metrics, max_in_flight: int) -> None:
         # The broker sends at most this many messages not yet acknowledged: the same bound as Kafka's intake.
-        connection = MqttConnection(
-            settings.mqtt, metrics=metrics, receive_maximum=min(settings.ingest.max_in_flight, 65535)
-        )
+        connection = MqttConnection(mqtt, metrics=metrics, receive_maximum=min(max_in_flight, 65535))
         source = MqttSource(connection)
         self.sources.append(source)
         self.sinks.append(MqttSink(connection))

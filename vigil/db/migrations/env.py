@@ -5,16 +5,21 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import context
 
-from vigil.db.tables import metadata
-
 # Any constant: replicas starting together queue on this lock instead of migrating at the same time.
 _MIGRATION_LOCK = 0x76696769
+
+
+def _metadata() -> sa.MetaData | None:
+    """The tables to compare with, as the caller passed them (``vigil.db.migrate.alembic_config``): the platform does
+    not import the packages that declare them. An upgrade or a downgrade runs the scripts alone."""
+    metadata = context.config.attributes.get("metadata")
+    return metadata if isinstance(metadata, sa.MetaData) else None
 
 
 def _run(connection: sa.Connection) -> None:
     context.configure(
         connection=connection,
-        target_metadata=metadata,
+        target_metadata=_metadata(),
         render_as_batch=connection.dialect.name == "sqlite",
         compare_type=True,
     )
@@ -27,7 +32,7 @@ def _run(connection: sa.Connection) -> None:
 def _run_offline() -> None:
     context.configure(
         url=context.config.get_main_option("sqlalchemy.url"),
-        target_metadata=metadata,
+        target_metadata=_metadata(),
         literal_binds=True,
     )
     with context.begin_transaction():

@@ -1,0 +1,17 @@
+"""Every package's SQL tables on the one ``metadata``: what the migrations are compared with.
+
+Each package declares its own tables; importing them here registers them all, in the composition root, so that the
+platform (``vigil.db``) never imports a capability.
+"""
+
+from __future__ import annotations
+
+import vigil.cases.tables
+import vigil.knowledge.tables
+import vigil.panel.tables
+from vigil.db.schema import metadata
+
+PACKAGES = (vigil.cases.tables, vigil.knowledge.tables, vigil.panel.tables)
+"""The modules that declare tables."""
+
+__all__ = ["PACKAGES", "metadata"]

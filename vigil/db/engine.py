@@ -1,0 +1,181 @@
+"""SQL plumbing every store shares: the engine, what a database error means, the error boundary, the dialect's
+upsert and Alembic migrations.
+
+SQLite (WAL) by default, PostgreSQL in production, through SQLAlchemy's async engine. Database errors leave this
+module as vigil's (``StoreUnavailable``: retry; ``StoreError``: refused), described without the SQL parameters or the
+server's message, which may quote customer text.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+
+from vigil.core.errors import SettingsError, StoreError, StoreUnavailable
+from vigil.db.migrate import upgrade
+from vigil.db.settings import DatabaseSettings
+
+SUPPORTED_DIALECTS = ("sqlite", "postgresql")
+
+
+def open_engine(settings: DatabaseSettings, *, data_dir: Path) -> AsyncEngine:
+    """The engine the database settings describe (the database is not contacted yet)."""
+    return create_engine(settings.url_in(data_dir), pool_size=settings.pool_size, data_dir=data_dir)
+
+
+def create_engine(url: str, *, pool_size: int, data_dir: Path, timeout_s: float = 5.0) -> AsyncEngine:
+    """An async engine for a SQLite or PostgreSQL URL; SQLite runs in WAL mode."""
+    dialect = sa.make_url(url).get_dialect().name
+    if dialect not in SUPPORTED_DIALECTS:
+        raise SettingsError("VIGIL_DATABASE__URL", f"unsupported database {dialect!r}; use SQLite or PostgreSQL")
+    if dialect == "postgresql":
+        return create_async_engine(
+            url,
+            pool_size=pool_size,
+            pool_pre_ping=True,
+            hide_parameters=True,  # the parameters are customer text: keep them out of errors and logs
+            pool_recycle=1800,
+            connect_args={"timeout": timeout_s, "command_timeout": timeout_s * 6},
+        )
+    database = sa.make_url(url).database
+    folder = Path(database).parent if database and database != ":memory:" else data_dir
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        setting = "VIGIL_DATA_DIR" if folder == data_dir else "VIGIL_DATABASE__URL"
+        raise SettingsError(setting, f"cannot create {folder}: {exc.strerror}") from exc
+    engine = create_async_engine(url, hide_parameters=True, connect_args={"timeout": 30})
+
+    @sa.event.listens_for(engine.sync_engine, "connect")
+    def _pragmas(dbapi_connection: Any, _record: Any) -> None:
+        cursor = dbapi_connection.cursor()
+        # WAL with synchronous=NORMAL: a committed event survives a crash of vigil (not of the OS).
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.execute("PRAGMA busy_timeout=10000")
+        cursor.close()
+
+    return engine
+
+
+# SQLSTATEs that mean "not now" rather than "never": connection exceptions (class 08), transaction rollbacks such
+# as deadlocks and serialization failures (40), insufficient resources such as too many connections (53), operator
+# intervention such as a statement timeout, an admin shutdown or a server starting up (57), and lock not available.
+# Any other code (a constraint or data error, say) is the server refusing this event, which no retry would change.
+TRANSIENT_SQLSTATE_CLASSES = frozenset({"08", "40", "53", "57"})
+TRANSIENT_SQLSTATES = frozenset({"55P03"})
+
+
+def sqlstate(exc: BaseException) -> str | None:
+    """The SQLSTATE of a PostgreSQL error (asyncpg and psycopg both call it ``sqlstate``), if it has one."""
+    orig = exc.orig if isinstance(exc, sa.exc.DBAPIError) else exc
+    code = getattr(orig, "sqlstate", None)
+    return code if isinstance(code, str) and len(code) == 5 else None
+
+
+def is_unavailable(exc: BaseException) -> bool:
+    """Whether a database error means "not reachable now" (retry) rather than "refused" (do not)."""
+    if isinstance(exc, StoreUnavailable | TimeoutError | OSError | sa.exc.TimeoutError):
+        return True
+    if isinstance(exc, sa.exc.DBAPIError) and exc.connection_invalidated:
+        return True
+    code = sqlstate(exc)
+    if code is not None:
+        return code[:2] in TRANSIENT_SQLSTATE_CLASSES or code in TRANSIENT_SQLSTATES
+    return isinstance(exc, sa.exc.OperationalError | sa.exc.InterfaceError)
+
+
+def describe(exc: BaseException) -> str:
+    """What a database error is, for logs and dead-letter headers: the driver's error class and its SQLSTATE (or
+    SQLite's error name), never the SQL parameters or the server's message, which may quote customer text."""
+    if isinstance(exc, StoreError):
+        return str(exc)
+    if not isinstance(exc, sa.exc.DBAPIError):
+        return f"{type(exc).__name__}: {exc}"  # a socket or a timeout: no customer text in those
+    orig = exc.orig
+    cause = getattr(orig, "__cause__", None)
+    driver = cause if isinstance(cause, Exception) else orig  # asyncpg's own error, under SQLAlchemy's adapter
+    code = sqlstate(exc) or getattr(orig, "sqlite_errorname", None)
+    return f"{type(driver).__name__} ({code})" if code else type(driver).__name__
+
+
+def translate(exc: BaseException) -> StoreError:
+    """vigil's error for a database error: ``StoreUnavailable`` if it may pass, else ``StoreError``."""
+    if isinstance(exc, StoreError):
+        return exc
+    if is_unavailable(exc):
+        return StoreUnavailable(f"database unavailable: {describe(exc)}")
+    return StoreError(f"database error: {describe(exc)}")
+
+
+@contextlib.asynccontextmanager
+async def connected(engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:
+    """A connection from the pool; failing to get one is "unavailable" whatever the server said.
+
+    A server that turns connections away (starting up, not accepting connections, a role at its connection limit)
+    answers with a SQLSTATE that would mean a refusal on a statement; the event is not at fault then.
+    """
+    conn = engine.connect()
+    try:
+        await conn.start()
+    except Exception as exc:
+        raise StoreUnavailable(f"cannot connect to the database: {describe(exc)}") from exc
+    try:
+        yield conn
+    finally:
+        await conn.close()
+
+
+@contextlib.asynccontextmanager
+async def guarded(engine: AsyncEngine, *, timeout_s: float, begin: bool) -> AsyncIterator[AsyncConnection]:
+    """A connection within ``timeout_s``, in one transaction (committed at the end) with ``begin``, else rolled back
+    at the end; database errors come out as vigil's.
+
+    Raises:
+        StoreUnavailable: the database could not be reached, or the work took longer than ``timeout_s``.
+        StoreError: the database refused a statement.
+    """
+    try:
+        async with asyncio.timeout(timeout_s), connected(engine) as conn:
+            if not begin:
+                yield conn
+                return
+            async with conn.begin():
+                yield conn
+    except StoreError:
+        raise
+    except Exception as exc:
+        raise translate(exc) from exc
+
+
+def upsert(conn: AsyncConnection, table: sa.Table) -> Any:
+    """The dialect's INSERT that knows ON CONFLICT (SQLite and PostgreSQL)."""
+    return insert(conn.dialect.name, table)
+
+
+def insert(dialect: str, table: sa.Table) -> Any:
+    """The INSERT that knows ON CONFLICT of the dialect named ``dialect``."""
+    return postgresql.insert(table) if dialect == "postgresql" else sqlite.insert(table)
+
+
+async def migrate(engine: AsyncEngine) -> None:
+    """Bring the schema to the newest migration (safe to run from several replicas at once).
+
+    Raises:
+        StoreUnavailable: the database could not be reached (retry).
+        StoreError: a migration failed.
+    """
+    try:
+        async with engine.begin() as conn:
+            await conn.run_sync(upgrade)
+    except Exception as exc:
+        if is_unavailable(exc):
+            raise StoreUnavailable(f"cannot migrate the database: {exc}") from exc
+        raise StoreError(f"migration failed: {exc}") from exc

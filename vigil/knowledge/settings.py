@@ -1,0 +1,35 @@
+"""The knowledge section of the settings (``VIGIL_KNOWLEDGE__*``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, Field, field_validator
+
+
+class KnowledgeSettings(BaseModel):
+    """The knowledge store: help articles, FAQs, documents and knowledge mined from cases."""
+
+    paths: list[Path] = Field(
+        default_factory=list, description="Knowledge files or folders imported at start-up (vigil demo: bundled)."
+    )
+    model_path: Path | None = Field(default=None, description="Sentence-transformers model folder; default bundled.")
+    chroma_url: str | None = Field(default=None, description="Chroma server, for several replicas; default on disk.")
+    refresh_interval_s: float = Field(default=10.0, gt=0, description="How often to pick up knowledge changes.")
+    embedding_threads: int = Field(default=1, ge=1, description="CPU threads for embeddings.")
+
+    @field_validator("paths")
+    @classmethod
+    def _paths_exist(cls, paths: list[Path]) -> list[Path]:
+        # Checked here, not at the first import: start-up would retry a missing folder as if it were an outage.
+        for path in paths:
+            if not path.exists():
+                raise ValueError(f"no such file or folder: {path}")
+        return paths
+
+    @field_validator("model_path")
+    @classmethod
+    def _model_is_a_folder(cls, path: Path | None) -> Path | None:
+        if path is not None and not path.is_dir():
+            raise ValueError(f"no such folder: {path}")
+        return path

@@ -1,0 +1,53 @@
+"""The knowledge store's SQL tables: entries and their passages (their vectors live in Chroma)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlmodel import Field, SQLModel
+
+from vigil.db.schema import ID_LENGTH, when
+
+
+class KnowledgeEntryRow(SQLModel, table=True):
+    """A knowledge entry (article, FAQ, document, mined case knowledge): the source a suggestion cites."""
+
+    __tablename__ = "knowledge_entry"
+
+    id: str = Field(primary_key=True, max_length=ID_LENGTH)
+    kind: str = Field(index=True, max_length=16)
+    title: str = Field(sa_type=sa.Text)
+    body: str = Field(sa_type=sa.Text)
+    origin: str = Field(index=True, max_length=1024)
+    tags: list[str] = Field(default_factory=list, sa_column=sa.Column(sa.JSON, nullable=False))
+    url: str | None = Field(default=None, max_length=1024)
+    product: str | None = Field(default=None, max_length=ID_LENGTH)
+    questions: list[str] = Field(default_factory=list, sa_column=sa.Column(sa.JSON, nullable=False))
+    question_vectors: list[str] | None = Field(default=None, sa_column=sa.Column(sa.JSON))
+    """The ids of the question vectors stored in Chroma for it (None: stored before they were tracked)."""
+    tenant: str | None = Field(default=None, index=True, max_length=ID_LENGTH)
+    """The one tenant that may see it; None for every tenant."""
+    digest: str = Field(max_length=64)
+    status: str = Field(default="active", max_length=16)
+    confidence: float = 1.0
+    provenance: dict[str, Any] | None = Field(default=None, sa_column=sa.Column(sa.JSON))
+    created_at: datetime = when(nullable=False)
+    updated_at: datetime = when(nullable=False)
+
+
+class KnowledgePassageRow(SQLModel, table=True):
+    """A retrievable passage of a knowledge entry (an article's section, an FAQ's question and answer)."""
+
+    __tablename__ = "knowledge_passage"
+
+    id: str = Field(primary_key=True, max_length=ID_LENGTH + 16)
+    entry_id: str = Field(index=True, max_length=ID_LENGTH)
+    position: int
+    heading: str | None = Field(default=None, sa_type=sa.Text)
+    text: str = Field(sa_type=sa.Text)
+
+
+ENTRY = KnowledgeEntryRow.__table__  # type: ignore[attr-defined]
+PASSAGE = KnowledgePassageRow.__table__  # type: ignore[attr-defined]
