@@ -14,7 +14,7 @@ from tests.conftest import Topics, create_topics, make_settings, wait_for
 from tests.kafka_client import produce, read_topic
 from tests.sse import sse_events
 from vigil.app.daemon import Daemon, running
-from vigil.cases.writes import CaseState
+from vigil.flow.case import CaseState
 from vigil.core.errors import SettingsError, StartupError
 from vigil.dev.broker import EmbeddedBroker
 from vigil.flow.gates import ConfidenceGate

@@ -20,7 +20,7 @@ from tests.cases.test_store import set_fault, with_fault
 from tests.conftest import PG_ADMIN, make_settings, wait_for
 from vigil.app.settings import IngestSettings
 from vigil.cases.store import CaseStore
-from vigil.cases.writes import CaseState
+from vigil.flow.case import CaseState
 from vigil.core.clock import SystemClock
 from vigil.core.errors import Rejected, StoreUnavailable, TransportError
 from vigil.core.metrics import Metrics

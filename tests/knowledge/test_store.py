@@ -28,7 +28,7 @@ from vigil.app.health import Health
 from vigil.app.http import create_app
 from vigil.app.settings import AnswerSettings, PanelSettings, Settings
 from vigil.cases.store import CaseStore
-from vigil.cases.writes import CaseState
+from vigil.flow.case import CaseState
 from vigil.core.clock import ManualClock, SystemClock
 from vigil.core.metrics import Metrics
 from vigil.knowledge.documents import Entry, KnowledgeFileError, Passage

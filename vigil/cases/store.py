@@ -26,10 +26,11 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 from vigil.app.settings import Settings
 from vigil.cases import paging
 from vigil.cases import writes as cases
-from vigil.cases.writes import CASE_EVENT, CONVERSATION, FEEDBACK, MESSAGE, CaseState, Recorded
+from vigil.cases.writes import CASE_EVENT, CONVERSATION, FEEDBACK, MESSAGE, case_state
 from vigil.core.clock import Clock
 from vigil.core.errors import EventConflict, SettingsError, StoreError, StoreUnavailable
 from vigil.db.tables import ReadMark, SuggestionRow
+from vigil.flow.case import Recorded
 from vigil.wire.events import Event, SourceRef, Suggestion
 
 log = logging.getLogger(__name__)
@@ -383,7 +384,7 @@ class CaseStore:
         return ConversationView(
             **_summary(head).model_dump(),
             closed_at=head.closed_at,
-            waiting_since=CaseState.from_row(head).waiting_since,
+            waiting_since=case_state(head).waiting_since,
             messages=[MessageView.model_validate(dict(m._mapping)) for m in messages],
             suggestions=[_suggestion(s) for s in suggestions],
             feedback=[FeedbackView.model_validate(dict(f._mapping)) for f in feedback],
@@ -446,7 +447,7 @@ class CaseStore:
         return [
             QueueItem(
                 **_summary(row).model_dump(),
-                waiting_since=CaseState.from_row(row).waiting_since,
+                waiting_since=case_state(row).waiting_since,
                 unread_suggestions=unread[row.id],
                 customer_name=latest[row.id].customer_name if row.id in latest else None,
                 last_message=_preview(latest[row.id]) if row.id in latest else None,

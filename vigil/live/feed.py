@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from vigil.cases.writes import CaseState
+from vigil.flow.case import CaseState
 from vigil.wire.events import Event, Feedback, Message, Suggestion
 
 log = logging.getLogger(__name__)
