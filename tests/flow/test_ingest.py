@@ -20,16 +20,16 @@ from tests.cases.test_store import set_fault, with_fault
 from tests.conftest import PG_ADMIN, make_settings, wait_for
 from vigil.app.settings import IngestSettings
 from vigil.cases.store import CaseStore
-from vigil.flow.case import CaseState
 from vigil.core.clock import SystemClock
 from vigil.core.errors import Rejected, StoreUnavailable, TransportError
 from vigil.core.metrics import Metrics
 from vigil.core.retry import Backoff
-from vigil.flow.gates import ConfidenceGate, Gate
+from vigil.flow.case import CaseState
+from vigil.flow.gates import ConfidenceGate, Gate, Gates
 from vigil.flow.ingest import Ingest
 from vigil.flow.pipeline import Pipeline
 from vigil.flow.skills import Proposal, Skill
-from vigil.live.feed import LiveFeed
+from vigil.live.feed import FeedWatcher, LiveFeed
 from vigil.transport.base import Record
 from vigil.transport.memory import MemoryDelivery, MemorySink, MemorySource
 from vigil.wire.events import Event, Message, SuggestionKind
@@ -112,15 +112,15 @@ def build(
     backoff = Backoff(clock, metrics, 0.01, 0.05)
     sink = MemorySink()
     pipeline = Pipeline(
-        store=store,
+        recorder=store,
         skills=skills,
-        gate=gate or ConfidenceGate(min_confidence),
+        gates=Gates.of(gate or ConfidenceGate(min_confidence)),
         sinks=[sink],
         clock=clock,
         metrics=metrics,
         backoff=backoff,
         default_tenant="default",
-        feed=feed,
+        watchers=[FeedWatcher(feed)] if feed else (),
     )
     source = source or MemorySource()
     ingest = Ingest(
@@ -297,8 +297,7 @@ class FlakyGate(ConfidenceGate):
 
 
 async def test_a_passing_failure_is_retried_never_dead_lettered(store: CaseStore):
-    source, sink, ingest, metrics = build(store, [Echo()])
-    ingest._pipeline._gate = FlakyGate()  # type: ignore[attr-defined]
+    source, sink, ingest, metrics = build(store, [Echo()], gate=FlakyGate())
     source.put([record(message(1, "a", "conf=0.9"))])
     await ingest.run()
     assert await ingest.drain(5)

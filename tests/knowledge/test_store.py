@@ -25,18 +25,18 @@ from tests.conftest import help_centre, make_settings, open_knowledge, wait_for
 from tests.panel.test_routes import USERS, bearer
 from vigil.answers.skill import AnswerSkill
 from vigil.app.health import Health
-from vigil.app.http import create_app
 from vigil.app.settings import AnswerSettings, PanelSettings, Settings
 from vigil.cases.store import CaseStore
-from vigil.flow.case import CaseState
 from vigil.core.clock import ManualClock, SystemClock
 from vigil.core.metrics import Metrics
+from vigil.flow.case import CaseState
 from vigil.knowledge.documents import Entry, KnowledgeFileError, Passage
 from vigil.knowledge.embedding import SentenceTransformerEmbedder, Vectors
 from vigil.knowledge.lexical import LexicalIndex
 from vigil.knowledge.store import ENTRY, EntryConflict, KnowledgeStore, standalone
 from vigil.knowledge.vectors import VectorCollection, connect
 from vigil.panel.overview import overview
+from vigil.testing import panel_app
 from vigil.wire.events import Message
 
 ROOT = Path(__file__).parent.parent.parent
@@ -345,7 +345,7 @@ async def test_the_knowledge_page_of_another_tenants_entry_is_not_found(
     tenanted: KnowledgeStore, store: CaseStore, registry
 ):  # type: ignore[no-untyped-def]
     metrics = Metrics(registry)
-    app = create_app(
+    app = panel_app(
         store=store,
         health=Health({}, clock=SystemClock(), metrics=metrics, interval_s=1),
         metrics=metrics,
