@@ -9,6 +9,7 @@ import logging
 import random
 from collections import defaultdict
 from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import psycopg
@@ -25,7 +26,7 @@ from vigil.core.errors import Rejected, StoreUnavailable, TransportError
 from vigil.core.metrics import Metrics
 from vigil.core.retry import Backoff
 from vigil.flow.case import CaseState
-from vigil.flow.gates import ConfidenceGate, Gate, Gates
+from vigil.flow.gates import ConfidenceGate, Decision, Gate, Gates
 from vigil.flow.ingest import Ingest
 from vigil.flow.pipeline import Pipeline
 from vigil.flow.skills import Proposal, Skill
@@ -103,6 +104,7 @@ def build(
     min_confidence: float = 0.5,
     feed: LiveFeed | None = None,
     gate: Gate | None = None,
+    gates: Gates | None = None,
     source: MemorySource | None = None,
     dead_letter_attempts: int = 10,
     reachable: Callable[[], bool] = lambda: True,
@@ -114,7 +116,7 @@ def build(
     pipeline = Pipeline(
         recorder=store,
         skills=skills,
-        gates=Gates.of(gate or ConfidenceGate(min_confidence)),
+        gates=gates or Gates.of(gate or ConfidenceGate(min_confidence)),
         sinks=[sink],
         clock=clock,
         metrics=metrics,
@@ -574,3 +576,28 @@ async def test_a_dead_letter_failing_while_the_broker_answers_is_counted_after_i
     assert source.tries == 3 and source.dead_letters == []
     assert value(metrics, "vigil_dead_letter_failures_total", reason="invalid_json") == 1
     assert len(source.acked) == 2  # let go: the partition moves on
+
+
+class Stale(ConfidenceGate):
+    """A kind's gate that finds every suggestion too late to publish."""
+
+    def timely(self, event: Event, *, superseded: bool) -> Decision:
+        return Decision.silence("stale")
+
+
+class NextStep(Echo):
+    name = "next-step"
+    kind: SuggestionKind = "next_step"
+
+    async def propose(self, event: Event, case: CaseState | None) -> Sequence[Proposal]:
+        return [replace(p, kind="next_step", text=f"next: {p.text}") for p in await super().propose(event, case)]
+
+
+async def test_each_kind_is_asked_of_its_own_chain_and_its_silence_counted_by_reason(store: CaseStore):
+    gates = Gates({"answer": [Stale(0.5)]}, base=ConfidenceGate(0.5))
+    source, sink, ingest, metrics = build(store, [Echo(), NextStep()], gates=gates)
+    source.put([record(message(1, "a", "conf=0.9"))])
+    await ingest.run()
+    assert await ingest.drain(5)
+    assert [(s.kind, s.text) for s in sink.published] == [("next_step", "next: re: conf=0.9")]
+    assert value(metrics, "vigil_suggestions_suppressed_total", reason="stale") == 1
