@@ -2,9 +2,9 @@
 
 Start-up: HTTP first (so ``/healthz`` answers and ``/readyz`` says what is missing), then each capability's start-up
 steps (the database migrated, the knowledge loaded, ...), topics, the producer and the consumer, each retried with
-back-off until reachable. Shutdown, when the trigger
-fires: stop intake, drain in-flight work within ``graceful_timeout_s``, commit offsets, close the transports, then
-each capability's clients (the case store last), stop HTTP.
+back-off until reachable. Shutdown, when the trigger fires: stop intake, drain in-flight work within
+``graceful_timeout_s``, commit offsets, close the transports, then each capability's clients (the case store last),
+stop HTTP.
 """
 
 from __future__ import annotations
