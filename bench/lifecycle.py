@@ -43,10 +43,10 @@ from pydantic import SecretStr
 from bench import databases, report, traffic
 from bench.daemon import VigilProcess
 from vigil.answers.drafting import Drafter, DraftSource
+from vigil.answers.metrics import LlmMetrics
 from vigil.answers.settings import LlmSettings
 from vigil.core.clock import SystemClock
 from vigil.core.errors import AuthUnavailable
-from vigil.core.metrics import Metrics
 from vigil.dev.broker import EmbeddedBroker, free_port
 from vigil.panel.oidc import OidcClient
 from vigil.panel.settings import OidcSettings
@@ -267,7 +267,7 @@ async def drafting_budget() -> Seconds:
     """A draft against a silent server: call to fallback (None), at the default budget."""
     async with silent_server() as url:
         settings = LlmSettings(api_key=SecretStr("sk-bench"), base_url=url, timeout_s=BUDGET_S)
-        drafter = Drafter(settings, metrics=Metrics(CollectorRegistry()), clock=SystemClock())
+        drafter = Drafter(settings, metrics=LlmMetrics(CollectorRegistry()), clock=SystemClock())
         try:
             started = time.monotonic()
             result = await drafter.draft("How do I set up an eSIM?", [DraftSource("esim", "eSIM", "Scan the QR.")])

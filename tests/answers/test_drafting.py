@@ -17,9 +17,9 @@ from prometheus_client import CollectorRegistry
 from pydantic import SecretStr
 
 from vigil.answers.drafting import SYSTEM_PROMPT, Draft, Drafter, DraftSource
+from vigil.answers.metrics import LlmMetrics
 from vigil.answers.settings import LlmSettings
 from vigil.core.clock import SystemClock
-from vigil.core.metrics import Metrics
 
 KEY = "sk-test-123"
 SOURCES = (
@@ -109,12 +109,12 @@ def fake(server: FakeAnthropic) -> FakeAnthropic:
 
 
 @pytest.fixture
-def metrics() -> Metrics:
-    return Metrics(CollectorRegistry())
+def metrics() -> LlmMetrics:
+    return LlmMetrics(CollectorRegistry())
 
 
 @pytest.fixture
-async def drafter(fake: FakeAnthropic, metrics: Metrics) -> AsyncIterator[Drafter]:
+async def drafter(fake: FakeAnthropic, metrics: LlmMetrics) -> AsyncIterator[Drafter]:
     d = Drafter(settings(fake.url), metrics=metrics, clock=SystemClock())
     yield d
     await d.aclose()
@@ -124,11 +124,11 @@ def settings(url: str, **values: Any) -> LlmSettings:
     return LlmSettings(api_key=SecretStr(KEY), base_url=url, **values)
 
 
-def count(metrics: Metrics, name: str, **labels: str) -> float:
+def count(metrics: LlmMetrics, name: str, **labels: str) -> float:
     return metrics.registry.get_sample_value(name, labels) or 0.0
 
 
-def outcomes(metrics: Metrics) -> dict[str, float]:
+def outcomes(metrics: LlmMetrics) -> dict[str, float]:
     return {
         s.labels["outcome"]: s.value
         for m in metrics.registry.collect()
@@ -377,7 +377,7 @@ def test_the_settings_come_from_the_environment(monkeypatch: pytest.MonkeyPatch)
     assert load_settings(_env_file=None).llm.api_key is None
 
 
-async def drafting_skill(fake: FakeAnthropic, metrics: Metrics, store, tmp_path, embedder):  # type: ignore[no-untyped-def]
+async def drafting_skill(fake: FakeAnthropic, metrics: LlmMetrics, store, tmp_path, embedder):  # type: ignore[no-untyped-def]
     """The answer skill over the help centre's articles, drafting through ``fake``; an eSIM question; the drafter."""
     from tests.conftest import help_centre, open_knowledge
     from vigil.answers.settings import AnswerSettings
@@ -403,7 +403,7 @@ async def drafting_skill(fake: FakeAnthropic, metrics: Metrics, store, tmp_path,
 @pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
 async def test_the_answer_skill_uses_a_draft_and_falls_back_to_the_extract(
     fake: FakeAnthropic,
-    metrics: Metrics,
+    metrics: LlmMetrics,
     store,
     tmp_path,
     embedder,  # type: ignore[no-untyped-def]
@@ -489,7 +489,7 @@ async def test_a_fact_from_the_customers_message_is_not_a_source(fake: FakeAnthr
 @pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
 async def test_a_drafted_answer_says_it_was_machine_written(
     fake: FakeAnthropic,
-    metrics: Metrics,
+    metrics: LlmMetrics,
     store,
     tmp_path,
     embedder,  # type: ignore[no-untyped-def]

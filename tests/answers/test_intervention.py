@@ -8,8 +8,8 @@ from datetime import UTC, datetime
 from vigil.answers.intervention import InterventionPolicy
 from vigil.app.settings import AnswerSettings
 from vigil.cases.store import CaseStore
-from vigil.cases.writes import CaseState
 from vigil.core.clock import ManualClock
+from vigil.flow.case import CaseState
 from vigil.flow.skills import Proposal
 from vigil.wire.events import Message, SourceRef, Suggestion, parse
 

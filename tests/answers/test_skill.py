@@ -16,8 +16,8 @@ from vigil.answers.questions import asks_yes_or_no
 from vigil.answers.settings import AnswerSettings
 from vigil.answers.skill import AnswerSkill, extract, fit_to_question
 from vigil.cases.store import CaseStore
-from vigil.cases.writes import CaseState
 from vigil.core.clock import ManualClock
+from vigil.flow.case import CaseState
 from vigil.flow.skills import Proposal
 from vigil.knowledge.store import KnowledgeStore
 from vigil.wire.events import Message, SourceRef, Suggestion, parse

@@ -14,10 +14,9 @@ from tests.conftest import Topics, create_topics, make_settings, wait_for
 from tests.kafka_client import produce, read_topic
 from tests.sse import sse_events
 from vigil.app.daemon import Daemon, running
-from vigil.cases.writes import CaseState
 from vigil.core.errors import SettingsError, StartupError
 from vigil.dev.broker import EmbeddedBroker
-from vigil.flow.gates import ConfidenceGate
+from vigil.flow.case import CaseState
 from vigil.flow.skills import Proposal
 from vigil.wire.events import Event, Message, SuggestionKind
 
@@ -57,7 +56,7 @@ async def test_events_are_stored_and_suggestions_published(kafka: EmbeddedBroker
     settings = make_settings(
         tmp_path=tmp_path, db_url=None, bootstrap=kafka.bootstrap, topics=topics, answers={"enabled": False}
     )
-    daemon = Daemon(settings, skills=[Acknowledge(delay_s=0.05)], gate=ConfidenceGate(0.5))
+    daemon = Daemon(settings, skills=[Acknowledge(delay_s=0.05)])
     produce(
         kafka.bootstrap,
         topics.input,
@@ -107,7 +106,7 @@ async def test_panels_watching_live_do_not_hold_up_shutdown(kafka: EmbeddedBroke
     settings = make_settings(
         tmp_path=tmp_path, db_url=None, bootstrap=kafka.bootstrap, topics=topics, answers={"enabled": False}
     )
-    daemon = Daemon(settings, skills=[Acknowledge()], gate=ConfidenceGate(0.5))
+    daemon = Daemon(settings, skills=[Acknowledge()])
     shutdown = asyncio.Event()
     task = asyncio.create_task(daemon.run(shutdown))
     await wait_for(lambda: daemon.health.ready, 20)

@@ -13,16 +13,16 @@ import pytest
 
 from tests.conftest import case_store, views_of
 from vigil.app.health import Health
-from vigil.app.http import create_app
 from vigil.cases.store import CaseStore
 from vigil.core.clock import SystemClock
 from vigil.core.errors import StoreUnavailable
 from vigil.core.metrics import Metrics
+from vigil.testing import panel_app
 from vigil.wire.events import parse
 
 
 def client_for(store: CaseStore, health: Health, metrics: Metrics) -> httpx.AsyncClient:
-    app = create_app(views=views_of(store), health=health, metrics=metrics)
+    app = panel_app(views=views_of(store), health=health, metrics=metrics)
     return httpx.AsyncClient(
         transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1:8080"
     )  # no sign-in: loopback only

@@ -29,7 +29,7 @@ from tests.kafka_client import produce
 from tests.oidc_provider import CLIENT_ID, CLIENT_SECRET, OidcProvider
 from vigil.answers.drafting import DRAFT_MARK
 from vigil.app.health import Health
-from vigil.app.http import EmbeddedServer, create_app
+from vigil.app.http import EmbeddedServer
 from vigil.cases.paging import DEFAULT_PAGE
 from vigil.cases.store import CaseStore
 from vigil.core.clock import SystemClock
@@ -41,6 +41,7 @@ from vigil.live.feed import LiveFeed, Update, recorded
 from vigil.panel.auth import token_digest
 from vigil.panel.display import Display
 from vigil.panel.settings import PanelSettings
+from vigil.testing import panel_app
 from vigil.wire.events import SourceRef, Suggestion, parse
 
 pytestmark = pytest.mark.e2e
@@ -357,7 +358,7 @@ async def in_process_panel(
     """The panel of ``store`` served in this process, without sign-in; its base URL. The page is sent away from it
     before it stops (a live stream would hold the server open)."""
     metrics = Metrics(CollectorRegistry())
-    app = create_app(
+    app = panel_app(
         views=views_of(store),
         health=Health({}, clock=SystemClock(), metrics=metrics, interval_s=1),
         metrics=metrics,

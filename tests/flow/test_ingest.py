@@ -9,6 +9,7 @@ import logging
 import random
 from collections import defaultdict
 from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import psycopg
@@ -20,17 +21,17 @@ from tests.cases.test_store import set_fault, with_fault
 from tests.conftest import PG_ADMIN, case_store, make_settings, views_of, wait_for
 from vigil.cases.store import CaseStore
 from vigil.cases.views import CaseViews
-from vigil.cases.writes import CaseState
 from vigil.core.clock import SystemClock
 from vigil.core.errors import Rejected, StoreUnavailable, TransportError
 from vigil.core.metrics import Metrics
 from vigil.core.retry import Backoff
-from vigil.flow.gates import ConfidenceGate, Gate
+from vigil.flow.case import CaseState
+from vigil.flow.gates import ConfidenceGate, Decision, Gate, Gates
 from vigil.flow.ingest import Ingest
 from vigil.flow.pipeline import Pipeline
 from vigil.flow.settings import IngestSettings
 from vigil.flow.skills import Proposal, Skill
-from vigil.live.feed import LiveFeed
+from vigil.testing import Wired, wired
 from vigil.transport.base import Record
 from vigil.transport.memory import MemoryDelivery, MemorySink, MemorySource
 from vigil.wire.events import Event, Message, SuggestionKind
@@ -102,8 +103,8 @@ def build(
     *,
     max_in_flight: int = 64,
     min_confidence: float = 0.5,
-    feed: LiveFeed | None = None,
     gate: Gate | None = None,
+    gates: Gates | None = None,
     source: MemorySource | None = None,
     dead_letter_attempts: int = 10,
     reachable: Callable[[], bool] = lambda: True,
@@ -113,15 +114,14 @@ def build(
     backoff = Backoff(clock, metrics, 0.01, 0.05)
     sink = MemorySink()
     pipeline = Pipeline(
-        store=store,
+        recorder=store,
         skills=skills,
-        gate=gate or ConfidenceGate(min_confidence),
+        gates=gates or Gates.of(gate or ConfidenceGate(min_confidence)),
         sinks=[sink],
         clock=clock,
         metrics=metrics,
         backoff=backoff,
         default_tenant="default",
-        feed=feed,
     )
     source = source or MemorySource()
     ingest = Ingest(
@@ -134,6 +134,12 @@ def build(
         reachable=reachable,
     )
     return source, sink, ingest, metrics
+
+
+def wired_on(db_url: str, tmp_path: Path, skills: Sequence[Skill]) -> contextlib.AbstractAsyncContextManager[Wired]:
+    """The pipeline composed as the daemon composes it (answers off: the base rule gates), on ``db_url``."""
+    settings = make_settings(tmp_path=tmp_path, db_url=db_url, answers={"enabled": False, "min_confidence": 0.5})
+    return wired(tmp_path / "data", settings=settings, skills=skills, clock=SystemClock())
 
 
 def value(metrics: Metrics, name: str, **labels: str) -> float:
@@ -197,44 +203,36 @@ async def test_in_flight_is_bounded(store: CaseStore):
     assert turnstile.max_holding == 3
 
 
-async def test_bad_records_are_dead_lettered_and_the_rest_goes_on(store: CaseStore, views: CaseViews):
-    source, _, ingest, metrics = build(store, [])
-    source.put(
-        [
-            record(message(1, "a", tenant="acme")),
-            record(b"{oops"),
-            record(message(2, "a")),
-            record(message(3, "a", tenant="globex")),
-            record(b"[]"),
-            record(message(4, "a")),
-        ]
-    )
-    await ingest.run()
-    await ingest.drain(5)
-    reasons = [rejection.reason for _, rejection in source.dead_letters]
-    assert sorted(reasons) == ["invalid_json", "not_an_object", "tenant_mismatch"]
-    assert len(source.acked) == 6  # dead-lettered records are acknowledged too: they are handled
-    view = await views.conversation("a")
-    assert view is not None and [m.message_id for m in view.messages] == ["a-4", "a-2", "a-1"]
-    assert value(metrics, "vigil_events_dead_lettered_total", reason="tenant_mismatch") == 1
+async def test_bad_records_are_dead_lettered_and_the_rest_goes_on(db_url: str, tmp_path: Path):
+    async with wired_on(db_url, tmp_path, []) as vigil:
+        await vigil.send(
+            message(1, "a", tenant="acme"),
+            b"{oops",
+            message(2, "a"),
+            message(3, "a", tenant="globex"),
+            b"[]",
+            message(4, "a"),
+        )
+        reasons = [rejection.reason for _, rejection in vigil.dead_letters]
+        assert sorted(reasons) == ["invalid_json", "not_an_object", "tenant_mismatch"]
+        assert len(vigil.source.acked) == 6  # dead-lettered records are acknowledged too: they are handled
+        view = await vigil.views.conversation("a")
+        assert view is not None and [m.message_id for m in view.messages] == ["a-4", "a-2", "a-1"]
+        assert vigil.sample("vigil_events_dead_lettered_total", reason="tenant_mismatch") == 1
 
 
-async def test_suggestions_pass_the_gate_are_stored_and_published(store: CaseStore, views: CaseViews):
-    source, sink, ingest, metrics = build(store, [Echo(delay_s=0.05)], min_confidence=0.5)
-    source.put(
-        [record(message(1, "a", "conf=0.9")), record(message(2, "a", "conf=0.2")), record(message(3, "a", "hello"))]
-    )
-    await ingest.run()
-    await ingest.drain(5)
-    assert [s.text for s in sink.published] == ["re: conf=0.9"]
-    published = sink.published[0]
-    assert published.in_reply_to == "a-1" and published.tenant == "default"
-    assert published.latency_ms >= 50  # from the record's arrival: it includes the skill's 50 ms
-    assert value(metrics, "vigil_suggestions_suppressed_total", reason="low_confidence") == 1
-    assert value(metrics, "vigil_suggestions_published_total", kind="answer") == 1
-    view = await views.conversation("a")
-    assert view is not None and [s.suggestion_id for s in view.suggestions] == [published.suggestion_id]
-    assert await store.unpublished_replies("a", "a-1") == []
+async def test_suggestions_pass_the_gate_are_stored_and_published(db_url: str, tmp_path: Path):
+    async with wired_on(db_url, tmp_path, [Echo(delay_s=0.05)]) as vigil:
+        await vigil.send(message(1, "a", "conf=0.9"), message(2, "a", "conf=0.2"), message(3, "a", "hello"))
+        assert [s.text for s in vigil.published] == ["re: conf=0.9"]
+        published = vigil.published[0]
+        assert published.in_reply_to == "a-1" and published.tenant == "default"
+        assert published.latency_ms >= 50  # from the record's arrival: it includes the skill's 50 ms
+        assert vigil.sample("vigil_suggestions_suppressed_total", reason="low_confidence") == 1
+        assert vigil.sample("vigil_suggestions_published_total", kind="answer") == 1
+        view = await vigil.views.conversation("a")
+        assert view is not None and [s.suggestion_id for s in view.suggestions] == [published.suggestion_id]
+        assert await vigil.store.unpublished_replies("a", "a-1") == []
 
 
 async def test_a_redelivered_event_publishes_only_what_was_left_unpublished(store: CaseStore):
@@ -256,14 +254,13 @@ async def test_a_redelivered_event_publishes_only_what_was_left_unpublished(stor
     assert value(metrics2, "vigil_events_duplicate_total", type="message") == 2
 
 
-async def test_a_failing_skill_is_counted_and_the_event_still_stored(store: CaseStore):
-    source, sink, ingest, metrics = build(store, [Echo()])
-    source.put([record(message(1, "a", "boom")), record(message(2, "a", "conf=0.8"))])
-    await ingest.run()
-    await ingest.drain(5)
-    assert value(metrics, "vigil_skill_failures_total", skill="echo") == 1
-    assert len(sink.published) == 1
-    assert len(source.acked) == 2
+async def test_a_failing_skill_is_counted_and_the_event_still_stored(db_url: str, tmp_path: Path):
+    async with wired_on(db_url, tmp_path, [Echo()]) as vigil:
+        await vigil.send(message(1, "a", "boom"), message(2, "a", "conf=0.8"))
+        assert vigil.sample("vigil_skill_failures_total", skill="echo") == 1
+        assert len(vigil.published) == 1
+        view = await vigil.views.conversation("a")
+        assert view is not None and len(view.messages) == 2
 
 
 class Stuck:
@@ -298,8 +295,7 @@ class FlakyGate(ConfidenceGate):
 
 
 async def test_a_passing_failure_is_retried_never_dead_lettered(store: CaseStore):
-    source, sink, ingest, metrics = build(store, [Echo()])
-    ingest._pipeline._gate = FlakyGate()  # type: ignore[attr-defined]
+    source, sink, ingest, metrics = build(store, [Echo()], gate=FlakyGate())
     source.put([record(message(1, "a", "conf=0.9"))])
     await ingest.run()
     assert await ingest.drain(5)
@@ -308,31 +304,26 @@ async def test_a_passing_failure_is_retried_never_dead_lettered(store: CaseStore
     assert value(metrics, "vigil_retries_total", dependency="database") == 1
 
 
-async def test_feedback_is_counted_by_kind_and_verdict_and_everything_goes_out_live(store: CaseStore):
-    feed = LiveFeed()
-    source, sink, ingest, metrics = build(store, [Echo()], feed=feed)
-    with feed.watch(tenants=("acme",)) as watcher:
-        source.put([record(message(1, "c-1", "conf=0.9", tenant="acme"), 0)])
-        await ingest.run()
-        assert await ingest.drain(5)
-        (suggestion,) = sink.published
-        verdict = {
-            "type": "feedback",
-            "schema_version": 1,
-            "feedback_id": "f-1",
-            "suggestion_id": suggestion.suggestion_id,
-            "conversation_id": "c-1",
-            "verdict": "dismissed",
-            "by": "ana",
-            "at": "2026-11-02T09:01:00Z",
-        }
-        source.put([record(json.dumps(verdict).encode(), 1), record(json.dumps(verdict).encode(), 2)])  # re-sent
-        await ingest.run()
-        assert await ingest.drain(5)
-        updates = [watcher.queue.get_nowait() for _ in range(watcher.queue.qsize())]
-    assert [u.kind for u in updates if u] == ["message", "suggestion", "feedback"]
-    assert updates[2] is not None and updates[2].data["feedback"]["verdict"] == "dismissed"
-    assert value(metrics, "vigil_feedback_total", kind="answer", verdict="dismissed") == 1
+async def test_feedback_is_counted_by_kind_and_verdict_and_everything_goes_out_live(db_url: str, tmp_path: Path):
+    async with wired_on(db_url, tmp_path, [Echo()]) as vigil:
+        with vigil.feed.watch(tenants=("acme",)) as watcher:
+            await vigil.send(message(1, "c-1", "conf=0.9", tenant="acme"))
+            (suggestion,) = vigil.published
+            verdict = {
+                "type": "feedback",
+                "schema_version": 1,
+                "feedback_id": "f-1",
+                "suggestion_id": suggestion.suggestion_id,
+                "conversation_id": "c-1",
+                "verdict": "dismissed",
+                "by": "ana",
+                "at": "2026-11-02T09:01:00Z",
+            }
+            await vigil.send(json.dumps(verdict).encode(), json.dumps(verdict).encode())  # re-sent
+            updates = [watcher.queue.get_nowait() for _ in range(watcher.queue.qsize())]
+            assert [u.kind for u in updates if u] == ["message", "suggestion", "feedback"]
+            assert updates[2] is not None and updates[2].data["feedback"]["verdict"] == "dismissed"
+            assert vigil.sample("vigil_feedback_total", kind="answer", verdict="dismissed") == 1
 
 
 # --- The store's failures through ingest: what passes is retried, a refusal or a bug is dead-lettered ---
@@ -440,29 +431,26 @@ async def test_a_bug_on_an_event_dead_letters_it_as_processing_failed_and_the_re
     assert value(metrics, "vigil_events_dead_lettered_total", reason="processing_failed") == 1
 
 
-async def test_feedback_on_another_conversations_suggestion_is_dead_lettered_with_the_reason(store: CaseStore):
-    source, sink, ingest, metrics = build(store, [Echo()])
-    source.put([record(message(1, "a", "conf=0.9", tenant="acme")), record(message(1, "b", "hi", tenant="acme"))])
-    await ingest.run()
-    assert await ingest.drain(5)
-    (suggestion,) = sink.published
-    verdict = {
-        "type": "feedback",
-        "schema_version": 1,
-        "suggestion_id": suggestion.suggestion_id,
-        "verdict": "rejected",
-        "at": "2026-11-02T09:01:00Z",
-    }
-    source.put(
-        [
-            record(json.dumps({**verdict, "feedback_id": "f-1", "conversation_id": "b"}).encode(), 2),
-            record(json.dumps({**verdict, "feedback_id": "f-2", "conversation_id": "b", "tenant": "globex"}).encode()),
-        ]
-    )
-    await ingest.run()
-    assert await ingest.drain(5)
-    assert sorted(rejection.reason for _, rejection in source.dead_letters) == ["address_mismatch", "tenant_mismatch"]
-    assert value(metrics, "vigil_feedback_total", kind="answer", verdict="rejected") == 0
+async def test_feedback_on_another_conversations_suggestion_is_dead_lettered_with_the_reason(
+    db_url: str, tmp_path: Path
+):
+    async with wired_on(db_url, tmp_path, [Echo()]) as vigil:
+        await vigil.send(message(1, "a", "conf=0.9", tenant="acme"), message(1, "b", "hi", tenant="acme"))
+        (suggestion,) = vigil.published
+        verdict = {
+            "type": "feedback",
+            "schema_version": 1,
+            "suggestion_id": suggestion.suggestion_id,
+            "verdict": "rejected",
+            "at": "2026-11-02T09:01:00Z",
+        }
+        await vigil.send(
+            json.dumps({**verdict, "feedback_id": "f-1", "conversation_id": "b"}).encode(),
+            json.dumps({**verdict, "feedback_id": "f-2", "conversation_id": "b", "tenant": "globex"}).encode(),
+        )
+        reasons = sorted(rejection.reason for _, rejection in vigil.dead_letters)
+        assert reasons == ["address_mismatch", "tenant_mismatch"]
+        assert vigil.sample("vigil_feedback_total", kind="answer", verdict="rejected") == 0
 
 
 async def test_two_conversations_reusing_a_message_id_each_get_their_own_suggestion(store: CaseStore, views: CaseViews):
@@ -576,3 +564,28 @@ async def test_a_dead_letter_failing_while_the_broker_answers_is_counted_after_i
     assert source.tries == 3 and source.dead_letters == []
     assert value(metrics, "vigil_dead_letter_failures_total", reason="invalid_json") == 1
     assert len(source.acked) == 2  # let go: the partition moves on
+
+
+class Stale(ConfidenceGate):
+    """A kind's gate that finds every suggestion too late to publish."""
+
+    def timely(self, event: Event, *, superseded: bool) -> Decision:
+        return Decision.silence("stale")
+
+
+class NextStep(Echo):
+    name = "next-step"
+    kind: SuggestionKind = "next_step"
+
+    async def propose(self, event: Event, case: CaseState | None) -> Sequence[Proposal]:
+        return [replace(p, kind="next_step", text=f"next: {p.text}") for p in await super().propose(event, case)]
+
+
+async def test_each_kind_is_asked_of_its_own_chain_and_its_silence_counted_by_reason(store: CaseStore):
+    gates = Gates({"answer": [Stale(0.5)]}, base=ConfidenceGate(0.5))
+    source, sink, ingest, metrics = build(store, [Echo(), NextStep()], gates=gates)
+    source.put([record(message(1, "a", "conf=0.9"))])
+    await ingest.run()
+    assert await ingest.drain(5)
+    assert [(s.kind, s.text) for s in sink.published] == [("next_step", "next: re: conf=0.9")]
+    assert value(metrics, "vigil_suggestions_suppressed_total", reason="stale") == 1

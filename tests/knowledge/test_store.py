@@ -24,13 +24,12 @@ from tests.panel.test_routes import USERS, bearer
 from vigil.answers.settings import AnswerSettings
 from vigil.answers.skill import AnswerSkill
 from vigil.app.health import Health
-from vigil.app.http import create_app
 from vigil.app.settings import Settings
 from vigil.cases.store import CaseStore
-from vigil.cases.writes import CaseState
 from vigil.core.clock import ManualClock, SystemClock
 from vigil.core.metrics import Metrics
 from vigil.db.migrate import alembic_config
+from vigil.flow.case import CaseState
 from vigil.knowledge.documents import Entry, KnowledgeFileError, Passage
 from vigil.knowledge.embedding import SentenceTransformerEmbedder, Vectors
 from vigil.knowledge.lexical import LexicalIndex
@@ -39,6 +38,7 @@ from vigil.knowledge.tables import ENTRY
 from vigil.knowledge.vectors import VectorCollection, connect
 from vigil.panel.overview import overview
 from vigil.panel.settings import PanelSettings
+from vigil.testing import panel_app
 from vigil.wire.events import Message
 
 ROOT = Path(__file__).parent.parent.parent
@@ -351,7 +351,7 @@ async def test_the_knowledge_page_of_another_tenants_entry_is_not_found(
     tenanted: KnowledgeStore, store: CaseStore, registry
 ):  # type: ignore[no-untyped-def]
     metrics = Metrics(registry)
-    app = create_app(
+    app = panel_app(
         views=views_of(store),
         health=Health({}, clock=SystemClock(), metrics=metrics, interval_s=1),
         metrics=metrics,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from datetime import UTC, datetime
 
-from vigil.cases.writes import CaseState
+from vigil.flow.case import CaseState
 from vigil.live.feed import LiveFeed, Update, Watcher, recorded
 from vigil.wire.events import Feedback, Message
 

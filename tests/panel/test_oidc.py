@@ -20,7 +20,6 @@ from prometheus_client import CollectorRegistry
 from tests.conftest import views_of
 from tests.oidc_provider import CLIENT_ID, OidcProvider, SigningKey, authorize
 from vigil.app.health import Health
-from vigil.app.http import create_app
 from vigil.cases.store import CaseStore
 from vigil.core.clock import Clock, ManualClock, SystemClock
 from vigil.core.errors import AuthError, AuthUnavailable, SettingsError
@@ -29,6 +28,7 @@ from vigil.panel.id_token import public_key
 from vigil.panel.identity import Identity
 from vigil.panel.oidc import OidcClient, PendingLogin
 from vigil.panel.settings import OidcSettings, PanelSettings
+from vigil.testing import panel_app
 
 REDIRECT = "http://127.0.0.1:9/auth/oidc/callback"  # never served: the tests read the redirect instead of following it
 
@@ -390,7 +390,7 @@ async def panel(
     the machine's, as the provider makes them)."""
     metrics = Metrics(CollectorRegistry())
     async with connected(provider.settings()) as oidc:
-        app = create_app(
+        app = panel_app(
             views=views_of(store),
             health=Health({}, clock=SystemClock(), metrics=metrics, interval_s=1),
             metrics=metrics,

@@ -26,9 +26,10 @@ from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 from tests.browser import chromium
 from tests.conftest import case_store, make_settings, open_knowledge, views_of, wait_for
 from tests.sse import sse_events
+from vigil import testing
 from vigil.app.cli import main
 from vigil.app.health import Health
-from vigil.app.http import SESSION_COOKIE, EmbeddedServer, create_app
+from vigil.app.http import SESSION_COOKIE, EmbeddedServer
 from vigil.cases.store import CaseStore
 from vigil.core.clock import Clock, ManualClock, SystemClock
 from vigil.core.metrics import Metrics
@@ -113,7 +114,7 @@ def panel_app(  # type: ignore[no-untyped-def]
 ) -> FastAPI:
     metrics = Metrics(registry)
     settings = PanelSettings(**{"auth": "tokens", "users": USERS, **panel})  # type: ignore[arg-type]
-    return create_app(
+    return testing.panel_app(
         views=views_of(store),
         health=Health({}, clock=SystemClock(), metrics=metrics, interval_s=1),
         metrics=metrics,

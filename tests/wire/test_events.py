@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pydantic import ValidationError
 
 from vigil.core.errors import Rejected
 from vigil.wire.events import MAX_DEPTH, CaseEvent, Feedback, Message, Suggestion, addressed, json_schemas, parse
@@ -225,6 +226,26 @@ def test_suggestions_serialise_to_v1():
     assert wire["type"] == "suggestion" and wire["schema_version"] == 1
     assert wire["sources"] == [{"kind": "faq", "id": "faq-1"}]
     assert "action" not in wire
+
+
+def suggestion_of_kind(kind: str) -> Suggestion:
+    return Suggestion(
+        suggestion_id="s-1",
+        conversation_id="c-1",
+        tenant="acme",
+        created_at="2026-11-02T09:14:06Z",  # type: ignore[arg-type]
+        kind=kind,
+        text="Restart the hub",
+        confidence=0.8,
+        latency_ms=1.0,
+    )
+
+
+def test_a_suggestion_kind_is_any_short_snake_case_name():
+    assert suggestion_of_kind("stock_check").kind == "stock_check"  # a capability's own kind needs no wire change
+    for kind in ("", "Answer", "next-step", "1st", "a" * 33):
+        with pytest.raises(ValidationError):
+            suggestion_of_kind(kind)
 
 
 def test_published_schemas_match_the_models():

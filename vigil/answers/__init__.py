@@ -1,0 +1,33 @@
+"""Answers: a customer's question answered from the knowledge, drafted by the LLM when one is configured."""
+
+from __future__ import annotations
+
+from vigil.answers.drafting import Drafter
+from vigil.answers.intervention import InterventionPolicy
+from vigil.answers.metrics import LlmMetrics
+from vigil.answers.settings import AnswerSettings, LlmSettings
+from vigil.answers.skill import AnswerSkill
+from vigil.cases.store import CaseStore
+from vigil.flow.capability import Capability, Platform
+from vigil.knowledge.store import KnowledgeStore
+
+
+def setup(
+    settings: AnswerSettings,
+    llm: LlmSettings,
+    platform: Platform,
+    *,
+    store: CaseStore,
+    knowledge: KnowledgeStore,
+) -> Capability:
+    """When enabled, the answer skill, gated by the intervention policy; the LLM metrics in any case."""
+    metrics = LlmMetrics(platform.registry)
+    if not settings.enabled:
+        return Capability(name="answers")
+    drafter = Drafter(llm, metrics=metrics, clock=platform.clock)
+    return Capability(
+        name="answers",
+        skills=[AnswerSkill(knowledge, settings, drafter=drafter)],
+        gates={"answer": [InterventionPolicy(store=store, clock=platform.clock, settings=settings)]},
+        closing=[drafter.aclose],
+    )

@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from vigil.answers import grounding
+from vigil.answers.metrics import LlmMetrics
 from vigil.answers.settings import LlmSettings
 from vigil.core.clock import Clock
-from vigil.core.metrics import Metrics
 
 if TYPE_CHECKING:  # the SDK takes seconds to import: only a drafter with an API key loads it
     import anthropic
@@ -90,7 +90,7 @@ class Drafter:
         self,
         settings: LlmSettings,
         *,
-        metrics: Metrics,
+        metrics: LlmMetrics,
         clock: Clock,
         client: anthropic.AsyncAnthropic | None = None,
     ) -> None:
@@ -170,8 +170,8 @@ class Drafter:
             # hands over unvalidated.
             outcome, detail = "unusable", f"malformed response: {type(exc).__name__}: {exc}"
         finally:
-            self._metrics.llm_latency.observe(self._clock.monotonic() - started)
-        self._metrics.llm_requests.labels(outcome=outcome).inc()
+            self._metrics.latency.observe(self._clock.monotonic() - started)
+        self._metrics.requests.labels(outcome=outcome).inc()
         if result is None:
             log.warning("LLM draft not used (%s): %s", outcome, detail, extra={"outcome": outcome})
         return result
@@ -202,12 +202,12 @@ class Drafter:
     def _count_usage(self, usage: Any) -> tuple[int, int]:
         input_tokens = _tokens(getattr(usage, "input_tokens", 0))
         output_tokens = _tokens(getattr(usage, "output_tokens", 0))
-        self._metrics.llm_tokens.labels(direction="input").inc(input_tokens)
-        self._metrics.llm_tokens.labels(direction="output").inc(output_tokens)
+        self._metrics.tokens.labels(direction="input").inc(input_tokens)
+        self._metrics.tokens.labels(direction="output").inc(output_tokens)
         cost = (
             input_tokens * self._settings.input_usd_per_mtok + output_tokens * self._settings.output_usd_per_mtok
         ) / 1_000_000
-        self._metrics.llm_cost.inc(cost)
+        self._metrics.cost.inc(cost)
         return input_tokens, output_tokens
 
 

@@ -15,8 +15,8 @@ from datetime import timedelta
 from vigil.answers.questions import classify
 from vigil.answers.settings import AnswerSettings
 from vigil.cases.store import CaseStore
-from vigil.cases.writes import CaseState
 from vigil.core.clock import Clock
+from vigil.flow.case import CaseState
 from vigil.flow.gates import Decision
 from vigil.flow.skills import Proposal
 from vigil.wire.events import Event, Message, Suggestion, SuggestionKind

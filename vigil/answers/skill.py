@@ -16,7 +16,7 @@ from vigil.answers.calibration import Logistic
 from vigil.answers.drafting import Drafter, DraftSource, drafted_why
 from vigil.answers.questions import asks_yes_or_no
 from vigil.answers.settings import AnswerSettings
-from vigil.cases.writes import CaseState
+from vigil.flow.case import CaseState
 from vigil.flow.skills import Proposal
 from vigil.knowledge.store import FaqMatch, Hit, KnowledgeStore
 from vigil.wire.events import Event, Message, SourceRef, SuggestionKind

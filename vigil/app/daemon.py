@@ -1,8 +1,10 @@
 """The daemon: builds the parts from one ``Settings``, runs them, and shuts them down in order.
 
-Start-up: HTTP first (so ``/healthz`` answers and ``/readyz`` says what is missing), then the database (migrated),
-topics, the producer and the consumer, each retried with back-off until reachable. Shutdown, when the trigger
-fires: stop intake, drain in-flight work within ``graceful_timeout_s``, commit offsets, close clients, stop HTTP.
+Start-up: HTTP first (so ``/healthz`` answers and ``/readyz`` says what is missing), then each capability's start-up
+steps (the database migrated, the knowledge loaded, ...), topics, the producer and the consumer, each retried with
+back-off until reachable. Shutdown, when the trigger fires: stop intake, drain in-flight work within
+``graceful_timeout_s``, commit offsets, close the transports, then each capability's clients (the case store last),
+stop HTTP.
 """
 
 from __future__ import annotations
@@ -17,27 +19,14 @@ from collections.abc import AsyncIterator, Sequence
 import uvicorn
 from prometheus_client import CollectorRegistry
 
-from vigil.answers.drafting import Drafter
-from vigil.answers.intervention import InterventionPolicy
-from vigil.answers.skill import AnswerSkill
+from vigil.app.compose import Composition, compose
 from vigil.app.health import Health
 from vigil.app.http import EmbeddedServer, create_app
 from vigil.app.settings import Settings
-from vigil.cases.store import CaseStore
-from vigil.cases.views import CaseViews
-from vigil.core.clock import Clock, SystemClock
+from vigil.core.clock import Clock
 from vigil.core.errors import SettingsError, StartupError
-from vigil.core.metrics import Metrics
-from vigil.core.retry import Backoff
-from vigil.flow.gates import Gate
 from vigil.flow.ingest import Ingest
-from vigil.flow.pipeline import Pipeline
 from vigil.flow.skills import Skill
-from vigil.knowledge.store import open_knowledge_store
-from vigil.live.fanout import Fanout
-from vigil.live.feed import LiveFeed
-from vigil.panel.oidc import OidcClient
-from vigil.transport.select import Transports
 
 log = logging.getLogger(__name__)
 
@@ -55,53 +44,24 @@ class Daemon:
         clock: Clock | None = None,
         registry: CollectorRegistry | None = None,
         skills: Sequence[Skill] = (),
-        gate: Gate | None = None,
     ) -> None:
+        """Compose the capabilities (``vigil.app.compose``) and wire them to the transports, the pipeline and HTTP;
+        ``skills`` are consulted before the capabilities' own."""
         if not settings.kafka.bootstrap_servers and not settings.mqtt.host:
             raise SettingsError(
                 "VIGIL_KAFKA__BOOTSTRAP_SERVERS", "not set, nor VIGIL_MQTT__HOST; vigil run needs a stream to read"
             )
         self.settings = settings
-        self.clock = clock or SystemClock()
-        self.metrics = Metrics(registry or CollectorRegistry())
-        self.backoff = Backoff(self.clock, self.metrics, settings.ingest.retry_initial_s, settings.ingest.retry_max_s)
-        self.store = CaseStore.from_settings(
-            settings.database,
-            data_dir=settings.data_dir,
-            clock=self.clock,
-            default_tenant=settings.default_tenant,
-            future_skew_s=settings.ingest.future_skew_s,
-        )
-        self.views = CaseViews(self.store.engine, timeout_s=settings.database.timeout_s)
-        self.knowledge = open_knowledge_store(
-            settings.knowledge, self.store.engine, data_dir=settings.data_dir, clock=self.clock
-        )
-        self.drafter = Drafter(settings.llm, metrics=self.metrics, clock=self.clock)
-        if settings.answers.enabled:
-            skills = [*skills, AnswerSkill(self.knowledge, settings.answers, drafter=self.drafter)]
-        self.feed = LiveFeed()
-        self.fanout: Fanout | None = None
-        if settings.panel.fanout and self.store.engine.dialect.name == "postgresql":
-            self.fanout = Fanout(settings.database_url, self.feed, backoff=self.backoff)
-            self.feed.relay = self.fanout.send
-        self.transports = Transports.from_settings(
-            settings.kafka,
-            settings.mqtt,
-            metrics=self.metrics,
-            handover_timeout_s=settings.graceful_timeout_s,
-            max_in_flight=settings.ingest.max_in_flight,
-        )
-        self.pipeline = Pipeline(
-            store=self.store,
-            skills=skills,
-            gate=gate or InterventionPolicy(store=self.store, clock=self.clock, settings=settings.answers),
-            sinks=self.transports.sinks,
-            clock=self.clock,
-            metrics=self.metrics,
-            backoff=self.backoff,
-            default_tenant=settings.default_tenant,
-            feed=self.feed,
-        )
+        self.parts: Composition = compose(settings, clock=clock, registry=registry, skills=skills)
+        self.clock = self.parts.platform.clock
+        self.metrics = self.parts.platform.metrics
+        self.backoff = self.parts.platform.backoff
+        self.store = self.parts.store
+        self.views = self.parts.views
+        self.knowledge = self.parts.knowledge
+        self.feed = self.parts.feed
+        self.transports = self.parts.transports
+        self.pipeline = self.parts.pipeline()
         self.ingest = Ingest(
             sources=self.transports.sources,
             pipeline=self.pipeline,
@@ -113,25 +73,15 @@ class Daemon:
         )
         self.phase = "starting"
         self.health = Health(
-            {"database": self.store.ping, **self.transports.checks, "pipeline": self._check_running},
+            {**self.parts.checks, **self.transports.checks, "pipeline": self._check_running},
             clock=self.clock,
             metrics=self.metrics,
             interval_s=settings.health_interval_s,
         )
-        self.oidc = OidcClient(settings.panel.oidc, clock=self.clock) if settings.panel.auth == "oidc" else None
         self.app = create_app(
-            views=self.views,
-            health=self.health,
-            metrics=self.metrics,
-            clock=self.clock,
-            feed=self.feed,
-            knowledge=self.knowledge,
-            outboxes=self.transports.outboxes,
-            panel=settings.panel,
-            oidc=self.oidc,
+            health=self.health, metrics=self.metrics, routers=self.parts.routers, panel=settings.panel
         )
         self.http_port: int | None = None
-        self._refresher: asyncio.Task[None] | None = None
 
     async def run(self, shutdown: asyncio.Event) -> None:
         """Run until ``shutdown`` is set, then shut down gracefully.
@@ -140,8 +90,6 @@ class Daemon:
             StartupError: the HTTP port could not be bound, or a part failed for good.
         """
         server, serving = await self._serve_http()
-        if self.fanout is not None:
-            self.fanout.start()
         checking = asyncio.create_task(self.health.run_forever(), name="vigil-health")
         working = asyncio.create_task(self._work(), name="vigil-work")
         stopping = asyncio.create_task(shutdown.wait(), name="vigil-shutdown")
@@ -187,14 +135,9 @@ class Daemon:
             raise StartupError(self.phase)
 
     async def _work(self) -> None:
-        if self.settings.database.migrate_on_start:
-            self.phase = "migrating the database"
-            await self.backoff.retry("migrating the database", self.store.migrate)
-        if self.settings.answers.enabled:
-            self.phase = "loading the knowledge"
-            await self._load_knowledge()
-        if self.oidc is not None:
-            await self.oidc.start()
+        for step in self.parts.starting:
+            self.phase = step.phase
+            await self.backoff.retry(step.phase, step.run)
         self.phase = "connecting to the brokers"
         await self.transports.connect(self.backoff)
         log.info("consuming from %s", ", ".join(source.name for source in self.transports.sources))
@@ -208,22 +151,6 @@ class Daemon:
         finally:
             self.phase = "stopping"
 
-    async def _load_knowledge(self) -> None:
-        await self.backoff.retry("opening the knowledge store", self.knowledge.open)
-        paths = self.settings.knowledge.paths
-        if paths:
-            report = await self.backoff.retry("importing knowledge", lambda: self.knowledge.import_files(paths))
-            log.info(
-                "knowledge from %s: %d added, %d updated, %d unchanged",
-                ", ".join(map(str, paths)),
-                report.added,
-                report.updated,
-                report.unchanged,
-            )
-        self._refresher = asyncio.create_task(
-            self.knowledge.refresh_forever(self.settings.knowledge.refresh_interval_s), name="vigil-knowledge-refresh"
-        )
-
     async def _stop_work(self, working: asyncio.Task[None]) -> None:
         self.transports.stop_intake()
         await asyncio.wait({working}, timeout=_INTAKE_STOP_S)
@@ -234,15 +161,8 @@ class Daemon:
         log.info("drained in-flight work" if drained else "drain timed out")
 
     async def _close(self) -> None:
-        if self._refresher is not None:
-            self._refresher.cancel()
-            await asyncio.gather(self._refresher, return_exceptions=True)
-        self.feed.close()
-        if self.fanout is not None:
-            await self.fanout.close()
         await self.transports.close()
-        closing = [self.drafter.aclose, self.store.close] + ([self.oidc.close] if self.oidc else [])
-        for step in closing:
+        for step in self.parts.closing:
             try:
                 await step()
             except Exception:

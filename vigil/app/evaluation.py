@@ -28,26 +28,22 @@ from pathlib import Path
 from typing import BinaryIO
 
 import sqlalchemy as sa
-from prometheus_client import CollectorRegistry
 from prometheus_client import Counter as MetricCounter
 
-from vigil.answers.drafting import Drafter
-from vigil.answers.intervention import InterventionPolicy
-from vigil.answers.skill import AnswerSkill
-from vigil.app.settings import IngestSettings, Settings
-from vigil.cases.store import CaseStore, describe
+from vigil.app.compose import CAPABILITIES, Composition, compose
+from vigil.app.settings import Settings
+from vigil.app.tables import metadata
+from vigil.cases.store import CaseStore
 from vigil.core.clock import ManualClock, SystemClock
 from vigil.core.errors import EventConflict, Rejected, StartupError, StoreError
-from vigil.core.metrics import Metrics
 from vigil.core.retry import Backoff
-from vigil.db.tables import metadata
+from vigil.db.engine import describe
 from vigil.dev.replay import BadLine, read_lines
-from vigil.flow.capability import Platform, Step
 from vigil.flow.pipeline import Pipeline
-from vigil.flow.skills import Skill
+from vigil.flow.settings import IngestSettings
 from vigil.knowledge.embedding import Embedder
-from vigil.knowledge.store import KnowledgeStore, open_knowledge_store
 from vigil.transport.base import Sink
+from vigil.transport.select import Transports
 from vigil.wire.events import Event, Suggestion, parse
 
 log = logging.getLogger(__name__)
@@ -71,55 +67,20 @@ class JsonLinesSink:
         """The caller owns the file."""
 
 
-@dataclass(frozen=True, slots=True)
-class Parts:
-    """What a replay runs: the pipeline, and the steps that start and close what it uses."""
-
-    pipeline: Pipeline
-    starting: Sequence[Step]
-    closing: Sequence[Callable[[], Awaitable[None]]]
+REPLAYED = tuple(name for name, _ in CAPABILITIES if name not in ("live", "panel"))
+"""The capabilities a replay sets up: all but those that serve people watching (no HTTP port, no live feed)."""
 
 
-def compose(settings: Settings, platform: Platform, sink: Sink, *, embedder: Embedder | None = None) -> Parts:
-    """The daemon's parts as the settings describe them, with ``sink`` as the only sink and no source: the case
-    store, the answer skill (when enabled) on the knowledge store, and the intervention policy as the gate."""
-    store = CaseStore.from_settings(settings, clock=platform.clock)
-    starting = [Step("migrating the database", store.migrate)] if settings.database.migrate_on_start else []
-    skills: list[Skill] = []
-    closing: list[Callable[[], Awaitable[None]]] = []
-    if settings.answers.enabled:
-        knowledge = open_knowledge_store(settings, store, platform.clock, embedder=embedder)
-        drafter = Drafter(settings.llm, metrics=platform.metrics, clock=platform.clock)
-        skills.append(AnswerSkill(knowledge, settings.answers, drafter=drafter))
-        starting += [
-            Step("opening the knowledge store", knowledge.open),
-            Step("importing knowledge", partial(_import_knowledge, knowledge, settings.knowledge.paths)),
-        ]
-        closing += [drafter.aclose, knowledge.close]
-    closing.append(store.close)
-    pipeline = Pipeline(
-        store=store,
-        skills=skills,
-        gate=InterventionPolicy(store=store, clock=platform.clock, settings=settings.answers),
-        sinks=[sink],
-        clock=platform.clock,
-        metrics=platform.metrics,
-        backoff=platform.backoff,
-        default_tenant=settings.default_tenant,
-    )
-    return Parts(pipeline, starting, closing)
-
-
-async def _import_knowledge(knowledge: KnowledgeStore, paths: Sequence[Path]) -> None:
-    if not paths:
-        return
-    report = await knowledge.import_files(paths)
-    log.info(
-        "knowledge from %s: %d added, %d updated, %d unchanged",
-        ", ".join(map(str, paths)),
-        report.added,
-        report.updated,
-        report.unchanged,
+def composed(settings: Settings, clock: ManualClock, sink: Sink, *, embedder: Embedder | None = None) -> Composition:
+    """The daemon's composition on simulated time, with ``sink`` as the only sink and no source. Retries wait on
+    the machine's clock: a simulated one would never move while they wait."""
+    return compose(
+        settings,
+        clock=clock,
+        retry_clock=SystemClock(),
+        transports=Transports(sources=[], sinks=[sink]),
+        only=REPLAYED,
+        embedder=embedder,
     )
 
 
@@ -184,13 +145,13 @@ async def replay(
         if first is not None:
             clock = ManualClock(first[1].occurred_at)
             summary.first = clock.now()
-            platform = _platform(clock, settings)
-            parts = compose(settings, platform, JsonLinesSink(handle), embedder=embedder)
+            parts = composed(settings, clock, JsonLinesSink(handle), embedder=embedder)
+            platform = parts.platform
             try:
                 for step in parts.starting:
                     await platform.backoff.retry(step.phase, step.run)
                 summary.starting_s = wall.monotonic() - began
-                replayer = Replayer(parts.pipeline, clock, platform.backoff)
+                replayer = Replayer(parts.pipeline(), clock, platform.backoff)
                 await replayer.run(itertools.chain([first], events), summary)
             finally:
                 await _close(parts.closing)
@@ -208,14 +169,6 @@ def _written(out: Path) -> BinaryIO:
         return out.open("wb")
     except OSError as exc:
         raise StartupError(f"cannot write {out}: {exc.strerror}") from exc
-
-
-def _platform(clock: ManualClock, settings: Settings) -> Platform:
-    """The platform on simulated time; retries wait on the machine's clock, which moves while they wait."""
-    registry = CollectorRegistry()
-    metrics = Metrics(registry)
-    backoff = Backoff(SystemClock(), metrics, settings.ingest.retry_initial_s, settings.ingest.retry_max_s)
-    return Platform(clock=clock, registry=registry, metrics=metrics, backoff=backoff)
 
 
 class Replayer:
@@ -295,7 +248,13 @@ async def empty(settings: Settings) -> None:
         StoreError: the database could not be reached or refused.
         StartupError: the Chroma folder could not be deleted.
     """
-    store = CaseStore.from_settings(settings, clock=SystemClock())
+    store = CaseStore.from_settings(
+        settings.database,
+        data_dir=settings.data_dir,
+        clock=SystemClock(),
+        default_tenant=settings.default_tenant,
+        future_skew_s=settings.ingest.future_skew_s,
+    )
     try:
         try:
             async with store.engine.begin() as conn:

@@ -1,4 +1,5 @@
-"""The HTTP app on the daemon's one port: health, readiness, metrics, the JSON API and the analyst panel."""
+"""The HTTP app on the daemon's one port: health, readiness and metrics, and the routers the capabilities give (the
+JSON API and the analyst panel), with the error pages, the session cookies and the security headers."""
 
 from __future__ import annotations
 
@@ -6,14 +7,12 @@ import contextlib
 import logging
 import secrets
 from collections.abc import Iterator, Sequence
-from importlib import resources
 from typing import Any
 from urllib.parse import quote
 
 import uvicorn
-from fastapi import FastAPI, Request, Response
+from fastapi import APIRouter, FastAPI, Request, Response
 from fastapi.responses import JSONResponse, RedirectResponse
-from fastapi.staticfiles import StaticFiles
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.exceptions import HTTPException
 from starlette.routing import BaseRoute, Match, Route
@@ -21,19 +20,12 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from vigil import __version__
 from vigil.app.health import Health
-from vigil.cases.views import CaseViews
-from vigil.core.clock import Clock, SystemClock
 from vigil.core.errors import StoreError
 from vigil.core.metrics import Metrics
-from vigil.knowledge.store import KnowledgeStore
-from vigil.live.feed import LiveFeed
-from vigil.panel.auth import Authenticator
-from vigil.panel.oidc import OidcClient
-from vigil.panel.pages import TEMPLATES, SignIn, page_routes
-from vigil.panel.routes import Caller, api_routes, openapi_components
-from vigil.panel.sessions import SessionCookies, SessionRegistry
+from vigil.panel.pages import TEMPLATES, SignIn
+from vigil.panel.routes import openapi_components
+from vigil.panel.sessions import SessionCookies
 from vigil.panel.settings import PanelSettings
-from vigil.transport.base import Outbox
 
 log = logging.getLogger(__name__)
 
@@ -52,38 +44,21 @@ SECURITY_HEADERS = (
 
 def create_app(
     *,
-    views: CaseViews,
     health: Health,
     metrics: Metrics,
-    clock: Clock | None = None,
-    feed: LiveFeed | None = None,
-    knowledge: KnowledgeStore | None = None,
-    outboxes: Sequence[Outbox] = (),
+    routers: Sequence[APIRouter] = (),
     panel: PanelSettings | None = None,
-    oidc: OidcClient | None = None,
 ) -> FastAPI:
-    """The FastAPI application; the daemon serves it with uvicorn inside its own event loop."""
+    """The FastAPI application, mounting ``routers``; the daemon serves it with uvicorn inside its own event loop.
+
+    ``panel`` sets the session cookies (secret, lifetime, ``Secure``).
+    """
     panel = panel or PanelSettings()
     app = FastAPI(title="vigil", version=__version__, docs_url="/docs", redoc_url=None)
     _operations(app, health, metrics)
-    auth = Authenticator(panel, sessions=SessionRegistry(views, clock=clock or SystemClock()))
-    api = api_routes(
-        views=views, feed=feed or LiveFeed(), outboxes=outboxes, caller=Caller(auth), clock=clock or SystemClock()
-    )
-    app.include_router(api)
-    if panel.enabled:
-        app.include_router(
-            page_routes(
-                views=views,
-                knowledge=knowledge,
-                auth=auth,
-                oidc=oidc,
-                clock=clock or SystemClock(),
-                displays=panel.displays,
-            )
-        )
-        app.mount("/panel/static", StaticFiles(directory=str(resources.files("vigil.panel") / "static")), "static")
-    _error_pages(app, api.routes)
+    for router in routers:
+        app.include_router(router)
+    _error_pages(app, [route for router in routers for route in router.routes])
     _openapi_components(app)
     secret = panel.session_secret.get_secret_value() if panel.session_secret else secrets.token_urlsafe(32)
     app.add_middleware(
@@ -139,7 +114,7 @@ def _allowed_methods(request: Request, routes: Sequence[BaseRoute]) -> str | Non
     return ", ".join(sorted(methods)) if methods else None
 
 
-def _error_pages(app: FastAPI, api_routes: Sequence[BaseRoute]) -> None:
+def _error_pages(app: FastAPI, routes: Sequence[BaseRoute]) -> None:
     """Browsers get pages (and a sign-in redirect); API clients get JSON. Starlette's HTTPException, the base of
     FastAPI's, so that unknown paths and methods get the same treatment; a database that fails is a 503 anywhere."""
 
@@ -149,7 +124,7 @@ def _error_pages(app: FastAPI, api_routes: Sequence[BaseRoute]) -> None:
 
     @app.exception_handler(HTTPException)
     async def http_error(request: Request, exc: HTTPException) -> Response:
-        allowed = _allowed_methods(request, api_routes) if exc.status_code == 405 else None
+        allowed = _allowed_methods(request, routes) if exc.status_code == 405 else None
         if allowed:
             exc.headers = {**(exc.headers or {}), "Allow": allowed}
         if request.url.path.startswith("/api") or "text/html" not in request.headers.get("accept", ""):

@@ -21,11 +21,11 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from vigil.cases import writes as cases
 from vigil.cases.tables import SUGGESTION
-from vigil.cases.writes import Recorded
 from vigil.core.clock import Clock
 from vigil.core.errors import EventConflict, StoreError, StoreUnavailable
 from vigil.db.engine import connected, describe, guarded, is_unavailable, migrate, open_engine, upsert
 from vigil.db.settings import DatabaseSettings
+from vigil.flow.case import Recorded
 from vigil.wire.events import Event, SourceRef, Suggestion
 
 log = logging.getLogger(__name__)

@@ -18,7 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from vigil.cases import paging
 from vigil.cases.store import suggestion_of
 from vigil.cases.tables import CASE_EVENT, CONVERSATION, FEEDBACK, MESSAGE, READ_MARK, SUGGESTION
-from vigil.cases.writes import CaseState
+from vigil.cases.writes import case_state
 from vigil.db.engine import guarded, upsert
 from vigil.wire.events import Suggestion
 
@@ -146,7 +146,7 @@ class CaseViews:
         return ConversationView(
             **_summary(head).model_dump(),
             closed_at=head.closed_at,
-            waiting_since=CaseState.from_row(head).waiting_since,
+            waiting_since=case_state(head).waiting_since,
             messages=[MessageView.model_validate(dict(m._mapping)) for m in messages],
             suggestions=[suggestion_of(s) for s in suggestions],
             feedback=[FeedbackView.model_validate(dict(f._mapping)) for f in feedback],
@@ -209,7 +209,7 @@ class CaseViews:
         return [
             QueueItem(
                 **_summary(row).model_dump(),
-                waiting_since=CaseState.from_row(row).waiting_since,
+                waiting_since=case_state(row).waiting_since,
                 unread_suggestions=unread[row.id],
                 customer_name=latest[row.id].customer_name if row.id in latest else None,
                 last_message=_preview(latest[row.id]) if row.id in latest else None,

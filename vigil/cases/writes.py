@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -20,61 +19,26 @@ from vigil.cases.tables import CASE_EVENT, CONVERSATION, FEEDBACK, MESSAGE, SUGG
 from vigil.core.errors import EventConflict
 from vigil.db.engine import insert, upsert
 from vigil.db.schema import metadata
+from vigil.flow.case import CaseState, Recorded
 from vigil.wire.events import CaseEvent, Event, Feedback, Message
 
 
-@dataclass(frozen=True, slots=True)
-class CaseState:
-    """A conversation's state after an event, as skills see it."""
-
-    conversation_id: str
-    tenant: str
-    status: str
-    assignee: str | None
-    priority: str | None
-    opened_at: datetime
-    updated_at: datetime
-    closed_at: datetime | None
-    message_count: int
-    last_customer_at: datetime | None = None
-    last_analyst_at: datetime | None = None
-
-    @property
-    def waiting_since(self) -> datetime | None:
-        """When the customer's unanswered message came, or None if the analyst has replied since."""
-        if self.last_customer_at is None or self.status == "closed":
-            return None
-        if self.last_analyst_at is not None and self.last_analyst_at >= self.last_customer_at:
-            return None
-        return self.last_customer_at
-
-    @classmethod
-    def from_row(cls, row: sa.Row[Any]) -> CaseState:
-        """Build from a ``conversation`` row."""
-        m = row._mapping
-        return cls(
-            conversation_id=m["id"],
-            tenant=m["tenant"],
-            status=m["status"],
-            assignee=m["assignee"],
-            priority=m["priority"],
-            opened_at=m["opened_at"],
-            updated_at=m["updated_at"],
-            closed_at=m["closed_at"],
-            message_count=m["message_count"],
-            last_customer_at=m["last_customer_at"],
-            last_analyst_at=m["last_analyst_at"],
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class Recorded:
-    """The outcome of recording one event: whether it was new, and the case after it."""
-
-    new: bool
-    case: CaseState | None = None
-    suggestion_kind: str | None = None
-    """For feedback: the kind of the suggestion it judges (None if vigil does not know that suggestion)."""
+def case_state(row: sa.Row[Any]) -> CaseState:
+    """A case's state from its ``conversation`` row."""
+    m = row._mapping
+    return CaseState(
+        conversation_id=m["id"],
+        tenant=m["tenant"],
+        status=m["status"],
+        assignee=m["assignee"],
+        priority=m["priority"],
+        opened_at=m["opened_at"],
+        updated_at=m["updated_at"],
+        closed_at=m["closed_at"],
+        message_count=m["message_count"],
+        last_customer_at=m["last_customer_at"],
+        last_analyst_at=m["last_analyst_at"],
+    )
 
 
 async def record(
@@ -127,7 +91,7 @@ async def record_batch(
             changes.setdefault(shape, []).append((index, row))
     for shape, rows in changes.items():
         statement = _upsert_conversations(conn.dialect.name, shape)
-        states = {row.id: CaseState.from_row(row) for row in await conn.execute(statement, [r for _, r in rows])}
+        states = {row.id: case_state(row) for row in await conn.execute(statement, [r for _, r in rows])}
         for index, row in rows:
             if row["id"] not in states:
                 raise EventConflict("tenant_mismatch", f"conversation {row['id']!r} belongs to another tenant")
@@ -289,9 +253,7 @@ async def _feedback(conn: AsyncConnection, f: Feedback, received_at: datetime) -
         "text": f.text,
     }
     inserted = await conn.execute(upsert(conn, FEEDBACK).values(row).on_conflict_do_nothing())
-    return Recorded(
-        new=inserted.rowcount == 1, case=CaseState.from_row(head), suggestion_kind=judged.kind if judged else None
-    )
+    return Recorded(new=inserted.rowcount == 1, case=case_state(head), suggestion_kind=judged.kind if judged else None)
 
 
 def _check_judged(f: Feedback, judged: sa.Row[Any] | None) -> None:

@@ -1,15 +1,18 @@
-"""vigil's Prometheus metrics, on a registry the daemon passes in (never the global one)."""
+"""The platform's Prometheus metrics, on a registry the daemon passes in (never the global one).
+
+A capability's own metrics live in its package (``vigil.answers.metrics``) and are registered on the same registry
+by its ``setup``.
+"""
 
 from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-_LLM_BUCKETS = (0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 10.0)
 _FAST_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 
 class Metrics:
-    """Every metric vigil exports."""
+    """The metrics of the event flow: events, dead letters, suggestions, feedback, retries, latency, readiness."""
 
     def __init__(self, registry: CollectorRegistry) -> None:
         self.registry = registry
@@ -80,26 +83,5 @@ class Metrics:
             "vigil_dependency_up",
             "Whether a dependency answered its last health check.",
             ["dependency"],
-            registry=registry,
-        )
-        self.llm_requests = Counter(
-            "vigil_llm_requests",
-            "LLM drafting requests, by outcome (ok, timeout, rate_limited, server_error, unusable, ungrounded, error).",
-            ["outcome"],
-            registry=registry,
-        )
-        self.llm_tokens = Counter(
-            "vigil_llm_tokens",
-            "Tokens billed by the LLM, by direction (input, output).",
-            ["direction"],
-            registry=registry,
-        )
-        self.llm_cost = Counter(
-            "vigil_llm_cost_usd", "Estimated LLM spend in US dollars (from the configured prices).", registry=registry
-        )
-        self.llm_latency = Histogram(
-            "vigil_llm_request_seconds",
-            "Duration of LLM drafting requests, whatever their outcome.",
-            buckets=_LLM_BUCKETS,
             registry=registry,
         )

@@ -9,25 +9,43 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections import defaultdict
 from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Protocol
 
-from vigil.cases.store import CaseStore
-from vigil.cases.writes import CaseState
 from vigil.core.clock import Clock
 from vigil.core.metrics import Metrics
 from vigil.core.retry import Backoff
-from vigil.flow.gates import Gate
+from vigil.flow.case import CaseState, Recorded
+from vigil.flow.gates import Gates
 from vigil.flow.skills import Proposal, Skill
-from vigil.live import feed as live
-from vigil.live.feed import LiveFeed
 from vigil.transport.base import Sink
 from vigil.wire.events import Event, Feedback, Suggestion
 
 log = logging.getLogger(__name__)
 
 _SUGGESTION_IDS = uuid.UUID("6f1d4a52-8c1e-4f0a-9d7b-3a5c2e9b7f10")
+
+
+class Recorder(Protocol):
+    """Where the pipeline writes: the case store, idempotent by the event's conversation and id."""
+
+    async def record(self, event: Event) -> Recorded:
+        """Store ``event`` and apply it to its case (nothing new if already stored)."""
+        ...
+
+    async def save_suggestion(self, suggestion: Suggestion) -> None:
+        """Store a suggestion about to be published."""
+        ...
+
+    async def mark_published(self, suggestion_ids: list[str]) -> None:
+        """Note that these suggestions are out."""
+        ...
+
+    async def unpublished_replies(self, conversation_id: str, event_id: str) -> list[Suggestion]:
+        """The suggestions replying to this event that were stored but not published."""
+        ...
 
 
 class Watcher(Protocol):
@@ -48,21 +66,21 @@ class Pipeline:
     def __init__(
         self,
         *,
-        store: CaseStore,
+        recorder: Recorder,
         skills: Sequence[Skill],
-        gate: Gate,
+        gates: Gates,
         sinks: Sequence[Sink],
         clock: Clock,
         metrics: Metrics,
         backoff: Backoff,
         default_tenant: str,
-        feed: LiveFeed | None = None,
+        watchers: Sequence[Watcher] = (),
     ) -> None:
-        self._store = store
-        self._feed = feed
+        self._store = recorder
+        self._watchers = tuple(watchers)
         self._default_tenant = default_tenant
         self._skills = tuple(skills)
-        self._gate = gate
+        self._gates = gates
         self._sinks = tuple(sinks)
         self._clock = clock
         self._metrics = metrics
@@ -95,11 +113,13 @@ class Pipeline:
     def _observe(self, event: Event, case: CaseState | None, suggestion_kind: str | None) -> None:
         if isinstance(event, Feedback):
             self._metrics.feedback.labels(suggestion_kind or "unknown", event.verdict).inc()
-        if self._feed is not None and self._feed.listening and case is not None:
-            self._feed.publish(live.recorded(event, case))
+        if case is not None:
+            for watcher in self._watchers:
+                watcher.recorded(event, case)
 
     async def _consult(self, skill: Skill, event: Event, case: CaseState | None, received: float) -> list[Suggestion]:
-        admitted = await self._backoff.retry("consulting the gate", lambda: self._gate.admit(skill.kind, event, case))
+        gate = self._gates[skill.kind]
+        admitted = await self._backoff.retry("consulting the gate", lambda: gate.admit(skill.kind, event, case))
         if not admitted.speak:
             self._metrics.suggestions_suppressed.labels(admitted.reason).inc()
             return []
@@ -118,7 +138,7 @@ class Pipeline:
         said = []
         for index, proposal in enumerate(proposals):
             decision = await self._backoff.retry(
-                "consulting the gate", partial(self._gate.review, proposal, event, case)
+                "consulting the gate", partial(self._gates[proposal.kind].review, proposal, event, case)
             )
             if not decision.speak:
                 self._metrics.suggestions_suppressed.labels(decision.reason).inc()
@@ -151,13 +171,21 @@ class Pipeline:
         )
 
     def _timely(self, suggestions: list[Suggestion], event: Event, superseded: Callable[[], bool]) -> list[Suggestion]:
+        """The suggestions each kind's gates still find timely, in their order."""
         if not suggestions:
             return suggestions
-        decision = self._gate.timely(event, superseded=superseded())
-        if decision.speak:
-            return suggestions
-        self._metrics.suggestions_suppressed.labels(decision.reason).inc(len(suggestions))
-        return []
+        by_kind: defaultdict[str, list[Suggestion]] = defaultdict(list)
+        for suggestion in suggestions:
+            by_kind[suggestion.kind].append(suggestion)
+        late = superseded()
+        kept: set[str] = set()
+        for kind, of_kind in by_kind.items():
+            decision = self._gates[kind].timely(event, superseded=late)
+            if decision.speak:
+                kept.update(s.suggestion_id for s in of_kind)
+            else:
+                self._metrics.suggestions_suppressed.labels(decision.reason).inc(len(of_kind))
+        return [s for s in suggestions if s.suggestion_id in kept]
 
     async def _publish(self, suggestions: list[Suggestion], received: float) -> None:
         if not suggestions:
@@ -167,8 +195,8 @@ class Pipeline:
                 await self._backoff.retry(f"publishing to {sink.name}", partial(sink.publish, suggestion))
             self._metrics.suggestions_published.labels(suggestion.kind).inc()
             self._metrics.suggestion_latency.observe(self._clock.monotonic() - received)
-            if self._feed is not None and self._feed.listening:
-                self._feed.publish(live.suggested(suggestion))
+            for watcher in self._watchers:
+                watcher.suggested(suggestion)
         await self._backoff.retry(
             "marking suggestions published", lambda: self._store.mark_published([s.suggestion_id for s in suggestions])
         )

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from vigil.cases.writes import CaseState
+from vigil.flow.case import CaseState
 from vigil.wire.events import Event, SourceRef, SuggestionKind
 
 

@@ -1,0 +1,50 @@
+"""The knowledge store: help articles, FAQs and documents, searchable by meaning and by words."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from vigil.flow.capability import Capability, Platform, Step
+from vigil.knowledge.settings import KnowledgeSettings
+from vigil.knowledge.store import KnowledgeStore
+
+log = logging.getLogger(__name__)
+
+_PHASE = "loading the knowledge"
+
+
+def setup(settings: KnowledgeSettings, platform: Platform, *, knowledge: KnowledgeStore, load: bool) -> Capability:
+    """With ``load`` (answers are on): open the store and import ``settings.paths`` at start-up, then pick up
+    changes every ``refresh_interval_s`` until shutdown. Without it, the store is only read by the panel."""
+    if not load:
+        return Capability(name="knowledge", closing=[knowledge.close])
+    refresher: list[asyncio.Task[None]] = []
+
+    async def import_files() -> None:
+        if not settings.paths:
+            return
+        report = await knowledge.import_files(settings.paths)
+        log.info(
+            "knowledge from %s: %d added, %d updated, %d unchanged",
+            ", ".join(map(str, settings.paths)),
+            report.added,
+            report.updated,
+            report.unchanged,
+        )
+
+    async def refresh() -> None:
+        refresher.append(
+            asyncio.create_task(knowledge.refresh_forever(settings.refresh_interval_s), name="vigil-knowledge-refresh")
+        )
+
+    async def stop_refreshing() -> None:
+        for task in refresher:
+            task.cancel()
+        await asyncio.gather(*refresher, return_exceptions=True)
+
+    return Capability(
+        name="knowledge",
+        starting=[Step(_PHASE, knowledge.open), Step(_PHASE, import_files), Step(_PHASE, refresh)],
+        closing=[stop_refreshing, knowledge.close],
+    )

@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from vigil.cases.writes import CaseState
+from vigil.flow.case import CaseState
 from vigil.wire.events import Event, Feedback, Message, Suggestion
 
 log = logging.getLogger(__name__)
@@ -165,3 +165,18 @@ def suggested(suggestion: Suggestion) -> Update:
     """The update for a suggestion just published."""
     data = {"suggestion": suggestion.model_dump(mode="json", exclude={"type", "schema_version"})}
     return Update("suggestion", suggestion.tenant, suggestion.conversation_id, data)
+
+
+class FeedWatcher:
+    """Watches the pipeline for the feed: what it records and publishes becomes an update, if anyone listens."""
+
+    def __init__(self, feed: LiveFeed) -> None:
+        self._feed = feed
+
+    def recorded(self, event: Event, case: CaseState) -> None:
+        if self._feed.listening:
+            self._feed.publish(recorded(event, case))
+
+    def suggested(self, suggestion: Suggestion) -> None:
+        if self._feed.listening:
+            self._feed.publish(suggested(suggestion))

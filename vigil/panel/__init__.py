@@ -1,1 +1,75 @@
 """The analyst panel: pages, live updates, sign-in and the lead overview, served on the daemon's HTTP port."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from importlib import resources
+from typing import TYPE_CHECKING
+
+from vigil.flow.capability import Capability, Platform, Step
+
+if TYPE_CHECKING:
+    from fastapi import APIRouter
+
+    from vigil.cases.views import CaseViews
+    from vigil.core.clock import Clock
+    from vigil.knowledge.store import KnowledgeStore
+    from vigil.live.feed import LiveFeed
+    from vigil.panel.oidc import OidcClient
+    from vigil.panel.settings import PanelSettings
+    from vigil.transport.base import Outbox
+
+# The settings import vigil.panel.display, which runs this file first: what imports the settings back is imported
+# where it is used.
+
+
+def setup(
+    settings: PanelSettings,
+    platform: Platform,
+    *,
+    views: CaseViews,
+    knowledge: KnowledgeStore | None,
+    feed: LiveFeed,
+    outboxes: Sequence[Outbox],
+) -> Capability:
+    """The JSON API, and the pages when the panel is enabled; with OIDC sign-in, its client started and closed."""
+    from vigil.panel.oidc import OidcClient  # noqa: PLC0415
+
+    oidc = OidcClient(settings.oidc, clock=platform.clock) if settings.auth == "oidc" else None
+    return Capability(
+        name="panel",
+        routers=routers(
+            settings, clock=platform.clock, views=views, knowledge=knowledge, feed=feed, outboxes=outboxes, oidc=oidc
+        ),
+        starting=[Step("starting the OIDC client", oidc.start)] if oidc else [],
+        closing=[oidc.close] if oidc else [],
+    )
+
+
+def routers(
+    settings: PanelSettings,
+    *,
+    clock: Clock,
+    views: CaseViews,
+    knowledge: KnowledgeStore | None,
+    feed: LiveFeed,
+    outboxes: Sequence[Outbox],
+    oidc: OidcClient | None,
+) -> list[APIRouter]:
+    """The ``/api`` routes, then (when the panel is enabled) the pages and their static files."""
+    from fastapi import APIRouter  # noqa: PLC0415
+    from fastapi.staticfiles import StaticFiles  # noqa: PLC0415
+
+    from vigil.panel.auth import Authenticator  # noqa: PLC0415
+    from vigil.panel.pages import page_routes  # noqa: PLC0415
+    from vigil.panel.routes import Caller, api_routes  # noqa: PLC0415
+    from vigil.panel.sessions import SessionRegistry  # noqa: PLC0415
+
+    auth = Authenticator(settings, sessions=SessionRegistry(views, clock=clock))
+    api = api_routes(views=views, feed=feed, outboxes=outboxes, caller=Caller(auth), clock=clock)
+    if not settings.enabled:
+        return [api]
+    pages = page_routes(views=views, knowledge=knowledge, auth=auth, oidc=oidc, clock=clock, displays=settings.displays)
+    static = APIRouter()
+    static.mount("/panel/static", StaticFiles(directory=str(resources.files("vigil.panel") / "static")), "static")
+    return [api, pages, static]

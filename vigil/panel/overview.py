@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from datetime import datetime
-from typing import Any, get_args
+from typing import Any
 
 import sqlalchemy as sa
 from pydantic import BaseModel
@@ -38,10 +38,10 @@ from vigil.cases.views import CaseViews
 from vigil.knowledge.store import visible_to
 from vigil.knowledge.tables import ENTRY
 from vigil.panel.buckets import Buckets, Percentiles
-from vigil.wire.events import SuggestionKind
 
 MAX_ROWS = 50_000
-KINDS: tuple[str, ...] = get_args(SuggestionKind)
+KINDS = ("answer", "next_step", "follow_up", "handover", "action", "escalation")
+"""The order the overview shows the kinds vigil knows in (docs/wire-format.md); any other kind follows, by name."""
 # What each verdict counts as: approving an action accepts it, rejecting one dismisses it.
 VERDICTS = {
     "accepted": "accepted",

@@ -25,6 +25,7 @@ class MemoryDelivery:
     def ack(self) -> None:
         self.acked = True
         self.source.acked.append(self.record)
+        self.source._acking.set()
 
     async def dead_letter(self, rejection: Rejected) -> None:
         self.source.dead_letters.append((self.record, rejection))
@@ -40,6 +41,7 @@ class MemorySource:
     dead_letters: list[tuple[Record, Rejected]] = field(default_factory=list)
     _queue: asyncio.Queue[Record | None] = field(default_factory=asyncio.Queue)
     _stopped: bool = False
+    _acking: asyncio.Event = field(default_factory=asyncio.Event)
 
     def put(self, records: Iterable[Record]) -> None:
         """Add records to the stream."""
@@ -48,6 +50,12 @@ class MemorySource:
 
     async def start(self) -> None:
         """Nothing to connect."""
+
+    async def acknowledged(self, count: int) -> None:
+        """Return once ``count`` records in all have been acknowledged (handled, or dead-lettered)."""
+        while len(self.acked) < count:
+            self._acking.clear()
+            await self._acking.wait()
 
     async def deliveries(self) -> AsyncIterator[MemoryDelivery]:
         while not self._stopped:

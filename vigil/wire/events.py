@@ -65,7 +65,9 @@ Name = Annotated[str, StringConstraints(max_length=256)]
 Role = Literal["customer", "analyst", "bot", "system"]
 CaseChange = Literal["opened", "assigned", "escalated", "status", "closed", "reopened"]
 Verdict = Literal["accepted", "edited", "dismissed", "approved", "rejected"]
-SuggestionKind = Literal["answer", "next_step", "follow_up", "handover", "action", "escalation"]
+SuggestionKind = Annotated[str, StringConstraints(min_length=1, max_length=32, pattern=r"^[a-z][a-z0-9_]*$")]
+"""What a suggestion is: lower-case snake case, named by the capability that makes it (``answer``, ...). The kinds
+vigil knows are listed in docs/wire-format.md; a consumer should show one it does not know as plain text."""
 
 
 ALL_TENANTS = "*"
@@ -204,7 +206,9 @@ class Suggestion(BaseModel):
     tenant: Id
     in_reply_to: Id | None = None
     created_at: AwareDatetime
-    kind: SuggestionKind
+    kind: SuggestionKind = Field(
+        description="What kind of suggestion, in snake case; docs/wire-format.md lists the kinds vigil makes."
+    )
     text: str
     why: str | None = Field(default=None, description="Why vigil spoke, for the analyst.")
     confidence: Annotated[float, Field(ge=0.0, le=1.0)]

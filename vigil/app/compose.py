@@ -1,0 +1,188 @@
+"""The composition root: the platform, the stores, and one line per capability, gathered for the daemon.
+
+Each capability's ``setup`` gets its own settings section, the ``Platform`` and the stores it uses; what they give
+back is collected here: skills, gates chained per suggestion kind, readiness checks, pipeline watchers, HTTP routers,
+start-up steps (in capability order) and closing steps (in reverse, so the case store closes last).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Collection, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from prometheus_client import CollectorRegistry
+
+from vigil import answers, cases, knowledge, live, panel
+from vigil.app.settings import Settings
+from vigil.cases.store import CaseStore
+from vigil.cases.views import CaseViews
+from vigil.core.clock import Clock, SystemClock
+from vigil.core.metrics import Metrics
+from vigil.core.retry import Backoff
+from vigil.flow.capability import Capability, Check, Platform, Step
+from vigil.flow.gates import ConfidenceGate, Gate, Gates
+from vigil.flow.pipeline import Pipeline, Watcher
+from vigil.flow.skills import Skill
+from vigil.knowledge.embedding import Embedder
+from vigil.knowledge.store import KnowledgeStore, open_knowledge_store
+from vigil.live.feed import LiveFeed
+from vigil.transport.select import Transports
+
+
+@dataclass(frozen=True, slots=True)
+class Parts:
+    """What the capabilities are set up from."""
+
+    settings: Settings
+    platform: Platform
+    store: CaseStore
+    views: CaseViews
+    knowledge: KnowledgeStore
+    feed: LiveFeed
+    transports: Transports
+
+
+def _fanout_url(parts: Parts) -> str | None:
+    """Replicas share live updates through PostgreSQL's LISTEN/NOTIFY, when asked to and the database is one."""
+    wanted = parts.settings.panel.fanout and parts.store.engine.dialect.name == "postgresql"
+    return parts.settings.database_url if wanted else None
+
+
+CAPABILITIES: tuple[tuple[str, Callable[[Parts], Capability]], ...] = (
+    ("cases", lambda p: cases.setup(p.settings.database, p.platform, store=p.store)),
+    ("knowledge", lambda p: knowledge.setup(
+        p.settings.knowledge, p.platform, knowledge=p.knowledge, load=p.settings.answers.enabled
+    )),
+    ("answers", lambda p: answers.setup(
+        p.settings.answers, p.settings.llm, p.platform, store=p.store, knowledge=p.knowledge
+    )),
+    ("live", lambda p: live.setup(p.platform, feed=p.feed, fanout_url=_fanout_url(p))),
+    ("panel", lambda p: panel.setup(
+        p.settings.panel, p.platform, views=p.views, knowledge=p.knowledge, feed=p.feed,
+        outboxes=p.transports.outboxes,
+    )),
+)  # fmt: skip
+"""Every capability, by name, in start-up order."""
+
+
+@dataclass
+class Composition:
+    """The platform, the stores and what every capability gave, ready for the daemon to run."""
+
+    settings: Settings
+    platform: Platform
+    store: CaseStore
+    views: CaseViews
+    knowledge: KnowledgeStore
+    feed: LiveFeed
+    transports: Transports
+    capabilities: list[Capability] = field(default_factory=list)
+    skills: list[Skill] = field(default_factory=list)
+    gates: Gates = field(default_factory=lambda: Gates.of(ConfidenceGate(0.0)))
+    checks: dict[str, Check] = field(default_factory=dict)
+    watchers: list[Watcher] = field(default_factory=list)
+    routers: list[Any] = field(default_factory=list)
+    starting: list[Step] = field(default_factory=list)
+    closing: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
+
+    def pipeline(self) -> Pipeline:
+        """The pipeline over the case store, the skills, the gates, the sinks and the watchers."""
+        return Pipeline(
+            recorder=self.store,
+            skills=self.skills,
+            gates=self.gates,
+            sinks=self.transports.sinks,
+            clock=self.platform.clock,
+            metrics=self.platform.metrics,
+            backoff=self.platform.backoff,
+            default_tenant=self.settings.default_tenant,
+            watchers=self.watchers,
+        )
+
+
+def platform(
+    settings: Settings,
+    *,
+    clock: Clock | None = None,
+    registry: CollectorRegistry | None = None,
+    retry_clock: Clock | None = None,
+) -> Platform:
+    """The clock, the metrics on ``registry`` (a fresh one by default) and the shared retry policy, which waits on
+    ``retry_clock`` (by default the clock)."""
+    clock = clock or SystemClock()
+    metrics = Metrics(registry or CollectorRegistry())
+    backoff = Backoff(retry_clock or clock, metrics, settings.ingest.retry_initial_s, settings.ingest.retry_max_s)
+    return Platform(clock=clock, registry=metrics.registry, metrics=metrics, backoff=backoff)
+
+
+def compose(
+    settings: Settings,
+    *,
+    clock: Clock | None = None,
+    registry: CollectorRegistry | None = None,
+    skills: Sequence[Skill] = (),
+    transports: Transports | None = None,
+    only: Collection[str] | None = None,
+    retry_clock: Clock | None = None,
+    embedder: Embedder | None = None,
+) -> Composition:
+    """Build the platform and the stores and set up every capability (or those named in ``only``); nothing is
+    contacted yet.
+
+    Args:
+        skills: skills beyond the capabilities' own, consulted first (tests, experiments).
+        transports: the sources and sinks; by default those the settings ask for.
+        only: the names (``CAPABILITIES``) of the capabilities to set up; by default all.
+        retry_clock: what back-off waits on, if not the clock (a replay on simulated time).
+        embedder: the knowledge's embedding model, if not the one the settings name (one already loaded).
+    """
+    base = platform(settings, clock=clock, registry=registry, retry_clock=retry_clock)
+    store = CaseStore.from_settings(
+        settings.database,
+        data_dir=settings.data_dir,
+        clock=base.clock,
+        default_tenant=settings.default_tenant,
+        future_skew_s=settings.ingest.future_skew_s,
+    )
+    parts = Parts(
+        settings=settings,
+        platform=base,
+        store=store,
+        views=CaseViews(store.engine, timeout_s=settings.database.timeout_s),
+        knowledge=open_knowledge_store(
+            settings.knowledge, store.engine, data_dir=settings.data_dir, clock=base.clock, embedder=embedder
+        ),
+        feed=LiveFeed(),
+        transports=transports
+        or Transports.from_settings(
+            settings.kafka,
+            settings.mqtt,
+            metrics=base.metrics,
+            handover_timeout_s=settings.graceful_timeout_s,
+            max_in_flight=settings.ingest.max_in_flight,
+        ),
+    )
+    chosen = [setup(parts) for name, setup in CAPABILITIES if only is None or name in only]
+    chains: dict[str, list[Gate]] = {}
+    for capability in chosen:
+        for kind, gates in capability.gates.items():
+            chains.setdefault(kind, []).extend(gates)
+    return Composition(
+        settings=settings,
+        platform=base,
+        store=store,
+        views=parts.views,
+        knowledge=parts.knowledge,
+        feed=parts.feed,
+        transports=parts.transports,
+        capabilities=chosen,
+        skills=[*skills, *(skill for c in chosen for skill in c.skills)],
+        # The confidence floor for kinds no capability gates is the answers' (the one setting vigil has for it).
+        gates=Gates(chains, base=ConfidenceGate(settings.answers.min_confidence)),
+        checks={name: check for c in chosen for name, check in c.checks.items()},
+        watchers=[watcher for c in chosen for watcher in c.watchers],
+        routers=[router for c in chosen for router in c.routers],
+        starting=[step for c in chosen for step in c.starting],
+        closing=[step for c in reversed(chosen) for step in c.closing],
+    )
