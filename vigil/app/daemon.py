@@ -31,7 +31,9 @@ from vigil.core.retry import Backoff
 from vigil.flow.gates import Gate
 from vigil.flow.ingest import Ingest
 from vigil.flow.pipeline import Pipeline
+from vigil.flow.scheduler import Scheduler
 from vigil.flow.skills import Skill
+from vigil.knowledge.jobs import refresh_job
 from vigil.knowledge.store import open_knowledge_store
 from vigil.live.fanout import Fanout
 from vigil.live.feed import LiveFeed
@@ -115,7 +117,8 @@ class Daemon:
             oidc=self.oidc,
         )
         self.http_port: int | None = None
-        self._refresher: asyncio.Task[None] | None = None
+        jobs = [refresh_job(self.knowledge, settings.knowledge.refresh_interval_s)] if settings.answers.enabled else []
+        self.scheduler = Scheduler(jobs, clock=self.clock, registry=self.metrics.registry, engine=self.store.engine)
 
     async def run(self, shutdown: asyncio.Event) -> None:
         """Run until ``shutdown`` is set, then shut down gracefully.
@@ -182,6 +185,7 @@ class Daemon:
         self.phase = "connecting to the brokers"
         await self.transports.connect(self.backoff)
         log.info("consuming from %s", ", ".join(source.name for source in self.transports.sources))
+        await self.backoff.retry("starting the scheduler", self.scheduler.start)
         # What start-up built lives as long as the process: keep it out of the cyclic GC's full collections,
         # which otherwise scan it all and stall the loop (~100 ms on this heap, every few seconds under load).
         gc.collect()
@@ -204,9 +208,6 @@ class Daemon:
                 report.updated,
                 report.unchanged,
             )
-        self._refresher = asyncio.create_task(
-            self.knowledge.refresh_forever(self.settings.knowledge.refresh_interval_s), name="vigil-knowledge-refresh"
-        )
 
     async def _stop_work(self, working: asyncio.Task[None]) -> None:
         self.transports.stop_intake()
@@ -218,9 +219,7 @@ class Daemon:
         log.info("drained in-flight work" if drained else "drain timed out")
 
     async def _close(self) -> None:
-        if self._refresher is not None:
-            self._refresher.cancel()
-            await asyncio.gather(self._refresher, return_exceptions=True)
+        await self.scheduler.stop()
         self.feed.close()
         if self.fanout is not None:
             await self.fanout.close()

@@ -226,3 +226,18 @@ class KnowledgePassageRow(SQLModel, table=True):
     position: int
     heading: str | None = Field(default=None, sa_type=sa.Text)
     text: str = Field(sa_type=sa.Text)
+
+
+class JobClaimRow(SQLModel, table=True):
+    """One window of a durable scheduled job (vigil/flow/claims.py): stored ahead with no owner, so that a restart
+    finds it due; claimed by the replica that runs it, for ``lease_until``; closed with its outcome."""
+
+    __tablename__ = "job_claim"
+
+    job: str = Field(primary_key=True, max_length=ID_LENGTH)
+    due_at: datetime = Field(sa_column=sa.Column(UTCDateTime(), primary_key=True, nullable=False))
+    owner: str | None = Field(default=None, max_length=ID_LENGTH)
+    claimed_at: datetime | None = _when()
+    lease_until: datetime | None = _when()
+    finished_at: datetime | None = _when()
+    outcome: str | None = Field(default=None, max_length=16)
