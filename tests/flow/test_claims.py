@@ -68,3 +68,14 @@ async def test_closing_a_window_forgets_the_jobs_windows_before_the_kept_ones(st
     async with store.engine.connect() as conn:
         rows = (await conn.execute(sa.select(CLAIM.c.job, CLAIM.c.due_at).order_by(CLAIM.c.due_at))).all()
     assert sorted((job, due) for job, due in rows) == [("miner", keep_from), ("miner", last), ("sweep", DUE)]
+
+
+async def test_a_holder_renews_its_lease_while_the_window_is_its_own(store: CaseStore):
+    await claims.claim(store.engine, "miner", DUE, owner="a", now=DUE, lease=LEASE)
+    later = DUE + timedelta(seconds=100)
+    assert await claims.renew(store.engine, "miner", DUE, owner="a", now=later, lease=LEASE)
+    assert not await claims.renew(store.engine, "miner", DUE, owner="b", now=later, lease=LEASE)
+    held = await claims.claim(store.engine, "miner", DUE, owner="b", now=DUE + LEASE, lease=LEASE)
+    assert held == Claim(won=False, held_until=later + LEASE)
+    await claims.finish(store.engine, "miner", DUE, owner="a", outcome="ran", now=later, keep_from=DUE)
+    assert not await claims.renew(store.engine, "miner", DUE, owner="a", now=later, lease=LEASE)

@@ -8,11 +8,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, time, timedelta, timezone
 
 import pytest
+import sqlalchemy as sa
 from prometheus_client import CollectorRegistry
 
 from tests.conftest import wait_for
 from vigil.cases.store import CaseStore
 from vigil.core.clock import Clock, ManualClock, SystemClock
+from vigil.flow.claims import CLAIM
 from vigil.flow.scheduler import Job, Scheduler
 
 T0 = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
@@ -206,6 +208,35 @@ async def test_when_a_replica_dies_mid_run_another_takes_the_window_once_its_lea
     assert counted(b_registry, "miner", "ran") == 1
     dying.cancel()
     await asyncio.gather(dying, return_exceptions=True)
+
+
+async def test_a_durable_run_that_outlasts_its_lease_keeps_its_window_while_its_replica_lives(store: CaseStore):
+    due = T0 + timedelta(seconds=600)
+    a_clock, b_clock = ManualClock(T0), ManualClock(T0)
+
+    async def lease_until() -> datetime:
+        async with store.engine.connect() as conn:
+            row = (await conn.execute(sa.select(CLAIM.c.lease_until).where(CLAIM.c.due_at == due))).one()
+        return row.lease_until  # type: ignore[no-any-return]
+
+    async def long(window: datetime) -> None:
+        for _ in range(3):  # 300 s of work, on a lease of 120 s renewed every 40 s
+            a_clock.advance(100)
+            await wait_for(lambda: lease_until_is(a_clock.now() + timedelta(seconds=120)), timeout_s=5)
+
+    async def lease_until_is(moment: datetime) -> bool:
+        return await lease_until() == moment
+
+    a, a_registry = await started([Job(name="miner", run=long, every_s=600, durable=True, lease_s=120)], a_clock, store)
+    body = Recorder(b_clock)
+    b, b_registry = await started([Job(name="miner", run=body, every_s=600, durable=True, lease_s=120)], b_clock, store)
+    running = asyncio.create_task(a.run_due(due))
+    await wait_for(lambda: a_clock.now() >= due + timedelta(seconds=200), timeout_s=5)
+    await b.run_due(due + timedelta(seconds=250))  # past the first lease, within the renewed one
+    await running
+    await b.run_due(due + timedelta(seconds=500))  # past the last lease: the window is done
+    assert body.runs == []
+    assert counted(a_registry, "miner", "ran") == 1 and counted(b_registry, "miner", "skipped_claimed") == 1
 
 
 async def test_a_durable_job_whose_window_passed_while_vigil_was_down_runs_once_after_restart(store: CaseStore):

@@ -66,6 +66,19 @@ async def claim(
     return Claim(won=False, held_until=None if row.finished_at is not None else row.lease_until)
 
 
+async def renew(
+    engine: AsyncEngine, job: str, due_at: datetime, *, owner: str, now: datetime, lease: timedelta
+) -> bool:
+    """Extend ``owner``'s lease on a window it is running to ``now + lease``; False if the window is no longer its."""
+    async with engine.begin() as conn:
+        renewed = await conn.execute(
+            sa.update(CLAIM)
+            .where(_window(job, due_at), CLAIM.c.owner == owner, CLAIM.c.finished_at.is_(None))
+            .values(lease_until=now + lease)
+        )
+    return renewed.rowcount == 1
+
+
 async def finish(
     engine: AsyncEngine, job: str, due_at: datetime, *, owner: str, outcome: str, now: datetime, keep_from: datetime
 ) -> bool:

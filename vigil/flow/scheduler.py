@@ -9,9 +9,10 @@ itself: ``run_due(until)`` moves a ``ManualClock`` to each due time in turn and 
 ``vigil eval replay`` fires jobs between two events and how tests drive them.
 
 A *durable* job keeps its windows in the database (vigil/flow/claims.py): it runs once per window across replicas,
-a replica that dies mid-run loses the window to another when its lease expires, and a window that came while every
-replica was down runs once at the next start. A job that is not durable runs in every process that schedules it
-(the knowledge refresh: each replica has its own indexes).
+its run holds a lease that the scheduler renews while it runs, so a replica that dies mid-run loses the window to
+another when the lease expires, and a window that came while every replica was down runs once at the next start.
+A job that is not durable runs in every process that schedules it (the knowledge refresh: each replica has its own
+indexes).
 
 A job that raises is logged and counted; it never stops the scheduler, and its next window runs as usual.
 """
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import heapq
+import itertools
 import logging
 import os
 import socket
@@ -56,7 +58,8 @@ class Job:
         every_s: the interval, in seconds.
         at: the time of day, in UTC (a naive time is taken as UTC).
         durable: keep the windows in the database: once per window across replicas, and run after a restart.
-        lease_s: how long a durable run holds its window; a run still going after that may be taken over.
+        lease_s: how long a durable run holds its window without renewing it (renewed every third of it while it
+            runs): how soon another replica takes over from one that died mid-run.
     """
 
     name: str
@@ -271,7 +274,14 @@ class Scheduler:
             if claim.held_until is not None:
                 self._later(claim.held_until, job, due, _Fire.RETRY)
             return None if fire is _Fire.RETRY else Outcome.SKIPPED_CLAIMED
-        outcome = await self._run(job, due)
+        renewing = asyncio.create_task(
+            self._renew(job, due, self._clock.monotonic()), name=f"vigil-job-lease-{job.name}"
+        )
+        try:
+            outcome = await self._run(job, due)
+        finally:
+            renewing.cancel()
+            await asyncio.gather(renewing, return_exceptions=True)
         kept = await claims.finish(
             self._db,
             job.name,
@@ -284,6 +294,20 @@ class Scheduler:
         if not kept:
             log.warning("job %s ran past its lease for the window at %s; another replica took it", job.name, due)
         return outcome
+
+    async def _renew(self, job: Job, due: datetime, since: float) -> None:
+        """While a durable run goes on, extend its lease every third of it: only a replica that stopped loses it."""
+        lease = timedelta(seconds=job.lease_s)
+        for beat in itertools.count(1):
+            await self._clock.sleep(since + beat * job.lease_s / 3 - self._clock.monotonic())
+            try:
+                held = await claims.renew(self._db, job.name, due, owner=self.owner, now=self._clock.now(), lease=lease)
+            except Exception:
+                log.warning("could not renew the lease of job %s; will retry", job.name, exc_info=True)
+                continue
+            if not held:
+                log.warning("job %s lost its window at %s to another replica", job.name, due.isoformat())
+                return
 
     async def _run(self, job: Job, due: datetime) -> Outcome:
         try:
