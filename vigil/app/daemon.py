@@ -1,8 +1,9 @@
 """The daemon: builds the parts from one ``Settings``, runs them, and shuts them down in order.
 
 Start-up: HTTP first (so ``/healthz`` answers and ``/readyz`` says what is missing), then the database (migrated),
-topics, the producer and the consumer, each retried with back-off until reachable. Shutdown, when the trigger
-fires: stop intake, drain in-flight work within ``graceful_timeout_s``, commit offsets, close clients, stop HTTP.
+topics, the producer and the consumer, each retried with back-off until reachable, then the scheduled jobs.
+Shutdown, when the trigger fires: stop intake (and the scheduler), drain in-flight work within
+``graceful_timeout_s``, commit offsets, close clients, stop HTTP.
 """
 
 from __future__ import annotations
@@ -215,11 +216,12 @@ class Daemon:
         if not working.done():
             working.cancel()
             await asyncio.gather(working, return_exceptions=True)
+        await self.scheduler.stop()  # scheduled work is intake too; start-up, which starts it, is over by now
         drained = await self.ingest.drain(self.settings.graceful_timeout_s)
         log.info("drained in-flight work" if drained else "drain timed out")
 
     async def _close(self) -> None:
-        await self.scheduler.stop()
+        await self.scheduler.stop()  # again, for a run cancelled before it could stop work
         self.feed.close()
         if self.fanout is not None:
             await self.fanout.close()

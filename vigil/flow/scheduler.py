@@ -234,6 +234,8 @@ class Scheduler:
 
     def _later(self, at: datetime, job: Job, due: datetime, fire: _Fire) -> None:
         """Fire one window (a catch-up or a retry) at ``at``, outside the job's regular chain."""
+        if not self._started:
+            return
         if self._aps is not None:
             trigger = DateTrigger(run_date=at, timezone=UTC)
             self._aps.add_job(self._fire, trigger, args=[job, due, fire], misfire_grace_time=None)
