@@ -62,6 +62,7 @@ async def test_an_interval_job_runs_at_each_of_its_windows_with_the_clock_set_to
     assert body.runs == [(at_600, at_600), (at_1200, at_1200)]
     assert clock.now() == T0 + timedelta(seconds=1300)
     assert counted(registry, "sweep", "ran") == 2
+    assert registry.get_sample_value("vigil_job_runs_total", {"job": "sweep", "outcome": "failed"}) == 0
 
 
 async def test_run_due_runs_a_window_due_exactly_at_until_and_nothing_before_it_is_due():

@@ -159,6 +159,9 @@ class Scheduler:
             ["job", "outcome"],
             registry=registry,
         )
+        for job in self.jobs:  # every series from the start, at zero, so a rate over it is defined
+            for outcome in Outcome:
+                self._runs.labels(job=job.name, outcome=outcome.value)
         self._queue: list[_Due] = []
         self._seq = 0
         self._aps: AsyncIOScheduler | None = None
