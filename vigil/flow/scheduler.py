@@ -297,7 +297,7 @@ class Scheduler:
             keep_from=due - job.period * KEPT_WINDOWS,
         )
         if not kept:
-            log.warning("job %s ran past its lease for the window at %s; another replica took it", job.name, due)
+            log.warning("job %s lost its window at %s to another replica before it finished", job.name, due.isoformat())
         return outcome
 
     async def _renew(self, job: Job, due: datetime, since: float) -> None:
