@@ -14,10 +14,12 @@ from tests.conftest import Topics, create_topics, make_settings, wait_for
 from tests.kafka_client import produce, read_topic
 from tests.sse import sse_events
 from vigil.app.daemon import Daemon, running
+from vigil.core.clock import SystemClock
 from vigil.core.errors import SettingsError, StartupError
 from vigil.dev.broker import EmbeddedBroker
 from vigil.flow.case import CaseState
 from vigil.flow.skills import Proposal
+from vigil.knowledge.store import KnowledgeStore
 from vigil.wire.events import Event, Message, SuggestionKind
 
 
@@ -128,3 +130,35 @@ async def test_panels_watching_live_do_not_hold_up_shutdown(kafka: EmbeddedBroke
     # The HTTP server would cut a stream still open after its own grace period; that would fail the gather.
     await asyncio.wait_for(task, 15)  # how long this takes is measured by bench.lifecycle, not asserted
     await asyncio.wait_for(asyncio.gather(*watchers), 5)  # the streams ended cleanly: the server closed them
+
+
+async def test_a_running_daemon_picks_up_knowledge_another_process_imports(
+    kafka: EmbeddedBroker, topics: Topics, tmp_path, embedder
+):
+    await create_topics(kafka.bootstrap, topics)
+    folder = tmp_path / "kb"
+    folder.mkdir()
+    (folder / "router.md").write_text("---\nid: router\ntitle: Router\n---\n\nThe router light is white.\n")
+    settings = make_settings(
+        tmp_path=tmp_path,
+        bootstrap=kafka.bootstrap,
+        topics=topics,
+        knowledge={"paths": [folder], "refresh_interval_s": 0.2},
+    )
+    daemon = Daemon(settings)
+    async with running(daemon):
+        await wait_for(lambda: daemon.health.ready, 60)
+        # `vigil kb import` in another process: the same database and vector store.
+        importer = KnowledgeStore(
+            engine=daemon.store.engine, embedder=embedder, clock=SystemClock(), chroma_path=settings.data_dir / "chroma"
+        )
+        await importer.open()
+        (folder / "wifi.md").write_text("---\nid: wifi\ntitle: Wi-Fi\n---\n\nThe Wi-Fi password is on the sticker.\n")
+        assert (await importer.import_files([folder])).added == 1
+
+        async def found() -> bool:
+            return "wifi" in {hit.entry_id for hit in await daemon.knowledge.search("wifi password sticker", 5)}
+
+        await wait_for(found, 10)
+        ran = daemon.metrics.registry.get_sample_value
+        assert (ran("vigil_job_runs_total", {"job": "knowledge-refresh", "outcome": "ran"}) or 0) >= 1

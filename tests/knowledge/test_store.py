@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import socket
 import subprocess
@@ -19,14 +18,14 @@ import pytest
 import sqlalchemy as sa
 from alembic import command
 
-from tests.conftest import help_centre, make_settings, open_knowledge, views_of, wait_for
+from tests.conftest import help_centre, make_settings, open_knowledge, views_of
 from tests.panel.test_routes import USERS, bearer
 from vigil.answers.settings import AnswerSettings
 from vigil.answers.skill import AnswerSkill
 from vigil.app.health import Health
 from vigil.app.settings import Settings
 from vigil.cases.store import CaseStore
-from vigil.core.clock import ManualClock, SystemClock
+from vigil.core.clock import SystemClock
 from vigil.core.metrics import Metrics
 from vigil.db.migrate import alembic_config
 from vigil.flow.case import CaseState
@@ -466,50 +465,6 @@ async def test_the_knowledge_store_imports_and_searches_through_a_chroma_server(
     assert not [r for r in caplog.records if "re-embedding" in r.getMessage()]
     (hit,) = await second.search("How long does a refund take?", 1, tenant="globex", kinds=["article"])
     assert hit.entry_id == "globex-refunds" and hit.dense > 0
-
-
-# --- The refresh loop: what `vigil kb import` changes on the shared database reaches a running daemon ---
-
-
-@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
-async def test_the_refresh_loop_picks_up_files_changed_added_and_removed(store: CaseStore, tmp_path: Path, embedder):  # type: ignore[no-untyped-def]
-    folder = tmp_path / "kb"
-    folder.mkdir()
-    (folder / "router.md").write_text("---\nid: router\ntitle: Router\n---\n\nThe router light is white.\n")
-    (folder / "faqs.yaml").write_text(
-        "faqs:\n  - id: faq-bill\n    question: When is my bill taken?\n    answer: On the 1st.\n"
-    )
-    clock = ManualClock(datetime.now(UTC))
-    daemon = KnowledgeStore(engine=store.engine, embedder=embedder, clock=clock, chroma_path=tmp_path / "chroma")
-    await daemon.open()
-    assert (await daemon.import_files([folder])).added == 2
-    # `vigil kb import --prune` in another process: the same database and vector store, its own indexes.
-    importer = await open_knowledge(store, tmp_path / "chroma", embedder)
-    loop = asyncio.create_task(daemon.refresh_forever(10.0))
-    try:
-
-        async def found(query: str) -> set[str]:
-            return {h.entry_id for h in await daemon.search(query, 5)}
-
-        (folder / "router.md").write_text("---\nid: router\ntitle: Router\n---\n\nThe router light is turquoise.\n")
-        (folder / "wifi.md").write_text("---\nid: wifi\ntitle: Wi-Fi\n---\n\nThe Wi-Fi password is on the sticker.\n")
-        (folder / "faqs.yaml").write_text("faqs: []\n")
-        report = await importer.import_files([folder], prune=True)
-        assert (report.added, report.updated, report.removed) == (1, 1, 1)
-        assert "wifi" not in await found("wifi password sticker")  # not until the loop's next tick
-        clock.advance(10.0)
-
-        async def rebuilt() -> bool:
-            return "wifi" in await found("wifi password sticker")
-
-        await wait_for(rebuilt, timeout_s=30)
-        (hit,) = await daemon.search("turquoise light", 1)
-        assert hit.entry_id == "router" and "turquoise" in hit.passage and hit.lexical > 0
-        assert await daemon.match_faq("When is my bill taken?") is None
-        assert loop.done() is False  # it keeps running for the next change
-    finally:
-        loop.cancel()
-        await asyncio.gather(loop, return_exceptions=True)
 
 
 async def test_knowledge_stored_before_tenants_is_global_and_repaired_at_start(

@@ -23,6 +23,7 @@ from vigil.core.retry import Backoff
 from vigil.flow.capability import Capability, Check, Platform, Step
 from vigil.flow.gates import ConfidenceGate, Gate, Gates
 from vigil.flow.pipeline import Pipeline, Watcher
+from vigil.flow.scheduler import Job, Scheduler
 from vigil.flow.skills import Skill
 from vigil.knowledge.embedding import Embedder
 from vigil.knowledge.store import KnowledgeStore, open_knowledge_store
@@ -83,8 +84,16 @@ class Composition:
     checks: dict[str, Check] = field(default_factory=dict)
     watchers: list[Watcher] = field(default_factory=list)
     routers: list[Any] = field(default_factory=list)
+    jobs: list[Job] = field(default_factory=list)
     starting: list[Step] = field(default_factory=list)
     closing: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
+
+    def scheduler(self) -> Scheduler:
+        """One scheduler, on the platform's clock, for every capability's jobs; durable ones claim their windows
+        in the case store's database."""
+        return Scheduler(
+            self.jobs, clock=self.platform.clock, registry=self.platform.registry, engine=self.store.engine
+        )
 
     def pipeline(self) -> Pipeline:
         """The pipeline over the case store, the skills, the gates, the sinks and the watchers."""
@@ -183,6 +192,7 @@ def compose(
         checks={name: check for c in chosen for name, check in c.checks.items()},
         watchers=[watcher for c in chosen for watcher in c.watchers],
         routers=[router for c in chosen for router in c.routers],
+        jobs=[job for c in chosen for job in c.jobs],
         starting=[step for c in chosen for step in c.starting],
         closing=[step for c in reversed(chosen) for step in c.closing],
     )

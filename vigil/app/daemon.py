@@ -2,9 +2,9 @@
 
 Start-up: HTTP first (so ``/healthz`` answers and ``/readyz`` says what is missing), then each capability's start-up
 steps (the database migrated, the knowledge loaded, ...), topics, the producer and the consumer, each retried with
-back-off until reachable. Shutdown, when the trigger fires: stop intake, drain in-flight work within
-``graceful_timeout_s``, commit offsets, close the transports, then each capability's clients (the case store last),
-stop HTTP.
+back-off until reachable, then the scheduled jobs. Shutdown, when the trigger fires: stop intake (and the
+scheduler), drain in-flight work within ``graceful_timeout_s``, commit offsets, close the transports, then each
+capability's clients (the case store last), stop HTTP.
 """
 
 from __future__ import annotations
@@ -62,6 +62,7 @@ class Daemon:
         self.feed = self.parts.feed
         self.transports = self.parts.transports
         self.pipeline = self.parts.pipeline()
+        self.scheduler = self.parts.scheduler()
         self.ingest = Ingest(
             sources=self.transports.sources,
             pipeline=self.pipeline,
@@ -141,6 +142,7 @@ class Daemon:
         self.phase = "connecting to the brokers"
         await self.transports.connect(self.backoff)
         log.info("consuming from %s", ", ".join(source.name for source in self.transports.sources))
+        await self.backoff.retry("starting the scheduler", self.scheduler.start)
         # What start-up built lives as long as the process: keep it out of the cyclic GC's full collections,
         # which otherwise scan it all and stall the loop (~100 ms on this heap, every few seconds under load).
         gc.collect()
@@ -157,10 +159,12 @@ class Daemon:
         if not working.done():
             working.cancel()
             await asyncio.gather(working, return_exceptions=True)
+        await self.scheduler.stop()  # scheduled work is intake too; start-up, which starts it, is over by now
         drained = await self.ingest.drain(self.settings.graceful_timeout_s)
         log.info("drained in-flight work" if drained else "drain timed out")
 
     async def _close(self) -> None:
+        await self.scheduler.stop()  # again, for a run cancelled before it could stop work
         await self.transports.close()
         for step in self.parts.closing:
             try:

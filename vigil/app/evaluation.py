@@ -40,6 +40,7 @@ from vigil.core.retry import Backoff
 from vigil.db.engine import describe
 from vigil.dev.replay import BadLine, read_lines
 from vigil.flow.pipeline import Pipeline
+from vigil.flow.scheduler import Scheduler
 from vigil.flow.settings import IngestSettings
 from vigil.knowledge.embedding import Embedder
 from vigil.transport.base import Sink
@@ -147,13 +148,16 @@ async def replay(
             summary.first = clock.now()
             parts = composed(settings, clock, JsonLinesSink(handle), embedder=embedder)
             platform = parts.platform
+            scheduler = parts.scheduler()
             try:
                 for step in parts.starting:
                     await platform.backoff.retry(step.phase, step.run)
                 summary.starting_s = wall.monotonic() - began
-                replayer = Replayer(parts.pipeline(), clock, platform.backoff)
+                await platform.backoff.retry("starting the scheduler", scheduler.start)
+                replayer = Replayer(parts.pipeline(), scheduler, clock, platform.backoff)
                 await replayer.run(itertools.chain([first], events), summary)
             finally:
+                await scheduler.stop()
                 await _close(parts.closing)
             summary.last = clock.now()
             summary.suggestions = _counts(platform.metrics.suggestions_published)
@@ -174,8 +178,9 @@ def _written(out: Path) -> BinaryIO:
 class Replayer:
     """Hands events to the pipeline one at a time, moving simulated time to each event's own first."""
 
-    def __init__(self, pipeline: Pipeline, clock: ManualClock, backoff: Backoff) -> None:
+    def __init__(self, pipeline: Pipeline, scheduler: Scheduler, clock: ManualClock, backoff: Backoff) -> None:
         self._pipeline = pipeline
+        self._scheduler = scheduler
         self._clock = clock
         self._backoff = backoff
 
@@ -191,6 +196,8 @@ class Replayer:
     async def run_until(self, moment: datetime) -> None:
         """Move simulated time up to ``moment`` (never back). The one place time passes between events: scheduled
         jobs due on the way run here, each at its own time, before the clock reaches ``moment``."""
+        if moment > self._clock.now():
+            await self._scheduler.run_due(moment)
         self._clock.advance_to(moment)
 
     async def _handle(self, number: int, event: Event) -> BadLine | None:

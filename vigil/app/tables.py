@@ -7,11 +7,12 @@ platform (``vigil.db``) never imports a capability.
 from __future__ import annotations
 
 import vigil.cases.tables
+import vigil.flow.tables
 import vigil.knowledge.tables
 import vigil.panel.tables
 from vigil.db.schema import metadata
 
-PACKAGES = (vigil.cases.tables, vigil.knowledge.tables, vigil.panel.tables)
+PACKAGES = (vigil.flow.tables, vigil.cases.tables, vigil.knowledge.tables, vigil.panel.tables)
 """The modules that declare tables."""
 
 __all__ = ["PACKAGES", "metadata"]

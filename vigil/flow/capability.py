@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
     from vigil.flow.gates import Gate
     from vigil.flow.pipeline import Watcher
+    from vigil.flow.scheduler import Job
     from vigil.flow.skills import Skill
 
 Check = Callable[[], Awaitable[None]]
@@ -54,8 +55,8 @@ class Capability:
     skills: Sequence[Skill] = ()
     gates: Mapping[str, Sequence[Gate]] = field(default_factory=dict)
     """Per suggestion kind, in the order they are asked; the composition root chains them."""
-    jobs: Sequence[Any] = ()
-    """Scheduled jobs (``vigil.flow.scheduler.Job``), run on the daemon's clock."""
+    jobs: Sequence[Job] = ()
+    """Scheduled jobs, run by the daemon's one ``Scheduler`` on its clock."""
     routers: Sequence[Any] = ()
     """FastAPI routers (``APIRouter``), mounted on the daemon's one HTTP port."""
     checks: Mapping[str, Check] = field(default_factory=dict)

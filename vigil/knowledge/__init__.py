@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 
 from vigil.flow.capability import Capability, Platform, Step
+from vigil.knowledge.jobs import refresh_job
 from vigil.knowledge.settings import KnowledgeSettings
 from vigil.knowledge.store import KnowledgeStore
 
@@ -16,10 +16,9 @@ _PHASE = "loading the knowledge"
 
 def setup(settings: KnowledgeSettings, platform: Platform, *, knowledge: KnowledgeStore, load: bool) -> Capability:
     """With ``load`` (answers are on): open the store and import ``settings.paths`` at start-up, then pick up
-    changes every ``refresh_interval_s`` until shutdown. Without it, the store is only read by the panel."""
+    changes every ``refresh_interval_s`` (a scheduled job). Without it, the store is only read by the panel."""
     if not load:
         return Capability(name="knowledge", closing=[knowledge.close])
-    refresher: list[asyncio.Task[None]] = []
 
     async def import_files() -> None:
         if not settings.paths:
@@ -33,18 +32,9 @@ def setup(settings: KnowledgeSettings, platform: Platform, *, knowledge: Knowled
             report.unchanged,
         )
 
-    async def refresh() -> None:
-        refresher.append(
-            asyncio.create_task(knowledge.refresh_forever(settings.refresh_interval_s), name="vigil-knowledge-refresh")
-        )
-
-    async def stop_refreshing() -> None:
-        for task in refresher:
-            task.cancel()
-        await asyncio.gather(*refresher, return_exceptions=True)
-
     return Capability(
         name="knowledge",
-        starting=[Step(_PHASE, knowledge.open), Step(_PHASE, import_files), Step(_PHASE, refresh)],
-        closing=[stop_refreshing, knowledge.close],
+        starting=[Step(_PHASE, knowledge.open), Step(_PHASE, import_files)],
+        jobs=[refresh_job(knowledge, settings.refresh_interval_s)],
+        closing=[knowledge.close],
     )

@@ -316,17 +316,6 @@ class KnowledgeStore:
         await self.refresh()
         return True
 
-    async def refresh_forever(self, interval_s: float) -> None:
-        """Every ``interval_s`` on the store's clock, pick up what another process (``vigil kb import``, the miner)
-        changed; a failure is logged and tried again at the next tick. Runs until cancelled."""
-        while True:
-            await self._clock.sleep(interval_s)
-            try:
-                if await self.refresh_if_changed():
-                    log.info("knowledge changed; indexes rebuilt")
-            except Exception:
-                log.warning("could not refresh the knowledge; will retry", exc_info=True)
-
     async def _version(self) -> tuple[int, str]:
         async with self._engine.connect() as conn:
             row = (await conn.execute(sa.select(sa.func.count(), sa.func.max(ENTRY.c.updated_at)))).one()

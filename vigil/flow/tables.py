@@ -1,0 +1,28 @@
+"""The platform's own table: the windows of durable scheduled jobs (``vigil.flow.claims``)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import sqlalchemy as sa
+from sqlmodel import Field, SQLModel
+
+from vigil.db.schema import ID_LENGTH, UTCDateTime, when
+
+
+class JobClaimRow(SQLModel, table=True):
+    """One window of a durable scheduled job (vigil/flow/claims.py): stored ahead with no owner, so that a restart
+    finds it due; claimed by the replica that runs it, for ``lease_until``; closed with its outcome."""
+
+    __tablename__ = "job_claim"
+
+    job: str = Field(primary_key=True, max_length=ID_LENGTH)
+    due_at: datetime = Field(sa_column=sa.Column(UTCDateTime(), primary_key=True, nullable=False))
+    owner: str | None = Field(default=None, max_length=ID_LENGTH)
+    claimed_at: datetime | None = when()
+    lease_until: datetime | None = when()
+    finished_at: datetime | None = when()
+    outcome: str | None = Field(default=None, max_length=16)
+
+
+JOB_CLAIM = JobClaimRow.__table__  # type: ignore[attr-defined]
