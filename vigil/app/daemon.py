@@ -26,6 +26,7 @@ from vigil.app.settings import Settings
 from vigil.cases.store import CaseStore
 from vigil.core.clock import Clock, SystemClock
 from vigil.core.errors import SettingsError, StartupError
+from vigil.core.lifecycle import Phase
 from vigil.core.metrics import Metrics
 from vigil.core.retry import Backoff
 from vigil.flow.gates import Gate
@@ -95,9 +96,10 @@ class Daemon:
             backoff=self.backoff,
             reachable=self._brokers_reachable,
         )
-        self.phase = "starting"
+        self.phase = Phase.STARTING
         self.health = Health(
-            {"database": self.store.ping, **self.transports.checks, "pipeline": self._check_running},
+            {"database": self.store.ping, **self.transports.checks, "pipeline": self._check_running}
+            | ({"knowledge": self.knowledge.check} if settings.answers.enabled else {}),
             clock=self.clock,
             metrics=self.metrics,
             interval_s=settings.health_interval_s,
@@ -167,30 +169,30 @@ class Daemon:
         return all(problems.get(name) in (None, "not checked yet") for name in ("broker", "mqtt"))
 
     async def _check_running(self) -> None:
-        if self.phase != "running":
+        if self.phase is not Phase.RUNNING:
             raise StartupError(self.phase)
 
     async def _work(self) -> None:
         if self.settings.database.migrate_on_start:
-            self.phase = "migrating the database"
+            self.phase = Phase.MIGRATING
             await self.backoff.retry("migrating the database", self.store.migrate)
         if self.settings.answers.enabled:
-            self.phase = "loading the knowledge"
+            self.phase = Phase.LOADING_KNOWLEDGE
             await self._load_knowledge()
         if self.oidc is not None:
             await self.oidc.start()
-        self.phase = "connecting to the brokers"
+        self.phase = Phase.CONNECTING
         await self.transports.connect(self.backoff)
         log.info("consuming from %s", ", ".join(source.name for source in self.transports.sources))
         # What start-up built lives as long as the process: keep it out of the cyclic GC's full collections,
         # which otherwise scan it all and stall the loop (~100 ms on this heap, every few seconds under load).
         gc.collect()
         gc.freeze()
-        self.phase = "running"
+        self.phase = Phase.RUNNING
         try:
             await self.ingest.run()
         finally:
-            self.phase = "stopping"
+            self.phase = Phase.STOPPING
 
     async def _load_knowledge(self) -> None:
         await self.backoff.retry("opening the knowledge store", self.knowledge.open)

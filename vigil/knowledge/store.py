@@ -7,6 +7,11 @@ repaired from it at start-up (``refresh``), so a crash between the two never lea
 An entry may belong to one tenant; one without (the default) is for every tenant. A search for a tenant's
 conversation sees the global entries and that tenant's, never another tenant's: Chroma filters on the ``tenant``
 metadata of each vector, the lexical index masks out the passages of other tenants, and the fusion checks again.
+
+Errors come out as vigil's at this boundary: the database's, classified by SQLSTATE as the case store does, and
+Chroma's (``vectors.py``) as ``KnowledgeUnavailable`` when either cannot be reached (callers retry) and
+``KnowledgeError`` otherwise. Reads on the answer path (search, FAQ match, an entry, the version) are bounded by
+``timeout_s``; imports and repairs, which may be large, are not.
 """
 
 from __future__ import annotations
@@ -15,10 +20,10 @@ import asyncio
 import contextlib
 import logging
 from collections import defaultdict
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import sqlalchemy as sa
@@ -26,9 +31,9 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from vigil.app.settings import Settings
 from vigil.cases import writes as cases
-from vigil.cases.store import CaseStore
+from vigil.cases.store import CaseStore, describe, is_unavailable
 from vigil.core.clock import Clock, SystemClock
-from vigil.core.errors import StartupError, VigilError
+from vigil.core.errors import EntryConflict, KnowledgeError, KnowledgeUnavailable, StartupError
 from vigil.db.tables import KnowledgeEntryRow, KnowledgePassageRow
 from vigil.knowledge.documents import Entry, EntryKind, Passage, discover, read
 from vigil.knowledge.embedding import Embedder, SentenceTransformerEmbedder, Vectors
@@ -36,6 +41,8 @@ from vigil.knowledge.lexical import LexicalIndex
 from vigil.knowledge.vectors import VectorCollection, VectorHit, connect
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 ENTRY = KnowledgeEntryRow.__table__  # type: ignore[attr-defined]
 PASSAGE = KnowledgePassageRow.__table__  # type: ignore[attr-defined]
@@ -131,10 +138,6 @@ def _stored_question_ids(row: Any) -> list[str]:
     return [_question_id(row.id, n) for n in range(len(row.questions))]
 
 
-class EntryConflict(VigilError):
-    """An import would put one tenant's entry in the place of another tenant's (entry ids are shared by all)."""
-
-
 class KnowledgeStore:
     """Knowledge entries: import, search, FAQ matching, statistics and export."""
 
@@ -147,6 +150,7 @@ class KnowledgeStore:
         chroma_path: Path,
         chroma_url: str | None = None,
         prefix: str = "vigil",
+        timeout_s: float = 5.0,
     ) -> None:
         self._engine = engine
         self._embedder = embedder
@@ -154,6 +158,7 @@ class KnowledgeStore:
         self._chroma_path = chroma_path
         self._chroma_url = chroma_url
         self._prefix = prefix
+        self._timeout_s = timeout_s
         self._collections: tuple[VectorCollection, VectorCollection] | None = None
         self._snapshot = _Snapshot()
         self._lock = asyncio.Lock()
@@ -162,7 +167,9 @@ class KnowledgeStore:
         """Connect to Chroma, load the embedding model, and build the in-memory indexes from SQL.
 
         Raises:
-            StartupError: the model or Chroma cannot be loaded.
+            StartupError: the model cannot be loaded, or the Chroma URL is not one.
+            KnowledgeUnavailable: Chroma or the database cannot be reached (retry).
+            KnowledgeError: Chroma or the database refused a request.
         """
         client = await asyncio.to_thread(connect, path=self._chroma_path, url=self._chroma_url)
         self._collections = (
@@ -184,6 +191,47 @@ class KnowledgeStore:
         if self._collections is None:
             raise StartupError("the knowledge store is not open (call open() first)")
         return self._collections
+
+    async def check(self) -> None:
+        """Check that the knowledge database and Chroma answer, within the timeout (the ``knowledge`` check of
+        ``/readyz``). Before ``open`` there is nothing to check: the daemon's phase says it is loading.
+
+        Raises:
+            KnowledgeUnavailable: either cannot be reached, or embedded Chroma's folder is gone.
+        """
+        if self._collections is None:
+            return
+        if self._chroma_url is None and not self._chroma_path.is_dir():
+            raise KnowledgeUnavailable(f"Chroma's folder {self._chroma_path} is gone")
+        await self._version()
+        for collection in self._collections:
+            await self._bounded(collection.count)
+
+    @contextlib.asynccontextmanager
+    async def _database(self, *, begin: bool = False, bounded: bool = False) -> AsyncIterator[AsyncConnection]:
+        """A connection (in a transaction with ``begin``, within the timeout with ``bounded``); database errors come
+        out as ``KnowledgeUnavailable`` or ``KnowledgeError``."""
+        try:
+            async with asyncio.timeout(self._timeout_s if bounded else None), _connected(self._engine) as conn:
+                if not begin:
+                    yield conn
+                    return
+                async with conn.begin():
+                    yield conn
+        except KnowledgeError:
+            raise
+        except (sa.exc.SQLAlchemyError, OSError, TimeoutError) as exc:
+            if is_unavailable(exc):
+                raise KnowledgeUnavailable(f"the knowledge database is unavailable: {describe(exc)}") from exc
+            raise KnowledgeError(f"the knowledge database failed: {describe(exc)}") from exc
+
+    async def _bounded(self, call: Callable[..., T], *args: Any) -> T:
+        """``call(*args)`` on Chroma in a thread, waited for at most the timeout."""
+        try:
+            async with asyncio.timeout(self._timeout_s):
+                return await asyncio.to_thread(call, *args)
+        except TimeoutError as exc:
+            raise KnowledgeUnavailable(f"Chroma did not answer within {self._timeout_s} s") from exc
 
     async def import_files(self, paths: Sequence[Path], *, prune: bool = False) -> ImportReport:
         """Read every knowledge file under ``paths`` (all of them before changing anything) and upsert them.
@@ -231,7 +279,7 @@ class KnowledgeStore:
 
     async def _digests(self) -> dict[str, tuple[str, str, str | None]]:
         """Each stored entry's digest, origin and tenant, by id."""
-        async with self._engine.connect() as conn:
+        async with self._database() as conn:
             rows = await conn.execute(sa.select(ENTRY.c.id, ENTRY.c.digest, ENTRY.c.origin, ENTRY.c.tenant))
             return {row.id: (row.digest, row.origin, row.tenant) for row in rows}
 
@@ -239,7 +287,7 @@ class KnowledgeStore:
         """Embed the changed entries' passages and FAQ questions; drop the vectors of stale entries first (exactly
         the ones SQL records for them, however many alternates they had)."""
         if stale:
-            async with self._engine.connect() as conn:
+            async with self._database() as conn:
                 old_passages, old_questions = await _vector_ids(conn, stale)
             await asyncio.to_thread(self._passages.delete, old_passages)
             await asyncio.to_thread(self._questions.delete, old_questions)
@@ -265,7 +313,7 @@ class KnowledgeStore:
     async def _write_rows(self, changed: Sequence[Entry], gone: Sequence[str]) -> None:
         now = self._clock.now()
         ids = [e.id for e in changed] + list(gone)
-        async with self._engine.begin() as conn:
+        async with self._database(begin=True) as conn:
             if ids:
                 await conn.execute(sa.delete(PASSAGE).where(PASSAGE.c.entry_id.in_(ids)))
             if gone:
@@ -322,14 +370,14 @@ class KnowledgeStore:
                 log.warning("could not refresh the knowledge; will retry", exc_info=True)
 
     async def _version(self) -> tuple[int, str]:
-        async with self._engine.connect() as conn:
+        async with self._database(bounded=True) as conn:
             row = (await conn.execute(sa.select(sa.func.count(), sa.func.max(ENTRY.c.updated_at)))).one()
         return int(row[0]), str(row[1] or "")
 
     async def _repair(self) -> None:
         """Make both vector collections hold exactly what SQL records: strays removed; entries with a vector
         missing, or tagged with another tenant (or none, as before tenants), embedded again."""
-        async with self._engine.connect() as conn:
+        async with self._database() as conn:
             passage_rows = (
                 await conn.execute(
                     sa.select(PASSAGE.c.id, PASSAGE.c.entry_id, ENTRY.c.tenant).join(
@@ -359,8 +407,8 @@ class KnowledgeStore:
             entries = await self._entries(sorted(missing))
             await self._index_vectors(entries, stale=[])
 
-    async def _entries(self, entry_ids: Sequence[str]) -> list[Entry]:
-        async with self._engine.connect() as conn:
+    async def _entries(self, entry_ids: Sequence[str], *, bounded: bool = False) -> list[Entry]:
+        async with self._database(bounded=bounded) as conn:
             heads = (await conn.execute(sa.select(ENTRY).where(ENTRY.c.id.in_(list(entry_ids))))).all()
             parts = (
                 await conn.execute(
@@ -375,7 +423,7 @@ class KnowledgeStore:
         return [_entry(h, tuple(by_entry[h.id])) for h in heads]
 
     async def _rebuild(self) -> None:
-        async with self._engine.connect() as conn:
+        async with self._database() as conn:
             rows = (
                 await conn.execute(
                     sa.select(PASSAGE.c.id, PASSAGE.c.entry_id, PASSAGE.c.text, ENTRY.c.tenant)
@@ -422,7 +470,7 @@ class KnowledgeStore:
         """
         snapshot = self._snapshot
         vector = await self.embed(query) if vector is None else vector
-        dense = await asyncio.to_thread(self._passages.query, vector, CANDIDATES, _where(tenant, kinds))
+        dense = await self._bounded(self._passages.query, vector, CANDIDATES, _where(tenant, kinds))
         lexical = snapshot.lexical.search(query, CANDIDATES, only=snapshot.mask(tenant))
         return _fuse(snapshot, dense, [(h.passage_id, h.score) for h in lexical], k, kinds, tenant)
 
@@ -433,7 +481,7 @@ class KnowledgeStore:
         global FAQs and those of ``tenant`` are compared (None: global ones only)."""
         snapshot = self._snapshot
         vector = await self.embed(query) if vector is None else vector
-        near = await asyncio.to_thread(self._questions.query, vector, 12, _where(tenant))
+        near = await self._bounded(self._questions.query, vector, 12, _where(tenant))
         best: dict[str, VectorHit] = {}
         for hit in near:
             entry_id = str(hit.metadata.get("entry_id", ""))
@@ -453,14 +501,14 @@ class KnowledgeStore:
 
     async def entry(self, entry_id: str) -> Entry | None:
         """One entry with its passages (what a suggestion's source links to), or None."""
-        found = await self._entries([entry_id])
+        found = await self._entries([entry_id], bounded=True)
         return found[0] if found else None
 
     async def stats(self, tenants: Sequence[str] | None = None) -> dict[str, int]:
         """How many entries of each kind, and passages in all: every entry, or (with ``tenants``) the ones those
         tenants see, global entries included."""
         scope = visible_to(tenants)
-        async with self._engine.connect() as conn:
+        async with self._database() as conn:
             kinds = (
                 await conn.execute(sa.select(ENTRY.c.kind, sa.func.count()).where(scope).group_by(ENTRY.c.kind))
             ).all()
@@ -473,9 +521,24 @@ class KnowledgeStore:
 
     async def export(self) -> list[dict[str, Any]]:
         """Every entry, as plain JSON-ready dicts, in id order."""
-        async with self._engine.connect() as conn:
+        async with self._database() as conn:
             rows = (await conn.execute(sa.select(ENTRY).order_by(ENTRY.c.id))).all()
         return [{k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in row._mapping.items()} for row in rows]
+
+
+@contextlib.asynccontextmanager
+async def _connected(engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:
+    """A connection from the pool; failing to get one is "unavailable" whatever the server said (one turning
+    connections away answers with a SQLSTATE that would mean a refusal on a statement)."""
+    conn = engine.connect()
+    try:
+        await conn.start()
+    except Exception as exc:
+        raise KnowledgeUnavailable(f"cannot connect to the knowledge database: {describe(exc)}") from exc
+    try:
+        yield conn
+    finally:
+        await conn.close()
 
 
 def visible_to(tenants: Sequence[str] | None) -> sa.ColumnElement[bool]:
@@ -590,6 +653,7 @@ def open_knowledge_store(settings: Settings, store: CaseStore, clock: Clock) -> 
         clock=clock,
         chroma_path=settings.data_dir / "chroma",
         chroma_url=knowledge.chroma_url,
+        timeout_s=settings.database.timeout_s,
     )
 
 
