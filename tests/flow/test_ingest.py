@@ -7,6 +7,7 @@ import contextlib
 import json
 import logging
 import random
+import time
 from collections import defaultdict
 from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
@@ -17,8 +18,10 @@ import sqlalchemy as sa
 from prometheus_client import CollectorRegistry
 
 from tests.cases.test_store import set_fault, with_fault
-from tests.conftest import PG_ADMIN, make_settings, wait_for
-from vigil.app.settings import IngestSettings
+from tests.chroma import ChromaServer
+from tests.conftest import PG_ADMIN, help_centre, make_settings, wait_for
+from vigil.answers.skill import AnswerSkill
+from vigil.app.settings import AnswerSettings, IngestSettings
 from vigil.cases.store import CaseStore
 from vigil.cases.writes import CaseState
 from vigil.core.clock import SystemClock
@@ -29,6 +32,7 @@ from vigil.flow.gates import ConfidenceGate, Gate
 from vigil.flow.ingest import Ingest
 from vigil.flow.pipeline import Pipeline
 from vigil.flow.skills import Proposal, Skill
+from vigil.knowledge.store import KnowledgeStore
 from vigil.live.feed import LiveFeed
 from vigil.transport.base import Record
 from vigil.transport.memory import MemoryDelivery, MemorySink, MemorySource
@@ -575,3 +579,50 @@ async def test_a_dead_letter_failing_while_the_broker_answers_is_counted_after_i
     assert source.tries == 3 and source.dead_letters == []
     assert value(metrics, "vigil_dead_letter_failures_total", reason="invalid_json") == 1
     assert len(source.acked) == 2  # let go: the partition moves on
+
+
+# --- A knowledge outage: the answer skill stays silent for a bounded time, counted, never a failure ---
+
+
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+async def test_a_chroma_outage_silences_answers_as_knowledge_unavailable_never_a_skill_failure_or_a_dead_letter(
+    store: CaseStore, tmp_path: Path, embedder, chroma: ChromaServer
+):  # type: ignore[no-untyped-def]
+    knowledge = KnowledgeStore(
+        engine=store.engine,
+        embedder=embedder,
+        clock=SystemClock(),
+        chroma_path=tmp_path / "chroma",
+        chroma_url=chroma.url,
+    )
+    await knowledge.open()
+    await knowledge.upsert(help_centre())
+    source = MemorySource(finite=False)
+    _, sink, ingest, metrics = build(
+        store, [AnswerSkill(knowledge, AnswerSettings())], min_confidence=0.0, source=source
+    )
+    run = asyncio.create_task(ingest.run())
+    question = "How do I set up an eSIM on my phone?"
+    try:
+        source.put([record(message(1, "a", question), 1)])
+        await wait_for(lambda: len(source.acked) == 1)
+        assert len(sink.published) == 1
+
+        chroma.stop()
+        started = time.monotonic()
+        source.put([record(message(2, "a", question), 2)])
+        await wait_for(lambda: len(source.acked) == 2)
+        assert time.monotonic() - started < 5  # a few back-off attempts, not the outage's length
+        assert len(sink.published) == 1 and source.dead_letters == []
+        assert value(metrics, "vigil_suggestions_suppressed_total", reason="knowledge_unavailable") == 1
+        assert value(metrics, "vigil_retries_total", dependency="knowledge") == 2
+        assert value(metrics, "vigil_skill_failures_total", skill="answers") == 0
+        assert (await store.count_events())["messages"] == 2
+
+        chroma.start()
+        source.put([record(message(3, "a", question), 3)])
+        await wait_for(lambda: len(source.acked) == 3)
+        assert len(sink.published) == 2 and sink.published[-1].in_reply_to == "a-3"
+    finally:
+        source.stop_intake()
+        await run

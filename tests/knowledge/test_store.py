@@ -5,11 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import shutil
-import socket
-import subprocess
-import sys
-import time
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from importlib import resources
@@ -23,6 +19,7 @@ import sqlalchemy as sa
 from alembic import command
 from alembic.config import Config
 
+from tests.chroma import ChromaServer
 from tests.conftest import PG_ADMIN, help_centre, make_settings, open_knowledge, wait_for
 from tests.panel.test_routes import USERS, bearer
 from vigil.answers.skill import AnswerSkill
@@ -376,69 +373,6 @@ async def test_the_knowledge_page_of_another_tenants_entry_is_not_found(
 
 
 # --- Chroma in server mode (VIGIL_KNOWLEDGE__CHROMA_URL), against a real `chroma run` ---
-
-CHROMA = Path("/work/main/.venv/bin/chroma")
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-class ChromaServer:
-    """A real ``chroma run`` on a free port with its data under a folder; it can be stopped and started again on the
-    same port and data, as an operator restarting it would."""
-
-    def __init__(self, folder: Path) -> None:
-        self.folder = folder
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self._process: subprocess.Popen[bytes] | None = None
-        self._log = (folder / "chroma-server.log").open("a")
-
-    def start(self) -> None:
-        executable = CHROMA if CHROMA.exists() else Path(sys.executable).parent / "chroma"
-        command = [str(executable), "run", "--path", str(self.folder / "chroma-server")]
-        self._process = server = subprocess.Popen(
-            [*command, "--host", "127.0.0.1", "--port", str(self.port)], stdout=self._log, stderr=subprocess.STDOUT
-        )
-        deadline = time.monotonic() + 60
-        while True:
-            assert server.poll() is None, f"chroma run exited: {(self.folder / 'chroma-server.log').read_text()}"
-            try:
-                if httpx.get(f"{self.url}/api/v2/heartbeat", timeout=1).status_code == 200:
-                    return
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, "the Chroma server did not answer its heartbeat within 60 s"
-            time.sleep(0.1)
-
-    def stop(self) -> None:
-        if self._process is None:
-            return
-        self._process.terminate()
-        try:
-            self._process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            self._process.kill()
-            self._process.wait()
-        self._process = None
-
-    def close(self) -> None:
-        self.stop()
-        self._log.close()
-
-
-@pytest.fixture
-def chroma(tmp_path: Path) -> Iterator[ChromaServer]:
-    """A Chroma server on a free port, with its data under the test's folder, started."""
-    server = ChromaServer(tmp_path)
-    try:
-        server.start()
-        yield server
-    finally:
-        server.close()
 
 
 @pytest.fixture
