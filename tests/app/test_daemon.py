@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 import socket
 from collections.abc import Sequence
 
@@ -129,3 +130,22 @@ async def test_panels_watching_live_do_not_hold_up_shutdown(kafka: EmbeddedBroke
     # The HTTP server would cut a stream still open after its own grace period; that would fail the gather.
     await asyncio.wait_for(task, 15)  # how long this takes is measured by bench.lifecycle, not asserted
     await asyncio.wait_for(asyncio.gather(*watchers), 5)  # the streams ended cleanly: the server closed them
+
+
+async def test_readyz_names_the_knowledge_while_its_chroma_folder_is_gone(
+    kafka: EmbeddedBroker, topics: Topics, tmp_path
+):
+    await create_topics(kafka.bootstrap, topics)
+    settings = make_settings(tmp_path=tmp_path, bootstrap=kafka.bootstrap, topics=topics, knowledge={"paths": []})
+    daemon = Daemon(settings)
+    async with running(daemon):
+        await wait_for(lambda: daemon.health.ready, 60)  # the knowledge check passed with the rest
+        shutil.rmtree(settings.data_dir / "chroma")
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{daemon.http_port}") as client:
+
+            async def only_the_knowledge_named() -> bool:
+                answer = await client.get("/readyz")
+                return answer.status_code == 503 and set(answer.json()["problems"]) == {"knowledge"}
+
+            await wait_for(only_the_knowledge_named, 10)
+            assert "gone" in (await client.get("/readyz")).json()["problems"]["knowledge"]
