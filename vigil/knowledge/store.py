@@ -37,7 +37,7 @@ from vigil.core.errors import EntryConflict, KnowledgeError, KnowledgeUnavailabl
 from vigil.db.tables import KnowledgeEntryRow, KnowledgePassageRow
 from vigil.knowledge.documents import Entry, EntryKind, Passage, discover, read
 from vigil.knowledge.embedding import Embedder, SentenceTransformerEmbedder, Vectors
-from vigil.knowledge.lexical import LexicalIndex
+from vigil.knowledge.lexical import LexicalHit, LexicalIndex
 from vigil.knowledge.vectors import VectorCollection, VectorHit, connect
 
 log = logging.getLogger(__name__)
@@ -95,21 +95,82 @@ class FaqMatch:
     """Similarity minus that of the best other FAQ: a near tie means the match is doubtful."""
 
 
+@dataclass(frozen=True, slots=True)
+class Version:
+    """How much knowledge SQL holds and when it last changed: a change means another process wrote to it."""
+
+    entries: int = 0
+    updated_at: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class _StoredEntry:
+    """What an import compares an entry with: its stored digest, the file it came from, and its tenant."""
+
+    digest: str
+    origin: str
+    tenant: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class _IndexedEntry:
+    """An active entry as searches show it."""
+
+    kind: str
+    title: str
+    url: str | None
+    body: str
+    tenant: str | None
+    """The one tenant that may see it; None for every tenant."""
+
+
+@dataclass(frozen=True, slots=True)
+class _IndexedPassage:
+    """A passage as searches show it."""
+
+    entry_id: str
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class _VectorIds:
+    """The ids of the vectors SQL records for some entries, in each collection."""
+
+    passages: list[str]
+    questions: list[str]
+
+
+@dataclass(frozen=True, slots=True)
+class _Owner:
+    """Whose a vector is: the entry it belongs to, and the ``tenant`` tag it must carry in Chroma."""
+
+    entry_id: str
+    tag: str
+
+
+@dataclass(frozen=True, slots=True)
+class _Collections:
+    """The two Chroma collections: passages (searched) and FAQ questions (matched)."""
+
+    passages: VectorCollection
+    questions: VectorCollection
+
+
 @dataclass
 class _Snapshot:
     """What searches read: rebuilt whole on refresh, swapped in one assignment."""
 
     lexical: LexicalIndex = field(default_factory=lambda: LexicalIndex([], []))
-    passages: dict[str, tuple[str, str]] = field(default_factory=dict)  # passage id -> (entry id, text)
-    entries: dict[str, tuple[str, str, str | None, str]] = field(default_factory=dict)  # id -> kind, title, url, body
-    tenants: dict[str, str | None] = field(default_factory=dict)  # entry id -> its tenant (None: every tenant)
+    passages: dict[str, _IndexedPassage] = field(default_factory=dict)
+    entries: dict[str, _IndexedEntry] = field(default_factory=dict)
     passage_tenants: list[str | None] = field(default_factory=list)  # per passage, in the lexical index's order
-    version: tuple[int, str] = (0, "")
+    version: Version = field(default_factory=Version)
     _masks: dict[str | None, np.ndarray] = field(default_factory=dict)
 
     def visible(self, entry_id: str, tenant: str | None) -> bool:
         """Whether a search for ``tenant`` (None: global entries only) may see the entry."""
-        owner = self.tenants.get(entry_id)
+        entry = self.entries.get(entry_id)
+        owner = entry.tenant if entry is not None else None
         return owner is None or owner == tenant
 
     def mask(self, tenant: str | None) -> np.ndarray:
@@ -159,7 +220,7 @@ class KnowledgeStore:
         self._chroma_url = chroma_url
         self._prefix = prefix
         self._timeout_s = timeout_s
-        self._collections: tuple[VectorCollection, VectorCollection] | None = None
+        self._collections: _Collections | None = None
         self._snapshot = _Snapshot()
         self._lock = asyncio.Lock()
 
@@ -172,22 +233,22 @@ class KnowledgeStore:
             KnowledgeError: Chroma or the database refused a request.
         """
         client = await asyncio.to_thread(connect, path=self._chroma_path, url=self._chroma_url)
-        self._collections = (
-            await asyncio.to_thread(VectorCollection, client, f"{self._prefix}-passages"),
-            await asyncio.to_thread(VectorCollection, client, f"{self._prefix}-questions"),
+        self._collections = _Collections(
+            passages=await asyncio.to_thread(VectorCollection, client, f"{self._prefix}-passages"),
+            questions=await asyncio.to_thread(VectorCollection, client, f"{self._prefix}-questions"),
         )
         await asyncio.to_thread(self._embedder.load)
         await self.refresh()
 
     @property
     def _passages(self) -> VectorCollection:
-        return self._open()[0]
+        return self._open().passages
 
     @property
     def _questions(self) -> VectorCollection:
-        return self._open()[1]
+        return self._open().questions
 
-    def _open(self) -> tuple[VectorCollection, VectorCollection]:
+    def _open(self) -> _Collections:
         if self._collections is None:
             raise StartupError("the knowledge store is not open (call open() first)")
         return self._collections
@@ -204,7 +265,7 @@ class KnowledgeStore:
         if self._chroma_url is None and not self._chroma_path.is_dir():
             raise KnowledgeUnavailable(f"Chroma's folder {self._chroma_path} is gone")
         await self._version()
-        for collection in self._collections:
+        for collection in (self._collections.passages, self._collections.questions):
             await self._bounded(collection.count)
 
     @contextlib.asynccontextmanager
@@ -256,9 +317,9 @@ class KnowledgeStore:
         async with self._lock:
             stored = await self._digests()
             _refuse_takeovers(entries, stored)
-            changed = [e for e in entries if stored.get(e.id, (None, None, None))[0] != e.digest]
+            changed = [e for e in entries if e.id not in stored or stored[e.id].digest != e.digest]
             origins = set(prune_origins)
-            gone = [i for i, (_, origin, _) in stored.items() if origin in origins and i not in by_id]
+            gone = [i for i, held in stored.items() if held.origin in origins and i not in by_id]
             await self._index_vectors(changed, stale=[i for i in gone] + [e.id for e in changed if e.id in stored])
             await self._write_rows(changed, gone)
             await self._rebuild()
@@ -277,20 +338,20 @@ class KnowledgeStore:
             await self._rebuild()
         return len(gone)
 
-    async def _digests(self) -> dict[str, tuple[str, str, str | None]]:
+    async def _digests(self) -> dict[str, _StoredEntry]:
         """Each stored entry's digest, origin and tenant, by id."""
         async with self._database() as conn:
             rows = await conn.execute(sa.select(ENTRY.c.id, ENTRY.c.digest, ENTRY.c.origin, ENTRY.c.tenant))
-            return {row.id: (row.digest, row.origin, row.tenant) for row in rows}
+            return {row.id: _StoredEntry(row.digest, row.origin, row.tenant) for row in rows}
 
     async def _index_vectors(self, changed: Sequence[Entry], *, stale: Sequence[str]) -> None:
         """Embed the changed entries' passages and FAQ questions; drop the vectors of stale entries first (exactly
         the ones SQL records for them, however many alternates they had)."""
         if stale:
             async with self._database() as conn:
-                old_passages, old_questions = await _vector_ids(conn, stale)
-            await asyncio.to_thread(self._passages.delete, old_passages)
-            await asyncio.to_thread(self._questions.delete, old_questions)
+                old = await _vector_ids(conn, stale)
+            await asyncio.to_thread(self._passages.delete, old.passages)
+            await asyncio.to_thread(self._questions.delete, old.questions)
         passages = [(e, p) for e in changed for p in e.passages]
         if passages:
             vectors = await asyncio.to_thread(self._embedder.embed, [p.text for _, p in passages])
@@ -369,10 +430,10 @@ class KnowledgeStore:
             except Exception:
                 log.warning("could not refresh the knowledge; will retry", exc_info=True)
 
-    async def _version(self) -> tuple[int, str]:
+    async def _version(self) -> Version:
         async with self._database(bounded=True) as conn:
             row = (await conn.execute(sa.select(sa.func.count(), sa.func.max(ENTRY.c.updated_at)))).one()
-        return int(row[0]), str(row[1] or "")
+        return Version(int(row[0]), str(row[1] or ""))
 
     async def _repair(self) -> None:
         """Make both vector collections hold exactly what SQL records: strays removed; entries with a vector
@@ -388,8 +449,10 @@ class KnowledgeStore:
             entry_rows = (
                 await conn.execute(sa.select(ENTRY.c.id, ENTRY.c.questions, ENTRY.c.question_vectors, ENTRY.c.tenant))
             ).all()
-        passages = {row.id: (row.entry_id, _tenant_tag(row.tenant)) for row in passage_rows}
-        questions = {q: (row.id, _tenant_tag(row.tenant)) for row in entry_rows for q in _stored_question_ids(row)}
+        passages = {row.id: _Owner(row.entry_id, _tenant_tag(row.tenant)) for row in passage_rows}
+        questions = {
+            q: _Owner(row.id, _tenant_tag(row.tenant)) for row in entry_rows for q in _stored_question_ids(row)
+        }
         missing: set[str] = set()
         for collection, wanted in ((self._passages, passages), (self._questions, questions)):
             present = await asyncio.to_thread(collection.metadatas)
@@ -398,9 +461,9 @@ class KnowledgeStore:
                 log.warning("removing %d knowledge vectors that no entry holds", len(extra))
                 await asyncio.to_thread(collection.delete, extra)
             missing |= {
-                entry_id
-                for item, (entry_id, tag) in wanted.items()
-                if item not in present or present[item].get("tenant") != tag
+                owner.entry_id
+                for item, owner in wanted.items()
+                if item not in present or present[item].get("tenant") != owner.tag
             }
         if missing:
             log.warning("re-embedding %d knowledge entries whose vectors were missing or out of date", len(missing))
@@ -443,9 +506,8 @@ class KnowledgeStore:
         lexical = await asyncio.to_thread(LexicalIndex, [r.id for r in rows], [r.text for r in rows])
         self._snapshot = _Snapshot(
             lexical=lexical,
-            passages={r.id: (r.entry_id, r.text) for r in rows},
-            entries={h.id: (h.kind, h.title, h.url, h.body) for h in heads},
-            tenants={h.id: h.tenant for h in heads},
+            passages={r.id: _IndexedPassage(r.entry_id, r.text) for r in rows},
+            entries={h.id: _IndexedEntry(h.kind, h.title, h.url, h.body, h.tenant) for h in heads},
             passage_tenants=[r.tenant for r in rows],
             version=version,
         )
@@ -472,7 +534,7 @@ class KnowledgeStore:
         vector = await self.embed(query) if vector is None else vector
         dense = await self._bounded(self._passages.query, vector, CANDIDATES, _where(tenant, kinds))
         lexical = snapshot.lexical.search(query, CANDIDATES, only=snapshot.mask(tenant))
-        return _fuse(snapshot, dense, [(h.passage_id, h.score) for h in lexical], k, kinds, tenant)
+        return _fuse(snapshot, dense, lexical, k, kinds, tenant)
 
     async def match_faq(
         self, query: str, *, vector: Vectors | None = None, tenant: str | None = None
@@ -494,9 +556,13 @@ class KnowledgeStore:
         ranked = sorted(best.items(), key=lambda item: -item[1].similarity)
         entry_id, top = ranked[0]
         runner_up = ranked[1][1].similarity if len(ranked) > 1 else 0.0
-        _, title, _, body = snapshot.entries[entry_id]
+        faq = snapshot.entries[entry_id]
         return FaqMatch(
-            entry_id=entry_id, question=title, answer=body, similarity=top.similarity, margin=top.similarity - runner_up
+            entry_id=entry_id,
+            question=faq.title,
+            answer=faq.body,
+            similarity=top.similarity,
+            margin=top.similarity - runner_up,
         )
 
     async def entry(self, entry_id: str) -> Entry | None:
@@ -548,13 +614,15 @@ def visible_to(tenants: Sequence[str] | None) -> sa.ColumnElement[bool]:
     return sa.or_(ENTRY.c.tenant.is_(None), ENTRY.c.tenant.in_(list(tenants)))
 
 
-async def _vector_ids(conn: AsyncConnection, entry_ids: Sequence[str]) -> tuple[list[str], list[str]]:
+async def _vector_ids(conn: AsyncConnection, entry_ids: Sequence[str]) -> _VectorIds:
     """The passage and question vector ids SQL records for these entries."""
     passages = await conn.execute(sa.select(PASSAGE.c.id).where(PASSAGE.c.entry_id.in_(list(entry_ids))))
     heads = await conn.execute(
         sa.select(ENTRY.c.id, ENTRY.c.questions, ENTRY.c.question_vectors).where(ENTRY.c.id.in_(list(entry_ids)))
     )
-    return [row.id for row in passages], [q for row in heads for q in _stored_question_ids(row)]
+    return _VectorIds(
+        passages=[row.id for row in passages], questions=[q for row in heads for q in _stored_question_ids(row)]
+    )
 
 
 def _question_id(entry_id: str, number: int) -> str:
@@ -564,7 +632,7 @@ def _question_id(entry_id: str, number: int) -> str:
 def _fuse(
     snapshot: _Snapshot,
     dense: Sequence[VectorHit],
-    lexical: Sequence[tuple[str, float]],
+    lexical: Sequence[LexicalHit],
     k: int,
     kinds: Sequence[EntryKind] | None,
     tenant: str | None,
@@ -572,26 +640,27 @@ def _fuse(
     """Reciprocal-rank fusion of the two passage rankings, then the best passage per entry."""
     fused: dict[str, float] = defaultdict(float)
     similarity = {h.id: h.similarity for h in dense}
-    bm25 = dict(lexical)
+    bm25 = {h.passage_id: h.score for h in lexical}
     for rank, hit in enumerate(dense):
         fused[hit.id] += DENSE_WEIGHT / (RRF_K + rank + 1)
-    for rank, (passage_id, _) in enumerate(lexical):
-        fused[passage_id] += LEXICAL_WEIGHT / (RRF_K + rank + 1)
+    for rank, lexical_hit in enumerate(lexical):
+        fused[lexical_hit.passage_id] += LEXICAL_WEIGHT / (RRF_K + rank + 1)
     hits: dict[str, Hit] = {}
     for passage_id, score in sorted(fused.items(), key=lambda item: -item[1]):
         if passage_id not in snapshot.passages:
             continue  # removed since the vector index was queried
-        entry_id, text = snapshot.passages[passage_id]
-        kind, title, url, _ = snapshot.entries[entry_id]
-        if entry_id in hits or (kinds and kind not in kinds) or not snapshot.visible(entry_id, tenant):
+        passage = snapshot.passages[passage_id]
+        entry_id = passage.entry_id
+        entry = snapshot.entries[entry_id]
+        if entry_id in hits or (kinds and entry.kind not in kinds) or not snapshot.visible(entry_id, tenant):
             continue
         hits[entry_id] = Hit(
             entry_id=entry_id,
-            kind=kind,
-            title=title,
-            url=url,
+            kind=entry.kind,
+            title=entry.title,
+            url=entry.url,
             passage_id=passage_id,
-            passage=text,
+            passage=passage.text,
             score=score,
             dense=similarity.get(passage_id, 0.0),
             lexical=bm25.get(passage_id, 0.0),
@@ -676,17 +745,17 @@ async def standalone(settings: Settings, *, searchable: bool = True) -> AsyncIte
         await store.close()
 
 
-def _refuse_takeovers(entries: Sequence[Entry], stored: dict[str, tuple[str, str, str | None]]) -> None:
+def _refuse_takeovers(entries: Sequence[Entry], stored: dict[str, _StoredEntry]) -> None:
     """Refuse an entry whose id another file already gave to another tenant's entry: importing it would silently
     take that tenant's entry away (or hand it to everyone). Moving an entry within its own file is fine."""
     for entry in entries:
         if entry.id not in stored:
             continue
-        _, origin, tenant = stored[entry.id]
-        if origin != entry.origin and tenant != entry.tenant:
+        held = stored[entry.id]
+        if held.origin != entry.origin and held.tenant != entry.tenant:
             raise EntryConflict(
-                f"{entry.origin}: entry id {entry.id!r} ({_whose(entry.tenant)}) is already {origin}'s entry for "
-                f"{_whose(tenant)}; entry ids are shared by every tenant, so give it another"
+                f"{entry.origin}: entry id {entry.id!r} ({_whose(entry.tenant)}) is already {held.origin}'s entry for "
+                f"{_whose(held.tenant)}; entry ids are shared by every tenant, so give it another"
             )
 
 
