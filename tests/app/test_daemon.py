@@ -17,7 +17,8 @@ from tests.sse import sse_events
 from vigil.app.daemon import Daemon, running
 from vigil.cases.writes import CaseState
 from vigil.core.errors import SettingsError, StartupError
-from vigil.dev.broker import EmbeddedBroker
+from vigil.core.lifecycle import Phase
+from vigil.dev.broker import EmbeddedBroker, free_port
 from vigil.flow.gates import ConfidenceGate
 from vigil.flow.skills import Proposal
 from vigil.wire.events import Event, Message, SuggestionKind
@@ -149,3 +150,21 @@ async def test_readyz_names_the_knowledge_while_its_chroma_folder_is_gone(
 
             await wait_for(only_the_knowledge_named, 10)
             assert "gone" in (await client.get("/readyz")).json()["problems"]["knowledge"]
+
+
+async def test_readyz_names_the_phase_start_up_is_in(tmp_path):
+    settings = make_settings(tmp_path=tmp_path, bootstrap=f"127.0.0.1:{free_port()}", answers={"enabled": False})
+    daemon = Daemon(settings)
+    assert daemon.phase is Phase.STARTING
+    async with running(daemon):
+        await wait_for(lambda: daemon.http_port is not None, 20)
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{daemon.http_port}") as client:
+
+            async def connecting() -> bool:
+                answer = await client.get("/readyz")
+                problems = answer.json()["problems"]
+                return answer.status_code == 503 and problems.get("pipeline") == "connecting to the brokers"
+
+            await wait_for(connecting, 20)  # migrated, and waiting for a broker nobody runs
+            assert daemon.phase is Phase.CONNECTING
+    assert daemon.phase is Phase.CONNECTING  # start-up gave way to the shutdown before it ever ran
