@@ -26,11 +26,12 @@ from vigil.answers.skill import AnswerSkill
 from vigil.app.health import Health
 from vigil.app.http import create_app
 from vigil.app.settings import AnswerSettings, PanelSettings, Settings
-from vigil.cases.store import CaseStore
+from vigil.cases.store import CaseStore, create_engine
 from vigil.cases.writes import CaseState
 from vigil.core.clock import ManualClock, SystemClock
 from vigil.core.errors import KnowledgeError, KnowledgeUnavailable
 from vigil.core.metrics import Metrics
+from vigil.dev.broker import free_port
 from vigil.knowledge.documents import Entry, KnowledgeFileError, Passage
 from vigil.knowledge.embedding import SentenceTransformerEmbedder, Vectors
 from vigil.knowledge.lexical import LexicalIndex
@@ -674,6 +675,31 @@ async def test_a_database_outage_makes_the_knowledge_check_unavailable_until_it_
     finally:
         admin(f'ALTER DATABASE "{database}" ALLOW_CONNECTIONS true')
     await knowledge.check()
+
+
+async def test_the_knowledge_page_answers_503_while_the_knowledge_database_is_unreachable(
+    store: CaseStore, tmp_path: Path, embedder, registry
+):  # type: ignore[no-untyped-def]
+    nowhere = create_engine(
+        f"postgresql+asyncpg://postgres@127.0.0.1:{free_port()}/vigil", pool_size=1, data_dir=tmp_path
+    )
+    unreachable = KnowledgeStore(engine=nowhere, embedder=embedder, clock=SystemClock(), chroma_path=tmp_path / "c")
+    metrics = Metrics(registry)
+    app = create_app(
+        store=store,
+        health=Health({}, clock=SystemClock(), metrics=metrics, interval_s=1),
+        metrics=metrics,
+        knowledge=unreachable,
+        panel=PanelSettings(auth="tokens", users=USERS),
+    )
+    try:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://vigil.test") as client:
+            plain = await client.get("/panel/knowledge/esim-setup", headers=bearer("root"))
+            page = await client.get("/panel/knowledge/esim-setup", headers=bearer("root") | {"accept": "text/html"})
+        assert (plain.status_code, plain.json()) == (503, {"detail": "the knowledge store is unavailable"})
+        assert page.status_code == 503 and "the knowledge store is unavailable" in page.text
+    finally:
+        await nowhere.dispose()
 
 
 def admin(sql: str) -> None:
