@@ -427,6 +427,8 @@ class KnowledgeStore:
             try:
                 if await self.refresh_if_changed():
                     log.info("knowledge changed; indexes rebuilt")
+            except KnowledgeUnavailable as exc:  # an outage /readyz names: no traceback every tick
+                log.warning("could not refresh the knowledge (%s); will retry", exc)
             except Exception:
                 log.warning("could not refresh the knowledge; will retry", exc_info=True)
 
