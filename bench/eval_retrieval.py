@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from bench.knowledge_env import BANKING, banking_documents, knowledge_store
-from vigil.knowledge.store import KnowledgeStore
+from vigil.knowledge.store import KnowledgeStore, _IndexedPassage
 
 Ranker = Callable[[str], "asyncio.Future[list[str]]"]
 
@@ -40,10 +40,10 @@ async def rankings(knowledge: KnowledgeStore, query: str) -> dict[str, list[str]
     return {"hybrid (vigil)": hybrid, "BM25 only": lexical, "dense only": dense}
 
 
-def _entries(passages: dict[str, tuple[str, str]], passage_ids: Sequence[str]) -> list[str]:
+def _entries(passages: dict[str, _IndexedPassage], passage_ids: Sequence[str]) -> list[str]:
     seen: list[str] = []
     for passage_id in passage_ids:
-        entry = passages[passage_id][0]
+        entry = passages[passage_id].entry_id
         if entry not in seen:
             seen.append(entry)
     return seen[:10]

@@ -18,6 +18,7 @@ import psycopg
 import pytest
 from prometheus_client import CollectorRegistry
 
+from tests.chroma import ChromaServer
 from tests.mosquitto import Mosquitto
 from vigil.app.settings import Settings
 from vigil.cases.store import CaseStore
@@ -65,6 +66,17 @@ def mosquitto(tmp_path: Path) -> Iterator[Mosquitto]:
         yield broker
     finally:
         broker.stop()
+
+
+@pytest.fixture
+def chroma(tmp_path: Path) -> Iterator[ChromaServer]:
+    """A Chroma server on a free port, with its data under the test's folder, started."""
+    server = ChromaServer(tmp_path)
+    try:
+        server.start()
+        yield server
+    finally:
+        server.close()
 
 
 @pytest.fixture

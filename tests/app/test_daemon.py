@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 import socket
 from collections.abc import Sequence
 
@@ -16,7 +17,8 @@ from tests.sse import sse_events
 from vigil.app.daemon import Daemon, running
 from vigil.core.clock import SystemClock
 from vigil.core.errors import SettingsError, StartupError
-from vigil.dev.broker import EmbeddedBroker
+from vigil.core.lifecycle import Phase
+from vigil.dev.broker import EmbeddedBroker, free_port
 from vigil.flow.case import CaseState
 from vigil.flow.skills import Proposal
 from vigil.knowledge.store import KnowledgeStore
@@ -162,3 +164,40 @@ async def test_a_running_daemon_picks_up_knowledge_another_process_imports(
         await wait_for(found, 10)
         ran = daemon.metrics.registry.get_sample_value
         assert (ran("vigil_job_runs_total", {"job": "knowledge-refresh", "outcome": "ran"}) or 0) >= 1
+
+
+async def test_readyz_names_the_knowledge_while_its_chroma_folder_is_gone(
+    kafka: EmbeddedBroker, topics: Topics, tmp_path
+):
+    await create_topics(kafka.bootstrap, topics)
+    settings = make_settings(tmp_path=tmp_path, bootstrap=kafka.bootstrap, topics=topics, knowledge={"paths": []})
+    daemon = Daemon(settings)
+    async with running(daemon):
+        await wait_for(lambda: daemon.health.ready, 60)  # the knowledge check passed with the rest
+        shutil.rmtree(settings.data_dir / "chroma")
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{daemon.http_port}") as client:
+
+            async def only_the_knowledge_named() -> bool:
+                answer = await client.get("/readyz")
+                return answer.status_code == 503 and set(answer.json()["problems"]) == {"knowledge"}
+
+            await wait_for(only_the_knowledge_named, 10)
+            assert "gone" in (await client.get("/readyz")).json()["problems"]["knowledge"]
+
+
+async def test_readyz_names_the_phase_start_up_is_in(tmp_path):
+    settings = make_settings(tmp_path=tmp_path, bootstrap=f"127.0.0.1:{free_port()}", answers={"enabled": False})
+    daemon = Daemon(settings)
+    assert daemon.phase is Phase.STARTING
+    async with running(daemon):
+        await wait_for(lambda: daemon.http_port is not None, 20)
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{daemon.http_port}") as client:
+
+            async def connecting() -> bool:
+                answer = await client.get("/readyz")
+                problems = answer.json()["problems"]
+                return answer.status_code == 503 and problems.get("pipeline") == "connecting to the brokers"
+
+            await wait_for(connecting, 20)  # migrated, and waiting for a broker nobody runs
+            assert daemon.phase is Phase.CONNECTING
+    assert daemon.phase is Phase.CONNECTING  # start-up gave way to the shutdown before it ever ran

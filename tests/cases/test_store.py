@@ -17,7 +17,7 @@ from tests.conftest import PG_ADMIN, case_store, make_settings, migrated_store, 
 from vigil.cases.store import CaseStore
 from vigil.cases.views import CaseViews
 from vigil.core.errors import EventConflict, StoreError, StoreUnavailable
-from vigil.wire.events import Event, SourceRef, Suggestion, parse
+from vigil.wire.events import Action, Event, SourceRef, Suggestion, parse
 
 LIMITS = {"max_event_bytes": 1 << 20, "max_text_bytes": 1 << 16}
 EPOCH = "2026-11-02T09:00:00Z"
@@ -251,6 +251,14 @@ async def test_ids_reused_across_conversations_in_one_batch_are_each_new(store: 
 
 
 # --- Feedback judges only a suggestion of its own conversation ---
+
+
+async def test_a_stored_action_comes_back_as_the_action_it_was(store: CaseStore):
+    await store.record(msg(1))
+    action = Action(name="refund_order", arguments={"order": "A-1"})
+    await store.save_suggestion(suggestion("s-1", "c-1-m1").model_copy(update={"kind": "action", "action": action}))
+    (left,) = await store.unpublished_replies("c-1", "c-1-m1")
+    assert left.action == action and isinstance(left.sources[0], SourceRef)
 
 
 async def test_feedback_on_another_conversations_suggestion_is_refused(store: CaseStore, views: CaseViews):

@@ -7,6 +7,7 @@ import contextlib
 import json
 import logging
 import random
+import time
 from collections import defaultdict
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import replace
@@ -18,7 +19,10 @@ import sqlalchemy as sa
 from prometheus_client import CollectorRegistry
 
 from tests.cases.test_store import set_fault, with_fault
-from tests.conftest import PG_ADMIN, case_store, make_settings, views_of, wait_for
+from tests.chroma import ChromaServer
+from tests.conftest import PG_ADMIN, case_store, help_centre, make_settings, views_of, wait_for
+from vigil.answers.settings import AnswerSettings
+from vigil.answers.skill import AnswerSkill
 from vigil.cases.store import CaseStore
 from vigil.cases.views import CaseViews
 from vigil.core.clock import SystemClock
@@ -31,6 +35,7 @@ from vigil.flow.ingest import Ingest
 from vigil.flow.pipeline import Pipeline
 from vigil.flow.settings import IngestSettings
 from vigil.flow.skills import Proposal, Skill
+from vigil.knowledge.store import KnowledgeStore
 from vigil.testing import Wired, wired
 from vigil.transport.base import Record
 from vigil.transport.memory import MemoryDelivery, MemorySink, MemorySource
@@ -589,3 +594,50 @@ async def test_each_kind_is_asked_of_its_own_chain_and_its_silence_counted_by_re
     assert await ingest.drain(5)
     assert [(s.kind, s.text) for s in sink.published] == [("next_step", "next: re: conf=0.9")]
     assert value(metrics, "vigil_suggestions_suppressed_total", reason="stale") == 1
+
+
+# --- A knowledge outage: the answer skill stays silent for a bounded time, counted, never a failure ---
+
+
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+async def test_a_chroma_outage_silences_answers_as_knowledge_unavailable_never_a_skill_failure_or_a_dead_letter(
+    store: CaseStore, tmp_path: Path, embedder, chroma: ChromaServer
+):  # type: ignore[no-untyped-def]
+    knowledge = KnowledgeStore(
+        engine=store.engine,
+        embedder=embedder,
+        clock=SystemClock(),
+        chroma_path=tmp_path / "chroma",
+        chroma_url=chroma.url,
+    )
+    await knowledge.open()
+    await knowledge.upsert(help_centre())
+    source = MemorySource(finite=False)
+    _, sink, ingest, metrics = build(
+        store, [AnswerSkill(knowledge, AnswerSettings())], min_confidence=0.0, source=source
+    )
+    run = asyncio.create_task(ingest.run())
+    question = "How do I set up an eSIM on my phone?"
+    try:
+        source.put([record(message(1, "a", question), 1)])
+        await wait_for(lambda: len(source.acked) == 1)
+        assert len(sink.published) == 1
+
+        chroma.stop()
+        started = time.monotonic()
+        source.put([record(message(2, "a", question), 2)])
+        await wait_for(lambda: len(source.acked) == 2)
+        assert time.monotonic() - started < 5  # a few back-off attempts, not the outage's length
+        assert len(sink.published) == 1 and source.dead_letters == []
+        assert value(metrics, "vigil_suggestions_suppressed_total", reason="knowledge_unavailable") == 1
+        assert value(metrics, "vigil_retries_total", dependency="knowledge") == 2
+        assert value(metrics, "vigil_skill_failures_total", skill="answers") == 0
+        assert (await store.count_events())["messages"] == 2
+
+        chroma.start()
+        source.put([record(message(3, "a", question), 3)])
+        await wait_for(lambda: len(source.acked) == 3)
+        assert len(sink.published) == 2 and sink.published[-1].in_reply_to == "a-3"
+    finally:
+        source.stop_intake()
+        await run

@@ -3,31 +3,34 @@
 from __future__ import annotations
 
 import logging
-import socket
-import subprocess
-import sys
-import time
-from collections.abc import AsyncIterator, Iterator, Sequence
+import shutil
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import httpx
 import numpy as np
+import psycopg
 import pytest
 import sqlalchemy as sa
 from alembic import command
 
-from tests.conftest import help_centre, make_settings, open_knowledge, views_of
+from tests.chroma import ChromaServer
+from tests.conftest import PG_ADMIN, help_centre, make_settings, open_knowledge, views_of
 from tests.panel.test_routes import USERS, bearer
 from vigil.answers.settings import AnswerSettings
 from vigil.answers.skill import AnswerSkill
 from vigil.app.health import Health
+from vigil.app.http import create_app
 from vigil.app.settings import Settings
 from vigil.cases.store import CaseStore
 from vigil.core.clock import SystemClock
+from vigil.core.errors import KnowledgeError, KnowledgeUnavailable
 from vigil.core.metrics import Metrics
+from vigil.db.engine import create_engine
 from vigil.db.migrate import alembic_config
+from vigil.dev.broker import free_port
 from vigil.flow.case import CaseState
 from vigil.knowledge.documents import Entry, KnowledgeFileError, Passage
 from vigil.knowledge.embedding import SentenceTransformerEmbedder, Vectors
@@ -379,47 +382,11 @@ async def test_the_knowledge_page_of_another_tenants_entry_is_not_found(
 
 # --- Chroma in server mode (VIGIL_KNOWLEDGE__CHROMA_URL), against a real `chroma run` ---
 
-CHROMA = Path("/work/main/.venv/bin/chroma")
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
 
 @pytest.fixture
-def chroma_server(tmp_path: Path) -> Iterator[str]:
-    """A Chroma server on a free port, with its data under the test's folder; its URL."""
-    executable = CHROMA if CHROMA.exists() else Path(sys.executable).parent / "chroma"
-    port = free_port()
-    log = (tmp_path / "chroma-server.log").open("w")
-    server = subprocess.Popen(
-        [str(executable), "run", "--path", str(tmp_path / "chroma-server"), "--host", "127.0.0.1", "--port", str(port)],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            assert server.poll() is None, f"chroma run exited: {(tmp_path / 'chroma-server.log').read_text()}"
-            try:
-                if httpx.get(f"{url}/api/v2/heartbeat", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, "the Chroma server did not answer its heartbeat within 60 s"
-            time.sleep(0.1)
-        yield url
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
-        log.close()
+def chroma_server(chroma: ChromaServer) -> str:
+    """The URL of a running Chroma server."""
+    return chroma.url
 
 
 @pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
@@ -552,3 +519,153 @@ async def test_a_search_in_a_fresh_process_embeds_only_the_query(tmp_path: Path,
         assert hits
     # The passages' vectors come from Chroma on disk: nothing but the two questions was embedded.
     assert embedded == ["how do I install an eSIM on my iPhone?", "when is my bill taken"]
+
+
+# --- The error boundary: Chroma's and the database's errors come out as KnowledgeError / KnowledgeUnavailable ---
+
+
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+async def test_a_chroma_server_that_stops_makes_the_knowledge_unavailable_until_it_is_back(
+    store: CaseStore, tmp_path: Path, embedder, chroma: ChromaServer
+):  # type: ignore[no-untyped-def]
+    knowledge = KnowledgeStore(
+        engine=store.engine,
+        embedder=embedder,
+        clock=SystemClock(),
+        chroma_path=tmp_path / "chroma",
+        chroma_url=chroma.url,
+        timeout_s=5,
+    )
+    await knowledge.open()
+    await knowledge.upsert(some_of_it())
+    await knowledge.check()
+
+    chroma.stop()
+    with pytest.raises(KnowledgeUnavailable, match="Chroma") as caught:
+        await knowledge.search("How do I install an eSIM?", 3)
+    assert caught.value.__cause__ is not None  # translated `from` Chroma's own error
+    with pytest.raises(KnowledgeUnavailable):
+        await knowledge.match_faq("when is my bill taken")
+    with pytest.raises(KnowledgeUnavailable):
+        await knowledge.check()
+    with pytest.raises(KnowledgeUnavailable):
+        await knowledge.upsert([replace(e, body=e.body + " Updated.") for e in some_of_it()])
+    with pytest.raises(KnowledgeUnavailable):
+        await KnowledgeStore(
+            engine=store.engine, embedder=embedder, clock=SystemClock(), chroma_path=tmp_path, chroma_url=chroma.url
+        ).open()  # a replica starting meanwhile is told to retry, not that the URL is wrong
+
+    chroma.start()
+    await knowledge.check()
+    hits = await knowledge.search("How do I install an eSIM?", 3, kinds=["article"])
+    assert hits[0].entry_id == "esim-setup" and hits[0].dense > 0
+
+
+async def test_embedded_chromas_folder_removed_mid_run_fails_the_check_and_imports_as_unavailable(
+    knowledge: KnowledgeStore, tmp_path: Path
+):
+    await knowledge.upsert(some_of_it()[:2])
+    await knowledge.check()
+    shutil.rmtree(tmp_path / "chroma")
+    with pytest.raises(KnowledgeUnavailable, match="gone"):
+        await knowledge.check()
+    with pytest.raises(KnowledgeUnavailable, match="Chroma failed storing vectors") as caught:
+        await knowledge.upsert(some_of_it())
+    assert caught.value.__cause__ is not None
+    assert (await knowledge.stats())["article"] == 2  # nothing half-imported: SQL is written after the vectors
+
+
+# A trigger on the knowledge tables that raises whatever SQLSTATE the test puts in ``knowledge_fault``, quoting the
+# passage's text, as PostgreSQL's own data errors quote the values they refuse.
+KNOWLEDGE_FAULT = (
+    "CREATE TABLE knowledge_fault (code text NOT NULL)",
+    """CREATE FUNCTION raise_knowledge_fault() RETURNS trigger LANGUAGE plpgsql AS $$
+    DECLARE wanted text;
+    BEGIN
+      SELECT code INTO wanted FROM knowledge_fault LIMIT 1;
+      IF wanted IS NOT NULL THEN
+        RAISE EXCEPTION 'injected % on %', wanted, NEW.text USING ERRCODE = wanted;
+      END IF;
+      RETURN NEW;
+    END $$""",
+    "CREATE TRIGGER knowledge_fault BEFORE INSERT ON knowledge_passage FOR EACH ROW EXECUTE FUNCTION "
+    "raise_knowledge_fault()",
+)
+
+
+async def knowledge_fault(store: CaseStore, code: str | None) -> None:
+    async with store.engine.begin() as conn:
+        if not await conn.scalar(sa.text("SELECT to_regclass('knowledge_fault') IS NOT NULL")):
+            for statement in KNOWLEDGE_FAULT:
+                await conn.exec_driver_sql(statement)
+        await conn.exec_driver_sql("DELETE FROM knowledge_fault")
+        if code is not None:
+            await conn.execute(sa.text("INSERT INTO knowledge_fault VALUES (:code)"), {"code": code})
+
+
+@pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
+@pytest.mark.parametrize(
+    ("code", "unavailable"), [("40P01", True), ("57014", True), ("23514", False), ("22001", False)]
+)
+async def test_a_knowledge_write_the_database_fails_is_typed_by_its_sqlstate(
+    knowledge: KnowledgeStore, store: CaseStore, code: str, unavailable: bool
+):
+    await knowledge_fault(store, code)
+    with pytest.raises(KnowledgeError, match=code) as caught:
+        await knowledge.upsert(some_of_it())
+    assert isinstance(caught.value, KnowledgeUnavailable) is unavailable
+    assert "injected" not in str(caught.value)  # the server's message may quote customer text: never passed on
+    assert caught.value.__cause__ is not None
+    await knowledge_fault(store, None)
+    assert (await knowledge.upsert(some_of_it())).added == len(some_of_it())
+
+
+@pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
+async def test_a_database_outage_makes_the_knowledge_check_unavailable_until_it_is_back(
+    knowledge: KnowledgeStore, db_url: str
+):
+    await knowledge.upsert(some_of_it()[:2])
+    await knowledge.check()
+    database = sa.make_url(db_url).database
+    try:
+        admin(f'ALTER DATABASE "{database}" ALLOW_CONNECTIONS false')
+        admin(f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{database}'")
+        with pytest.raises(KnowledgeUnavailable, match="knowledge database"):
+            await knowledge.check()
+        with pytest.raises(KnowledgeUnavailable):
+            await knowledge.entry("esim-setup")
+        # What is in memory and in Chroma still answers: searching needs no database.
+        assert await knowledge.search("How do I install an eSIM?", 3) is not None
+    finally:
+        admin(f'ALTER DATABASE "{database}" ALLOW_CONNECTIONS true')
+    await knowledge.check()
+
+
+async def test_the_knowledge_page_answers_503_while_the_knowledge_database_is_unreachable(
+    store: CaseStore, tmp_path: Path, embedder, registry
+):  # type: ignore[no-untyped-def]
+    nowhere = create_engine(
+        f"postgresql+asyncpg://postgres@127.0.0.1:{free_port()}/vigil", pool_size=1, data_dir=tmp_path
+    )
+    unreachable = KnowledgeStore(engine=nowhere, embedder=embedder, clock=SystemClock(), chroma_path=tmp_path / "c")
+    metrics = Metrics(registry)
+    app = create_app(
+        store=store,
+        health=Health({}, clock=SystemClock(), metrics=metrics, interval_s=1),
+        metrics=metrics,
+        knowledge=unreachable,
+        panel=PanelSettings(auth="tokens", users=USERS),
+    )
+    try:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://vigil.test") as client:
+            plain = await client.get("/panel/knowledge/esim-setup", headers=bearer("root"))
+            page = await client.get("/panel/knowledge/esim-setup", headers=bearer("root") | {"accept": "text/html"})
+        assert (plain.status_code, plain.json()) == (503, {"detail": "the knowledge store is unavailable"})
+        assert page.status_code == 503 and "the knowledge store is unavailable" in page.text
+    finally:
+        await nowhere.dispose()
+
+
+def admin(sql: str) -> None:
+    with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
+        conn.execute(sql)

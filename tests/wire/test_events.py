@@ -13,7 +13,18 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from vigil.core.errors import Rejected
-from vigil.wire.events import MAX_DEPTH, CaseEvent, Feedback, Message, Suggestion, addressed, json_schemas, parse
+from vigil.wire.events import (
+    MAX_DEPTH,
+    Action,
+    CaseEvent,
+    Feedback,
+    Message,
+    SourceRef,
+    Suggestion,
+    addressed,
+    json_schemas,
+    parse,
+)
 
 LIMITS = {"max_event_bytes": 1024 * 1024, "max_text_bytes": 64 * 1024}
 
@@ -215,13 +226,13 @@ def test_suggestions_serialise_to_v1():
         conversation_id="c-1",
         tenant="acme",
         in_reply_to="m-1",
-        created_at="2026-11-02T09:14:06Z",
+        created_at="2026-11-02T09:14:06Z",  # type: ignore[arg-type]
         kind="answer",
-        text="Restart the hub",  # type: ignore[arg-type]
+        text="Restart the hub",
         confidence=0.8,
-        sources=[{"kind": "faq", "id": "faq-1"}],
+        sources=[SourceRef(kind="faq", id="faq-1")],
         latency_ms=12.5,
-    )  # type: ignore[list-item]
+    )
     wire = json.loads(suggestion.to_json())
     assert wire["type"] == "suggestion" and wire["schema_version"] == 1
     assert wire["sources"] == [{"kind": "faq", "id": "faq-1"}]
@@ -246,6 +257,29 @@ def test_a_suggestion_kind_is_any_short_snake_case_name():
     for kind in ("", "Answer", "next-step", "1st", "a" * 33):
         with pytest.raises(ValidationError):
             suggestion_of_kind(kind)
+
+
+def test_an_action_goes_out_as_the_same_json_object_and_comes_back_typed():
+    action = {"name": "refund_order", "arguments": {"order": "A-1", "amount": 12.5}, "needs_approval": True}
+    suggestion = Suggestion(
+        suggestion_id="s-2",
+        conversation_id="c-1",
+        tenant="acme",
+        created_at="2026-11-02T09:14:06Z",  # type: ignore[arg-type]
+        kind="action",
+        text="Refund order A-1",
+        confidence=0.9,
+        action=Action.model_validate(action),
+        latency_ms=3.0,
+    )
+    wire = json.loads(suggestion.to_json())
+    assert wire["action"] == action  # fields beyond name and arguments are kept as they came
+    back = Suggestion.model_validate_json(suggestion.to_json())
+    assert isinstance(back.action, Action) and back.action.name == "refund_order"
+    assert back.action.arguments == {"order": "A-1", "amount": 12.5}
+    assert Action(name="close_case").model_dump() == {"name": "close_case", "arguments": {}}
+    with pytest.raises(ValueError, match="name"):
+        Action.model_validate({"arguments": {}})
 
 
 def test_published_schemas_match_the_models():

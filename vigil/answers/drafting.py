@@ -195,7 +195,7 @@ class Drafter:
         made_up = grounding.invented(text, [f"{s.title}\n{s.text[:MAX_SOURCE_CHARS]}" for s in sources])
         if made_up:
             # The kinds only: the values may be a customer's details the model copied, and logs hold no customer data.
-            kinds = ", ".join(sorted({kind for kind, _ in made_up}))
+            kinds = ", ".join(sorted({fact.kind for fact in made_up}))
             raise _Ungrounded(f"states {len(made_up)} fact(s) no source gives ({kinds})")
         return Draft(text=text, cited=cited, input_tokens=input_tokens, output_tokens=output_tokens)
 

@@ -13,12 +13,21 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Literal
 
 FactKind = Literal["url", "email", "phone", "amount", "percentage"]
-Fact = tuple[FactKind, str]
 _Normaliser = Callable[[re.Match[str]], str | None]
+
+
+@dataclass(frozen=True, slots=True)
+class Fact:
+    """One checkable fact a text states, in its normalised form (``value``)."""
+
+    kind: FactKind
+    value: str
+
 
 # Citations ([source-id]) are the draft's own markup, not facts; their digits must not read as a phone number.
 _CITATION = re.compile(r"\[[^\[\]\s]{1,200}\](?!\()")
@@ -108,7 +117,7 @@ def facts(text: str) -> set[Fact]:
     for match in _PHONE.finditer(text):
         digits = re.sub(r"\D", "", match.group())
         if len(digits) >= 7 and not _ISO_DATE.fullmatch(match.group().strip()):
-            found.add(("phone", digits))
+            found.add(Fact("phone", digits))
     return found
 
 
@@ -130,7 +139,7 @@ def _take(
     def replace(match: re.Match[str]) -> str:
         value = normalise(match)
         if value is not None:
-            found.add((kind, value))
+            found.add(Fact(kind, value))
         return " "
 
     return pattern.sub(replace, text)

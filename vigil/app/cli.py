@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from vigil import __version__
 from vigil.core.clock import SystemClock
 from vigil.core.errors import SettingsError, VigilError
+from vigil.core.lifecycle import Phase
 from vigil.panel.identity import ROLES
 
 if TYPE_CHECKING:
@@ -363,7 +364,7 @@ async def _when_demo_ready(daemon: Daemon, settings: Settings, publisher: KafkaP
     from vigil.dev.demo import DemoTraffic, bundled_conversations, load_conversations, tidy_earlier_runs
 
     # The daemon has no "ready" event to wait on; /readyz reads the same two things.
-    while not (daemon.phase == "running" and daemon.health.ready):  # noqa: ASYNC110
+    while not (daemon.phase is Phase.RUNNING and daemon.health.ready):  # noqa: ASYNC110
         await asyncio.sleep(0.1)
     kafka = settings.kafka
     conversations = load_conversations(settings.demo.conversations or bundled_conversations())

@@ -160,7 +160,12 @@ def compose(
         store=store,
         views=CaseViews(store.engine, timeout_s=settings.database.timeout_s),
         knowledge=open_knowledge_store(
-            settings.knowledge, store.engine, data_dir=settings.data_dir, clock=base.clock, embedder=embedder
+            settings.knowledge,
+            store.engine,
+            data_dir=settings.data_dir,
+            clock=base.clock,
+            timeout_s=settings.database.timeout_s,
+            embedder=embedder,
         ),
         feed=LiveFeed(),
         transports=transports

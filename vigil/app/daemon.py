@@ -25,6 +25,7 @@ from vigil.app.http import EmbeddedServer, create_app
 from vigil.app.settings import Settings
 from vigil.core.clock import Clock
 from vigil.core.errors import SettingsError, StartupError
+from vigil.core.lifecycle import Phase
 from vigil.flow.ingest import Ingest
 from vigil.flow.skills import Skill
 
@@ -72,7 +73,9 @@ class Daemon:
             backoff=self.backoff,
             reachable=self._brokers_reachable,
         )
-        self.phase = "starting"
+        self.phase = Phase.STARTING
+        self.step: str | None = None
+        """While ``phase`` is ``PREPARING``: the capability's start-up step under way (``/readyz`` names it)."""
         self.health = Health(
             {**self.parts.checks, **self.transports.checks, "pipeline": self._check_running},
             clock=self.clock,
@@ -132,14 +135,14 @@ class Daemon:
         return all(problems.get(name) in (None, "not checked yet") for name in ("broker", "mqtt"))
 
     async def _check_running(self) -> None:
-        if self.phase != "running":
-            raise StartupError(self.phase)
+        if self.phase is not Phase.RUNNING:
+            raise StartupError(self.step if self.phase is Phase.PREPARING and self.step else self.phase)
 
     async def _work(self) -> None:
         for step in self.parts.starting:
-            self.phase = step.phase
+            self.phase, self.step = Phase.PREPARING, step.phase
             await self.backoff.retry(step.phase, step.run)
-        self.phase = "connecting to the brokers"
+        self.phase = Phase.CONNECTING
         await self.transports.connect(self.backoff)
         log.info("consuming from %s", ", ".join(source.name for source in self.transports.sources))
         await self.backoff.retry("starting the scheduler", self.scheduler.start)
@@ -147,11 +150,11 @@ class Daemon:
         # which otherwise scan it all and stall the loop (~100 ms on this heap, every few seconds under load).
         gc.collect()
         gc.freeze()
-        self.phase = "running"
+        self.phase = Phase.RUNNING
         try:
             await self.ingest.run()
         finally:
-            self.phase = "stopping"
+            self.phase = Phase.STOPPING
 
     async def _stop_work(self, working: asyncio.Task[None]) -> None:
         self.transports.stop_intake()

@@ -20,7 +20,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from vigil import __version__
 from vigil.app.health import Health
-from vigil.core.errors import StoreError
+from vigil.core.errors import KnowledgeError, StoreError
 from vigil.core.metrics import Metrics
 from vigil.panel.pages import TEMPLATES, SignIn
 from vigil.panel.routes import openapi_components
@@ -116,7 +116,8 @@ def _allowed_methods(request: Request, routes: Sequence[BaseRoute]) -> str | Non
 
 def _error_pages(app: FastAPI, routes: Sequence[BaseRoute]) -> None:
     """Browsers get pages (and a sign-in redirect); API clients get JSON. Starlette's HTTPException, the base of
-    FastAPI's, so that unknown paths and methods get the same treatment; a database that fails is a 503 anywhere."""
+    FastAPI's, so that unknown paths and methods get the same treatment; a database (or Chroma) that fails is a 503
+    anywhere."""
 
     @app.exception_handler(SignIn)
     async def sign_in(request: Request, exc: SignIn) -> Response:
@@ -136,6 +137,11 @@ def _error_pages(app: FastAPI, routes: Sequence[BaseRoute]) -> None:
     async def store_error(request: Request, exc: StoreError) -> Response:
         log.warning("%s %s: %s", request.method, request.url.path, exc)
         return await http_error(request, HTTPException(503, "the case store is unavailable"))
+
+    @app.exception_handler(KnowledgeError)
+    async def knowledge_error(request: Request, exc: KnowledgeError) -> Response:
+        log.warning("%s %s: %s", request.method, request.url.path, exc)
+        return await http_error(request, HTTPException(503, "the knowledge store is unavailable"))
 
 
 class SecurityHeaders:

@@ -6,6 +6,9 @@
     ├── StoreError           the database refused or failed a write
     │   ├── StoreUnavailable     the database cannot be reached (retried with back-off)
     │   └── EventConflict        the event contradicts what is stored (dead-lettered)
+    ├── KnowledgeError       the knowledge store's database or vector index (Chroma) failed a read or write
+    │   ├── KnowledgeUnavailable the knowledge database or Chroma cannot be reached (retried, then the skill is silent)
+    │   └── EntryConflict        an import would take another tenant's entry by its id (nothing is imported)
     ├── TransportError       the broker failed a request (retried with back-off)
     │   └── RecordRefused        the broker refuses the record itself, too large or invalid (never retried)
     ├── StartupError         a part did not start in time
@@ -58,6 +61,21 @@ class EventConflict(StoreError, Rejected):
 
     def __init__(self, reason: str, detail: str) -> None:
         Rejected.__init__(self, reason, detail)
+
+
+class KnowledgeError(VigilError):
+    """The knowledge store's database or its vector index (Chroma) failed a read or a write."""
+
+
+class KnowledgeUnavailable(KnowledgeError):
+    """The knowledge database or Chroma cannot be reached right now; the operation may be retried."""
+
+    reason = "knowledge_unavailable"
+    """Why a skill that needed the knowledge stayed silent (the label of ``vigil_suggestions_suppressed_total``)."""
+
+
+class EntryConflict(KnowledgeError):
+    """An import would put one tenant's entry in the place of another tenant's (entry ids are shared by all)."""
 
 
 class TransportError(VigilError):

@@ -1,4 +1,4 @@
-"""Retrying what failed for a passing reason (database or broker unreachable) with exponential back-off."""
+"""Retrying what failed for a passing reason (database, knowledge or broker unreachable) with exponential back-off."""
 
 from __future__ import annotations
 
@@ -9,14 +9,14 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from vigil.core.clock import Clock
-from vigil.core.errors import RecordRefused, StoreUnavailable, TransportError
+from vigil.core.errors import KnowledgeUnavailable, RecordRefused, StoreUnavailable, TransportError
 from vigil.core.metrics import Metrics
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-TRANSIENT: tuple[type[Exception], ...] = (StoreUnavailable, TransportError)
+TRANSIENT: tuple[type[Exception], ...] = (StoreUnavailable, KnowledgeUnavailable, TransportError)
 PERMANENT: tuple[type[Exception], ...] = (RecordRefused,)
 
 
@@ -55,10 +55,19 @@ class Backoff:
                 counted += counting()
                 if attempts is not None and counted >= attempts:
                     raise
-                self.metrics.retries.labels("database" if isinstance(exc, StoreUnavailable) else "broker").inc()
+                self.metrics.retries.labels(_dependency(exc)).inc()
                 if attempt == 1:
                     log.warning("%s failed, retrying: %s", what, exc)
                 else:
                     log.debug("%s failed again (attempt %d): %s", what, attempt, exc)
             await self.clock.sleep(delay * random.uniform(0.8, 1.2))
             delay = min(delay * 2, self.max_s)
+
+
+def _dependency(exc: Exception) -> str:
+    """What was unreachable, as the label of ``vigil_retries_total``."""
+    if isinstance(exc, StoreUnavailable):
+        return "database"
+    if isinstance(exc, KnowledgeUnavailable):
+        return "knowledge"
+    return "broker"

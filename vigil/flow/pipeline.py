@@ -3,6 +3,10 @@
 One call handles one event; the caller (``ingest``) guarantees that a conversation's events arrive one at a time,
 in order. Each step is idempotent by the event's id, so a re-delivered event changes nothing, except that a
 suggestion stored but not yet published before a crash is published now.
+
+A skill whose knowledge store cannot be reached is asked again a few times with back-off, then stays silent for
+this event (counted as ``knowledge_unavailable``, not as a skill failure): an outage never dead-letters an event
+and holds its partition for a bounded time only.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from functools import partial
 from typing import Protocol
 
 from vigil.core.clock import Clock
+from vigil.core.errors import KnowledgeUnavailable
 from vigil.core.metrics import Metrics
 from vigil.core.retry import Backoff
 from vigil.flow.case import CaseState, Recorded
@@ -75,7 +80,10 @@ class Pipeline:
         backoff: Backoff,
         default_tenant: str,
         watchers: Sequence[Watcher] = (),
+        unavailable_attempts: int = 3,
     ) -> None:
+        """``unavailable_attempts``: how many times a skill is asked while its knowledge store is unreachable before
+        it is left silent for the event (with the back-off's delays between them)."""
         self._store = recorder
         self._watchers = tuple(watchers)
         self._default_tenant = default_tenant
@@ -85,6 +93,7 @@ class Pipeline:
         self._clock = clock
         self._metrics = metrics
         self._backoff = backoff
+        self._unavailable_attempts = unavailable_attempts
 
     async def handle(self, event: Event, received: float, superseded: Callable[[], bool] = lambda: False) -> None:
         """Handle one event; ``received`` is the clock's monotonic time when its record arrived, and
@@ -124,7 +133,22 @@ class Pipeline:
             self._metrics.suggestions_suppressed.labels(admitted.reason).inc()
             return []
         try:
-            proposals = await skill.propose(event, case)
+            proposals = await self._backoff.retry(
+                f"asking the {skill.name} skill",
+                partial(skill.propose, event, case),
+                attempts=self._unavailable_attempts,
+            )
+        except KnowledgeUnavailable as exc:
+            log.warning(
+                "skill %s is silent on %s %s: %s",
+                skill.name,
+                event.type,
+                event.id,
+                exc,
+                extra={"conversation_id": event.conversation_id},
+            )
+            self._metrics.suggestions_suppressed.labels(exc.reason).inc()
+            return []
         except Exception:
             log.exception(
                 "skill %s failed on %s %s",

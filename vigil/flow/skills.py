@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from vigil.flow.case import CaseState
-from vigil.wire.events import Event, SourceRef, SuggestionKind
+from vigil.wire.events import Action, Event, SourceRef, SuggestionKind
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,7 +22,7 @@ class Proposal:
     text: str
     confidence: float
     sources: tuple[SourceRef, ...] = ()
-    action: dict[str, Any] | None = None
+    action: Action | None = None
     why: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
 

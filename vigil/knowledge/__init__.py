@@ -35,6 +35,7 @@ def setup(settings: KnowledgeSettings, platform: Platform, *, knowledge: Knowled
     return Capability(
         name="knowledge",
         starting=[Step(_PHASE, knowledge.open), Step(_PHASE, import_files)],
+        checks={"knowledge": knowledge.check},
         jobs=[refresh_job(knowledge, settings.refresh_interval_s)],
         closing=[knowledge.close],
     )

@@ -7,6 +7,11 @@ repaired from it at start-up (``refresh``), so a crash between the two never lea
 An entry may belong to one tenant; one without (the default) is for every tenant. A search for a tenant's
 conversation sees the global entries and that tenant's, never another tenant's: Chroma filters on the ``tenant``
 metadata of each vector, the lexical index masks out the passages of other tenants, and the fusion checks again.
+
+Errors come out as vigil's at this boundary: the database's, classified by SQLSTATE as the case store does, and
+Chroma's (``vectors.py``) as ``KnowledgeUnavailable`` when either cannot be reached (callers retry) and
+``KnowledgeError`` otherwise. Reads on the answer path (search, FAQ match, an entry, the version) are bounded by
+``timeout_s``; imports and repairs, which may be large, are not.
 """
 
 from __future__ import annotations
@@ -15,28 +20,29 @@ import asyncio
 import contextlib
 import logging
 from collections import defaultdict
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from vigil.core.clock import Clock, SystemClock
-from vigil.core.errors import StartupError, VigilError
-from vigil.db.engine import migrate, open_engine, upsert
+from vigil.core.errors import EntryConflict, KnowledgeError, KnowledgeUnavailable, StartupError
+from vigil.db.engine import describe, is_unavailable, migrate, open_engine, upsert
 from vigil.db.settings import DatabaseSettings
 from vigil.knowledge.documents import Entry, EntryKind, Passage, discover, read
 from vigil.knowledge.embedding import Embedder, SentenceTransformerEmbedder, Vectors
-from vigil.knowledge.lexical import LexicalIndex
+from vigil.knowledge.lexical import LexicalHit, LexicalIndex
 from vigil.knowledge.settings import KnowledgeSettings
 from vigil.knowledge.tables import ENTRY, PASSAGE
 from vigil.knowledge.vectors import VectorCollection, VectorHit, connect
 
 log = logging.getLogger(__name__)
 
+T = TypeVar("T")
 CANDIDATES = 50
 RRF_K = 5
 # Weights of the two rankings in the fusion: tuned on the tau2 banking dev tasks (docs/evaluation.md).
@@ -86,21 +92,82 @@ class FaqMatch:
     """Similarity minus that of the best other FAQ: a near tie means the match is doubtful."""
 
 
+@dataclass(frozen=True, slots=True)
+class Version:
+    """How much knowledge SQL holds and when it last changed: a change means another process wrote to it."""
+
+    entries: int = 0
+    updated_at: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class _StoredEntry:
+    """What an import compares an entry with: its stored digest, the file it came from, and its tenant."""
+
+    digest: str
+    origin: str
+    tenant: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class _IndexedEntry:
+    """An active entry as searches show it."""
+
+    kind: str
+    title: str
+    url: str | None
+    body: str
+    tenant: str | None
+    """The one tenant that may see it; None for every tenant."""
+
+
+@dataclass(frozen=True, slots=True)
+class _IndexedPassage:
+    """A passage as searches show it."""
+
+    entry_id: str
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class _VectorIds:
+    """The ids of the vectors SQL records for some entries, in each collection."""
+
+    passages: list[str]
+    questions: list[str]
+
+
+@dataclass(frozen=True, slots=True)
+class _Owner:
+    """Whose a vector is: the entry it belongs to, and the ``tenant`` tag it must carry in Chroma."""
+
+    entry_id: str
+    tag: str
+
+
+@dataclass(frozen=True, slots=True)
+class _Collections:
+    """The two Chroma collections: passages (searched) and FAQ questions (matched)."""
+
+    passages: VectorCollection
+    questions: VectorCollection
+
+
 @dataclass
 class _Snapshot:
     """What searches read: rebuilt whole on refresh, swapped in one assignment."""
 
     lexical: LexicalIndex = field(default_factory=lambda: LexicalIndex([], []))
-    passages: dict[str, tuple[str, str]] = field(default_factory=dict)  # passage id -> (entry id, text)
-    entries: dict[str, tuple[str, str, str | None, str]] = field(default_factory=dict)  # id -> kind, title, url, body
-    tenants: dict[str, str | None] = field(default_factory=dict)  # entry id -> its tenant (None: every tenant)
+    passages: dict[str, _IndexedPassage] = field(default_factory=dict)
+    entries: dict[str, _IndexedEntry] = field(default_factory=dict)
     passage_tenants: list[str | None] = field(default_factory=list)  # per passage, in the lexical index's order
-    version: tuple[int, str] = (0, "")
+    version: Version = field(default_factory=Version)
     _masks: dict[str | None, np.ndarray] = field(default_factory=dict)
 
     def visible(self, entry_id: str, tenant: str | None) -> bool:
         """Whether a search for ``tenant`` (None: global entries only) may see the entry."""
-        owner = self.tenants.get(entry_id)
+        entry = self.entries.get(entry_id)
+        owner = entry.tenant if entry is not None else None
         return owner is None or owner == tenant
 
     def mask(self, tenant: str | None) -> np.ndarray:
@@ -129,10 +196,6 @@ def _stored_question_ids(row: Any) -> list[str]:
     return [_question_id(row.id, n) for n in range(len(row.questions))]
 
 
-class EntryConflict(VigilError):
-    """An import would put one tenant's entry in the place of another tenant's (entry ids are shared by all)."""
-
-
 class KnowledgeStore:
     """Knowledge entries: import, search, FAQ matching, statistics and export."""
 
@@ -145,6 +208,7 @@ class KnowledgeStore:
         chroma_path: Path,
         chroma_url: str | None = None,
         prefix: str = "vigil",
+        timeout_s: float = 5.0,
     ) -> None:
         self._engine = engine
         self._embedder = embedder
@@ -152,8 +216,9 @@ class KnowledgeStore:
         self._chroma_path = chroma_path
         self._chroma_url = chroma_url
         self._prefix = prefix
+        self._timeout_s = timeout_s
         self._client: Any = None
-        self._collections: tuple[VectorCollection, VectorCollection] | None = None
+        self._collections: _Collections | None = None
         self._snapshot = _Snapshot()
         self._lock = asyncio.Lock()
 
@@ -161,12 +226,14 @@ class KnowledgeStore:
         """Connect to Chroma, load the embedding model, and build the in-memory indexes from SQL.
 
         Raises:
-            StartupError: the model or Chroma cannot be loaded.
+            StartupError: the model cannot be loaded, or the Chroma URL is not one.
+            KnowledgeUnavailable: Chroma or the database cannot be reached (retry).
+            KnowledgeError: Chroma or the database refused a request.
         """
         client = self._client = await asyncio.to_thread(connect, path=self._chroma_path, url=self._chroma_url)
-        self._collections = (
-            await asyncio.to_thread(VectorCollection, client, f"{self._prefix}-passages"),
-            await asyncio.to_thread(VectorCollection, client, f"{self._prefix}-questions"),
+        self._collections = _Collections(
+            passages=await asyncio.to_thread(VectorCollection, client, f"{self._prefix}-passages"),
+            questions=await asyncio.to_thread(VectorCollection, client, f"{self._prefix}-questions"),
         )
         await asyncio.to_thread(self._embedder.load)
         await self.refresh()
@@ -180,16 +247,57 @@ class KnowledgeStore:
 
     @property
     def _passages(self) -> VectorCollection:
-        return self._open()[0]
+        return self._open().passages
 
     @property
     def _questions(self) -> VectorCollection:
-        return self._open()[1]
+        return self._open().questions
 
-    def _open(self) -> tuple[VectorCollection, VectorCollection]:
+    def _open(self) -> _Collections:
         if self._collections is None:
             raise StartupError("the knowledge store is not open (call open() first)")
         return self._collections
+
+    async def check(self) -> None:
+        """Check that the knowledge database and Chroma answer, within the timeout (the ``knowledge`` check of
+        ``/readyz``). Before ``open`` there is nothing to check: the daemon's phase says it is loading.
+
+        Raises:
+            KnowledgeUnavailable: either cannot be reached, or embedded Chroma's folder is gone.
+        """
+        if self._collections is None:
+            return
+        if self._chroma_url is None and not self._chroma_path.is_dir():
+            raise KnowledgeUnavailable(f"Chroma's folder {self._chroma_path} is gone")
+        await self._version()
+        for collection in (self._collections.passages, self._collections.questions):
+            await self._bounded(collection.count)
+
+    @contextlib.asynccontextmanager
+    async def _database(self, *, begin: bool = False, bounded: bool = False) -> AsyncIterator[AsyncConnection]:
+        """A connection (in a transaction with ``begin``, within the timeout with ``bounded``); database errors come
+        out as ``KnowledgeUnavailable`` or ``KnowledgeError``."""
+        try:
+            async with asyncio.timeout(self._timeout_s if bounded else None), _connected(self._engine) as conn:
+                if not begin:
+                    yield conn
+                    return
+                async with conn.begin():
+                    yield conn
+        except KnowledgeError:
+            raise
+        except (sa.exc.SQLAlchemyError, OSError, TimeoutError) as exc:
+            if is_unavailable(exc):
+                raise KnowledgeUnavailable(f"the knowledge database is unavailable: {describe(exc)}") from exc
+            raise KnowledgeError(f"the knowledge database failed: {describe(exc)}") from exc
+
+    async def _bounded(self, call: Callable[..., T], *args: Any) -> T:
+        """``call(*args)`` on Chroma in a thread, waited for at most the timeout."""
+        try:
+            async with asyncio.timeout(self._timeout_s):
+                return await asyncio.to_thread(call, *args)
+        except TimeoutError as exc:
+            raise KnowledgeUnavailable(f"Chroma did not answer within {self._timeout_s} s") from exc
 
     async def import_files(self, paths: Sequence[Path], *, prune: bool = False) -> ImportReport:
         """Read every knowledge file under ``paths`` (all of them before changing anything) and upsert them.
@@ -214,9 +322,9 @@ class KnowledgeStore:
         async with self._lock:
             stored = await self._digests()
             _refuse_takeovers(entries, stored)
-            changed = [e for e in entries if stored.get(e.id, (None, None, None))[0] != e.digest]
+            changed = [e for e in entries if e.id not in stored or stored[e.id].digest != e.digest]
             origins = set(prune_origins)
-            gone = [i for i, (_, origin, _) in stored.items() if origin in origins and i not in by_id]
+            gone = [i for i, held in stored.items() if held.origin in origins and i not in by_id]
             await self._index_vectors(changed, stale=[i for i in gone] + [e.id for e in changed if e.id in stored])
             await self._write_rows(changed, gone)
             await self._rebuild()
@@ -235,20 +343,20 @@ class KnowledgeStore:
             await self._rebuild()
         return len(gone)
 
-    async def _digests(self) -> dict[str, tuple[str, str, str | None]]:
+    async def _digests(self) -> dict[str, _StoredEntry]:
         """Each stored entry's digest, origin and tenant, by id."""
-        async with self._engine.connect() as conn:
+        async with self._database() as conn:
             rows = await conn.execute(sa.select(ENTRY.c.id, ENTRY.c.digest, ENTRY.c.origin, ENTRY.c.tenant))
-            return {row.id: (row.digest, row.origin, row.tenant) for row in rows}
+            return {row.id: _StoredEntry(row.digest, row.origin, row.tenant) for row in rows}
 
     async def _index_vectors(self, changed: Sequence[Entry], *, stale: Sequence[str]) -> None:
         """Embed the changed entries' passages and FAQ questions; drop the vectors of stale entries first (exactly
         the ones SQL records for them, however many alternates they had)."""
         if stale:
-            async with self._engine.connect() as conn:
-                old_passages, old_questions = await _vector_ids(conn, stale)
-            await asyncio.to_thread(self._passages.delete, old_passages)
-            await asyncio.to_thread(self._questions.delete, old_questions)
+            async with self._database() as conn:
+                old = await _vector_ids(conn, stale)
+            await asyncio.to_thread(self._passages.delete, old.passages)
+            await asyncio.to_thread(self._questions.delete, old.questions)
         passages = [(e, p) for e in changed for p in e.passages]
         if passages:
             vectors = await asyncio.to_thread(self._embedder.embed, [p.text for _, p in passages])
@@ -271,7 +379,7 @@ class KnowledgeStore:
     async def _write_rows(self, changed: Sequence[Entry], gone: Sequence[str]) -> None:
         now = self._clock.now()
         ids = [e.id for e in changed] + list(gone)
-        async with self._engine.begin() as conn:
+        async with self._database(begin=True) as conn:
             if ids:
                 await conn.execute(sa.delete(PASSAGE).where(PASSAGE.c.entry_id.in_(ids)))
             if gone:
@@ -316,15 +424,15 @@ class KnowledgeStore:
         await self.refresh()
         return True
 
-    async def _version(self) -> tuple[int, str]:
-        async with self._engine.connect() as conn:
+    async def _version(self) -> Version:
+        async with self._database(bounded=True) as conn:
             row = (await conn.execute(sa.select(sa.func.count(), sa.func.max(ENTRY.c.updated_at)))).one()
-        return int(row[0]), str(row[1] or "")
+        return Version(int(row[0]), str(row[1] or ""))
 
     async def _repair(self) -> None:
         """Make both vector collections hold exactly what SQL records: strays removed; entries with a vector
         missing, or tagged with another tenant (or none, as before tenants), embedded again."""
-        async with self._engine.connect() as conn:
+        async with self._database() as conn:
             passage_rows = (
                 await conn.execute(
                     sa.select(PASSAGE.c.id, PASSAGE.c.entry_id, ENTRY.c.tenant).join(
@@ -335,8 +443,10 @@ class KnowledgeStore:
             entry_rows = (
                 await conn.execute(sa.select(ENTRY.c.id, ENTRY.c.questions, ENTRY.c.question_vectors, ENTRY.c.tenant))
             ).all()
-        passages = {row.id: (row.entry_id, _tenant_tag(row.tenant)) for row in passage_rows}
-        questions = {q: (row.id, _tenant_tag(row.tenant)) for row in entry_rows for q in _stored_question_ids(row)}
+        passages = {row.id: _Owner(row.entry_id, _tenant_tag(row.tenant)) for row in passage_rows}
+        questions = {
+            q: _Owner(row.id, _tenant_tag(row.tenant)) for row in entry_rows for q in _stored_question_ids(row)
+        }
         missing: set[str] = set()
         for collection, wanted in ((self._passages, passages), (self._questions, questions)):
             present = await asyncio.to_thread(collection.metadatas)
@@ -345,17 +455,17 @@ class KnowledgeStore:
                 log.warning("removing %d knowledge vectors that no entry holds", len(extra))
                 await asyncio.to_thread(collection.delete, extra)
             missing |= {
-                entry_id
-                for item, (entry_id, tag) in wanted.items()
-                if item not in present or present[item].get("tenant") != tag
+                owner.entry_id
+                for item, owner in wanted.items()
+                if item not in present or present[item].get("tenant") != owner.tag
             }
         if missing:
             log.warning("re-embedding %d knowledge entries whose vectors were missing or out of date", len(missing))
             entries = await self._entries(sorted(missing))
             await self._index_vectors(entries, stale=[])
 
-    async def _entries(self, entry_ids: Sequence[str]) -> list[Entry]:
-        async with self._engine.connect() as conn:
+    async def _entries(self, entry_ids: Sequence[str], *, bounded: bool = False) -> list[Entry]:
+        async with self._database(bounded=bounded) as conn:
             heads = (await conn.execute(sa.select(ENTRY).where(ENTRY.c.id.in_(list(entry_ids))))).all()
             parts = (
                 await conn.execute(
@@ -370,7 +480,7 @@ class KnowledgeStore:
         return [_entry(h, tuple(by_entry[h.id])) for h in heads]
 
     async def _rebuild(self) -> None:
-        async with self._engine.connect() as conn:
+        async with self._database() as conn:
             rows = (
                 await conn.execute(
                     sa.select(PASSAGE.c.id, PASSAGE.c.entry_id, PASSAGE.c.text, ENTRY.c.tenant)
@@ -390,9 +500,8 @@ class KnowledgeStore:
         lexical = await asyncio.to_thread(LexicalIndex, [r.id for r in rows], [r.text for r in rows])
         self._snapshot = _Snapshot(
             lexical=lexical,
-            passages={r.id: (r.entry_id, r.text) for r in rows},
-            entries={h.id: (h.kind, h.title, h.url, h.body) for h in heads},
-            tenants={h.id: h.tenant for h in heads},
+            passages={r.id: _IndexedPassage(r.entry_id, r.text) for r in rows},
+            entries={h.id: _IndexedEntry(h.kind, h.title, h.url, h.body, h.tenant) for h in heads},
             passage_tenants=[r.tenant for r in rows],
             version=version,
         )
@@ -417,9 +526,9 @@ class KnowledgeStore:
         """
         snapshot = self._snapshot
         vector = await self.embed(query) if vector is None else vector
-        dense = await asyncio.to_thread(self._passages.query, vector, CANDIDATES, _where(tenant, kinds))
+        dense = await self._bounded(self._passages.query, vector, CANDIDATES, _where(tenant, kinds))
         lexical = snapshot.lexical.search(query, CANDIDATES, only=snapshot.mask(tenant))
-        return _fuse(snapshot, dense, [(h.passage_id, h.score) for h in lexical], k, kinds, tenant)
+        return _fuse(snapshot, dense, lexical, k, kinds, tenant)
 
     async def match_faq(
         self, query: str, *, vector: Vectors | None = None, tenant: str | None = None
@@ -428,7 +537,7 @@ class KnowledgeStore:
         global FAQs and those of ``tenant`` are compared (None: global ones only)."""
         snapshot = self._snapshot
         vector = await self.embed(query) if vector is None else vector
-        near = await asyncio.to_thread(self._questions.query, vector, 12, _where(tenant))
+        near = await self._bounded(self._questions.query, vector, 12, _where(tenant))
         best: dict[str, VectorHit] = {}
         for hit in near:
             entry_id = str(hit.metadata.get("entry_id", ""))
@@ -441,21 +550,25 @@ class KnowledgeStore:
         ranked = sorted(best.items(), key=lambda item: -item[1].similarity)
         entry_id, top = ranked[0]
         runner_up = ranked[1][1].similarity if len(ranked) > 1 else 0.0
-        _, title, _, body = snapshot.entries[entry_id]
+        faq = snapshot.entries[entry_id]
         return FaqMatch(
-            entry_id=entry_id, question=title, answer=body, similarity=top.similarity, margin=top.similarity - runner_up
+            entry_id=entry_id,
+            question=faq.title,
+            answer=faq.body,
+            similarity=top.similarity,
+            margin=top.similarity - runner_up,
         )
 
     async def entry(self, entry_id: str) -> Entry | None:
         """One entry with its passages (what a suggestion's source links to), or None."""
-        found = await self._entries([entry_id])
+        found = await self._entries([entry_id], bounded=True)
         return found[0] if found else None
 
     async def stats(self, tenants: Sequence[str] | None = None) -> dict[str, int]:
         """How many entries of each kind, and passages in all: every entry, or (with ``tenants``) the ones those
         tenants see, global entries included."""
         scope = visible_to(tenants)
-        async with self._engine.connect() as conn:
+        async with self._database() as conn:
             kinds = (
                 await conn.execute(sa.select(ENTRY.c.kind, sa.func.count()).where(scope).group_by(ENTRY.c.kind))
             ).all()
@@ -468,9 +581,24 @@ class KnowledgeStore:
 
     async def export(self) -> list[dict[str, Any]]:
         """Every entry, as plain JSON-ready dicts, in id order."""
-        async with self._engine.connect() as conn:
+        async with self._database() as conn:
             rows = (await conn.execute(sa.select(ENTRY).order_by(ENTRY.c.id))).all()
         return [{k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in row._mapping.items()} for row in rows]
+
+
+@contextlib.asynccontextmanager
+async def _connected(engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:
+    """A connection from the pool; failing to get one is "unavailable" whatever the server said (one turning
+    connections away answers with a SQLSTATE that would mean a refusal on a statement)."""
+    conn = engine.connect()
+    try:
+        await conn.start()
+    except Exception as exc:
+        raise KnowledgeUnavailable(f"cannot connect to the knowledge database: {describe(exc)}") from exc
+    try:
+        yield conn
+    finally:
+        await conn.close()
 
 
 def visible_to(tenants: Sequence[str] | None) -> sa.ColumnElement[bool]:
@@ -480,13 +608,15 @@ def visible_to(tenants: Sequence[str] | None) -> sa.ColumnElement[bool]:
     return sa.or_(ENTRY.c.tenant.is_(None), ENTRY.c.tenant.in_(list(tenants)))
 
 
-async def _vector_ids(conn: AsyncConnection, entry_ids: Sequence[str]) -> tuple[list[str], list[str]]:
+async def _vector_ids(conn: AsyncConnection, entry_ids: Sequence[str]) -> _VectorIds:
     """The passage and question vector ids SQL records for these entries."""
     passages = await conn.execute(sa.select(PASSAGE.c.id).where(PASSAGE.c.entry_id.in_(list(entry_ids))))
     heads = await conn.execute(
         sa.select(ENTRY.c.id, ENTRY.c.questions, ENTRY.c.question_vectors).where(ENTRY.c.id.in_(list(entry_ids)))
     )
-    return [row.id for row in passages], [q for row in heads for q in _stored_question_ids(row)]
+    return _VectorIds(
+        passages=[row.id for row in passages], questions=[q for row in heads for q in _stored_question_ids(row)]
+    )
 
 
 def _question_id(entry_id: str, number: int) -> str:
@@ -496,7 +626,7 @@ def _question_id(entry_id: str, number: int) -> str:
 def _fuse(
     snapshot: _Snapshot,
     dense: Sequence[VectorHit],
-    lexical: Sequence[tuple[str, float]],
+    lexical: Sequence[LexicalHit],
     k: int,
     kinds: Sequence[EntryKind] | None,
     tenant: str | None,
@@ -504,26 +634,27 @@ def _fuse(
     """Reciprocal-rank fusion of the two passage rankings, then the best passage per entry."""
     fused: dict[str, float] = defaultdict(float)
     similarity = {h.id: h.similarity for h in dense}
-    bm25 = dict(lexical)
+    bm25 = {h.passage_id: h.score for h in lexical}
     for rank, hit in enumerate(dense):
         fused[hit.id] += DENSE_WEIGHT / (RRF_K + rank + 1)
-    for rank, (passage_id, _) in enumerate(lexical):
-        fused[passage_id] += LEXICAL_WEIGHT / (RRF_K + rank + 1)
+    for rank, lexical_hit in enumerate(lexical):
+        fused[lexical_hit.passage_id] += LEXICAL_WEIGHT / (RRF_K + rank + 1)
     hits: dict[str, Hit] = {}
     for passage_id, score in sorted(fused.items(), key=lambda item: -item[1]):
         if passage_id not in snapshot.passages:
             continue  # removed since the vector index was queried
-        entry_id, text = snapshot.passages[passage_id]
-        kind, title, url, _ = snapshot.entries[entry_id]
-        if entry_id in hits or (kinds and kind not in kinds) or not snapshot.visible(entry_id, tenant):
+        passage = snapshot.passages[passage_id]
+        entry_id = passage.entry_id
+        entry = snapshot.entries[entry_id]
+        if entry_id in hits or (kinds and entry.kind not in kinds) or not snapshot.visible(entry_id, tenant):
             continue
         hits[entry_id] = Hit(
             entry_id=entry_id,
-            kind=kind,
-            title=title,
-            url=url,
+            kind=entry.kind,
+            title=entry.title,
+            url=entry.url,
             passage_id=passage_id,
-            passage=text,
+            passage=passage.text,
             score=score,
             dense=similarity.get(passage_id, 0.0),
             lexical=bm25.get(passage_id, 0.0),
@@ -581,17 +712,20 @@ def open_knowledge_store(
     *,
     data_dir: Path,
     clock: Clock,
+    timeout_s: float,
     embedder: Embedder | None = None,
 ) -> KnowledgeStore:
     """The knowledge store the knowledge section describes, on ``engine`` (the case store's database), with embedded
-    Chroma under ``data_dir`` unless a server is set (not connected until ``open``); ``embedder`` replaces the model
-    the section names (a model already loaded, in tests)."""
+    Chroma under ``data_dir`` unless a server is set (not connected until ``open``), each read bounded by
+    ``timeout_s`` (the database section's); ``embedder`` replaces the model the section names (a model already
+    loaded, in tests)."""
     return KnowledgeStore(
         engine=engine,
         embedder=embedder or SentenceTransformerEmbedder(knowledge.model_path, threads=knowledge.embedding_threads),
         clock=clock,
         chroma_path=data_dir / "chroma",
         chroma_url=knowledge.chroma_url,
+        timeout_s=timeout_s,
     )
 
 
@@ -608,7 +742,9 @@ async def standalone(
     engine = open_engine(database, data_dir=data_dir)
     try:
         await migrate(engine)
-        store = open_knowledge_store(knowledge, engine, data_dir=data_dir, clock=SystemClock())
+        store = open_knowledge_store(
+            knowledge, engine, data_dir=data_dir, clock=SystemClock(), timeout_s=database.timeout_s
+        )
         if searchable:
             await store.open()
         yield store
@@ -616,17 +752,17 @@ async def standalone(
         await engine.dispose()
 
 
-def _refuse_takeovers(entries: Sequence[Entry], stored: dict[str, tuple[str, str, str | None]]) -> None:
+def _refuse_takeovers(entries: Sequence[Entry], stored: dict[str, _StoredEntry]) -> None:
     """Refuse an entry whose id another file already gave to another tenant's entry: importing it would silently
     take that tenant's entry away (or hand it to everyone). Moving an entry within its own file is fine."""
     for entry in entries:
         if entry.id not in stored:
             continue
-        _, origin, tenant = stored[entry.id]
-        if origin != entry.origin and tenant != entry.tenant:
+        held = stored[entry.id]
+        if held.origin != entry.origin and held.tenant != entry.tenant:
             raise EntryConflict(
-                f"{entry.origin}: entry id {entry.id!r} ({_whose(entry.tenant)}) is already {origin}'s entry for "
-                f"{_whose(tenant)}; entry ids are shared by every tenant, so give it another"
+                f"{entry.origin}: entry id {entry.id!r} ({_whose(entry.tenant)}) is already {held.origin}'s entry for "
+                f"{_whose(held.tenant)}; entry ids are shared by every tenant, so give it another"
             )
 
 

@@ -194,6 +194,15 @@ class SourceRef(BaseModel):
     score: float | None = None
 
 
+class Action(BaseModel):
+    """What an action suggestion would do if the analyst approved it: the operation and its arguments."""
+
+    model_config = ConfigDict(frozen=True, extra="allow")
+
+    name: Annotated[str, Field(min_length=1, description="The operation, as the system that runs it names it.")]
+    arguments: dict[str, Any] = Field(default_factory=dict, description="Its arguments, by name.")
+
+
 class Suggestion(BaseModel):
     """vigil's output: what it suggests to the analyst, with its sources."""
 
@@ -213,7 +222,7 @@ class Suggestion(BaseModel):
     why: str | None = Field(default=None, description="Why vigil spoke, for the analyst.")
     confidence: Annotated[float, Field(ge=0.0, le=1.0)]
     sources: list[SourceRef] = []
-    action: dict[str, Any] | None = None
+    action: Action | None = None
     latency_ms: Annotated[float, Field(ge=0.0)]
 
     def to_json(self) -> bytes:
