@@ -10,11 +10,9 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from tests.conftest import RememberingEmbedder, make_settings
+from tests.conftest import RememberingEmbedder, case_store, make_settings, views_of
 from vigil.app.evaluation import replay
 from vigil.app.settings import Settings
-from vigil.cases.store import CaseStore
-from vigil.core.clock import SystemClock
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 DEMO = ROOT / "knowledge" / "demo" / "conversations.jsonl"
@@ -61,9 +59,9 @@ def written(tmp_path: Path, name: str, lines: list[str]) -> Path:
 
 
 async def conversations(settings: Settings) -> list[str]:
-    store = CaseStore.from_settings(settings, clock=SystemClock())
+    store = case_store(settings)
     try:
-        async with store.reading() as conn:
+        async with views_of(store).reading() as conn:
             return list((await conn.execute(sa.text("SELECT id FROM conversation ORDER BY id"))).scalars())
     finally:
         await store.close()

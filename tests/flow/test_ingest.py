@@ -632,7 +632,7 @@ async def test_a_chroma_outage_silences_answers_as_knowledge_unavailable_never_a
         assert value(metrics, "vigil_suggestions_suppressed_total", reason="knowledge_unavailable") == 1
         assert value(metrics, "vigil_retries_total", dependency="knowledge") == 2
         assert value(metrics, "vigil_skill_failures_total", skill="answers") == 0
-        assert (await store.count_events())["messages"] == 2
+        assert (await views_of(store).count_events())["messages"] == 2
 
         chroma.start()
         source.put([record(message(3, "a", question), 3)])

@@ -22,7 +22,6 @@ from tests.panel.test_routes import USERS, bearer
 from vigil.answers.settings import AnswerSettings
 from vigil.answers.skill import AnswerSkill
 from vigil.app.health import Health
-from vigil.app.http import create_app
 from vigil.app.settings import Settings
 from vigil.cases.store import CaseStore
 from vigil.core.clock import SystemClock
@@ -649,8 +648,8 @@ async def test_the_knowledge_page_answers_503_while_the_knowledge_database_is_un
     )
     unreachable = KnowledgeStore(engine=nowhere, embedder=embedder, clock=SystemClock(), chroma_path=tmp_path / "c")
     metrics = Metrics(registry)
-    app = create_app(
-        store=store,
+    app = panel_app(
+        views=views_of(store),
         health=Health({}, clock=SystemClock(), metrics=metrics, interval_s=1),
         metrics=metrics,
         knowledge=unreachable,

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from vigil.answers.drafting import Drafter
-from vigil.answers.intervention import InterventionPolicy
-from vigil.answers.metrics import LlmMetrics
+from typing import TYPE_CHECKING
+
 from vigil.answers.settings import AnswerSettings, LlmSettings
-from vigil.answers.skill import AnswerSkill
-from vigil.cases.store import CaseStore
 from vigil.flow.capability import Capability, Platform
-from vigil.knowledge.store import KnowledgeStore
+
+if TYPE_CHECKING:
+    from vigil.cases.store import CaseStore
+    from vigil.knowledge.store import KnowledgeStore
 
 
 def setup(
@@ -21,6 +21,11 @@ def setup(
     knowledge: KnowledgeStore,
 ) -> Capability:
     """When enabled, the answer skill, gated by the intervention policy; the LLM metrics in any case."""
+    from vigil.answers.drafting import Drafter
+    from vigil.answers.intervention import InterventionPolicy
+    from vigil.answers.metrics import LlmMetrics
+    from vigil.answers.skill import AnswerSkill
+
     metrics = LlmMetrics(platform.registry)
     if not settings.enabled:
         return Capability(name="answers")

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-from vigil.cases.store import CaseStore
+from typing import TYPE_CHECKING
+
 from vigil.db.settings import DatabaseSettings
 from vigil.flow.capability import Capability, Platform, Step
+
+if TYPE_CHECKING:
+    from vigil.cases.store import CaseStore
 
 
 def setup(settings: DatabaseSettings, platform: Platform, *, store: CaseStore) -> Capability:

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 from vigil.flow.capability import Capability, Platform, Step
-from vigil.knowledge.jobs import refresh_job
 from vigil.knowledge.settings import KnowledgeSettings
-from vigil.knowledge.store import KnowledgeStore
+
+if TYPE_CHECKING:
+    from vigil.knowledge.store import KnowledgeStore
+
 
 log = logging.getLogger(__name__)
 
@@ -17,6 +20,8 @@ _PHASE = "loading the knowledge"
 def setup(settings: KnowledgeSettings, platform: Platform, *, knowledge: KnowledgeStore, load: bool) -> Capability:
     """With ``load`` (answers are on): open the store and import ``settings.paths`` at start-up, then pick up
     changes every ``refresh_interval_s`` (a scheduled job). Without it, the store is only read by the panel."""
+    from vigil.knowledge.jobs import refresh_job
+
     if not load:
         return Capability(name="knowledge", closing=[knowledge.close])
 

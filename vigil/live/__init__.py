@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from vigil.flow.capability import Capability, Platform, Step
-from vigil.live.fanout import Fanout
-from vigil.live.feed import FeedWatcher, LiveFeed
+
+if TYPE_CHECKING:
+    from vigil.live.feed import LiveFeed
 
 
 def setup(platform: Platform, *, feed: LiveFeed, fanout_url: str | None) -> Capability:
     """The feed watches the pipeline; with ``fanout_url`` (PostgreSQL) updates also reach the other replicas."""
+    from vigil.live.fanout import Fanout
+    from vigil.live.feed import FeedWatcher
+
     closing = []
     starting = []
     if fanout_url is not None:

@@ -19,8 +19,8 @@ if TYPE_CHECKING:
     from vigil.panel.settings import PanelSettings
     from vigil.transport.base import Outbox
 
-# The settings import vigil.panel.display, which runs this file first: what imports the settings back is imported
-# where it is used.
+# Like every capability's, this setup imports what it builds when it runs, so that importing the panel's settings
+# (or its display rules) stays light.
 
 
 def setup(
@@ -33,7 +33,7 @@ def setup(
     outboxes: Sequence[Outbox],
 ) -> Capability:
     """The JSON API, and the pages when the panel is enabled; with OIDC sign-in, its client started and closed."""
-    from vigil.panel.oidc import OidcClient  # noqa: PLC0415
+    from vigil.panel.oidc import OidcClient
 
     oidc = OidcClient(settings.oidc, clock=platform.clock) if settings.auth == "oidc" else None
     return Capability(
@@ -57,13 +57,13 @@ def routers(
     oidc: OidcClient | None,
 ) -> list[APIRouter]:
     """The ``/api`` routes, then (when the panel is enabled) the pages and their static files."""
-    from fastapi import APIRouter  # noqa: PLC0415
-    from fastapi.staticfiles import StaticFiles  # noqa: PLC0415
+    from fastapi import APIRouter
+    from fastapi.staticfiles import StaticFiles
 
-    from vigil.panel.auth import Authenticator  # noqa: PLC0415
-    from vigil.panel.pages import page_routes  # noqa: PLC0415
-    from vigil.panel.routes import Caller, api_routes  # noqa: PLC0415
-    from vigil.panel.sessions import SessionRegistry  # noqa: PLC0415
+    from vigil.panel.auth import Authenticator
+    from vigil.panel.pages import page_routes
+    from vigil.panel.routes import Caller, api_routes
+    from vigil.panel.sessions import SessionRegistry
 
     auth = Authenticator(settings, sessions=SessionRegistry(views, clock=clock))
     api = api_routes(views=views, feed=feed, outboxes=outboxes, caller=Caller(auth), clock=clock)
