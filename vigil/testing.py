@@ -33,10 +33,10 @@ from vigil.cases.views import CaseViews
 from vigil.core.clock import Clock, ManualClock, SystemClock
 from vigil.core.errors import Rejected
 from vigil.core.metrics import Metrics
+from vigil.flow.feed import LiveFeed
 from vigil.flow.ingest import Ingest
 from vigil.flow.skills import Skill
 from vigil.knowledge.store import KnowledgeStore
-from vigil.live.feed import LiveFeed
 from vigil.panel.oidc import OidcClient
 from vigil.panel.settings import PanelSettings
 from vigil.transport.base import Outbox, Record

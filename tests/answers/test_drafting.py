@@ -494,7 +494,7 @@ async def test_a_drafted_answer_says_it_was_machine_written(
     tmp_path,
     embedder,  # type: ignore[no-untyped-def]
 ):
-    from vigil.answers.drafting import DRAFT_MARK
+    from vigil.wire.events import DRAFT_MARK
 
     skill, question, drafter = await drafting_skill(fake, metrics, store, tmp_path, embedder)
     try:

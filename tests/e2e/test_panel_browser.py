@@ -27,7 +27,6 @@ from tests.conftest import Topics, create_topics, new_topics, open_knowledge, vi
 from tests.e2e.harness import VigilCli, VigilProcess, eventually, message, ready, record
 from tests.kafka_client import produce
 from tests.oidc_provider import CLIENT_ID, CLIENT_SECRET, OidcProvider
-from vigil.answers.drafting import DRAFT_MARK
 from vigil.app.health import Health
 from vigil.app.http import EmbeddedServer
 from vigil.cases.paging import DEFAULT_PAGE
@@ -35,14 +34,14 @@ from vigil.cases.store import CaseStore
 from vigil.core.clock import SystemClock
 from vigil.core.metrics import Metrics
 from vigil.dev.broker import EmbeddedBroker, free_port
+from vigil.flow.feed import LiveFeed, Update, recorded
 from vigil.knowledge.documents import read
 from vigil.knowledge.store import KnowledgeStore
-from vigil.live.feed import LiveFeed, Update, recorded
 from vigil.panel.auth import token_digest
 from vigil.panel.display import Display
 from vigil.panel.settings import PanelSettings
 from vigil.testing import panel_app
-from vigil.wire.events import SourceRef, Suggestion, parse
+from vigil.wire.events import DRAFT_MARK, SourceRef, Suggestion, parse
 
 pytestmark = pytest.mark.e2e
 

@@ -6,7 +6,7 @@ import asyncio
 from datetime import UTC, datetime
 
 from vigil.flow.case import CaseState
-from vigil.live.feed import LiveFeed, Update, Watcher, recorded
+from vigil.flow.feed import LiveFeed, Update, Watcher, recorded
 from vigil.wire.events import Feedback, Message
 
 NOW = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)

@@ -13,8 +13,8 @@ from tests.conftest import wait_for
 from vigil.core.clock import SystemClock
 from vigil.core.metrics import Metrics
 from vigil.core.retry import Backoff
+from vigil.flow.feed import LiveFeed, Update, Watcher
 from vigil.live.fanout import APPLICATION_NAME, MAX_PAYLOAD_BYTES, Fanout, decode, encode
-from vigil.live.feed import LiveFeed, Update, Watcher
 
 
 def update(text: str = "hello", conversation: str = "c-1", tenant: str = "acme") -> Update:

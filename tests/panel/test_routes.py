@@ -33,9 +33,9 @@ from vigil.app.http import SESSION_COOKIE, EmbeddedServer
 from vigil.cases.store import CaseStore
 from vigil.core.clock import Clock, ManualClock, SystemClock
 from vigil.core.metrics import Metrics
+from vigil.flow.feed import LiveFeed, Update
 from vigil.knowledge.documents import read
 from vigil.knowledge.store import KnowledgeStore
-from vigil.live.feed import LiveFeed, Update
 from vigil.panel.auth import token_digest
 from vigil.panel.routes import LIVE_RECHECK_S
 from vigil.panel.settings import PanelSettings, PanelUser
@@ -596,7 +596,7 @@ async def test_a_drafted_suggestion_is_labelled_as_machine_written_on_its_card(
     outbox: MemoryOutbox,
     registry,  # type: ignore[no-untyped-def]
 ):
-    from vigil.answers.drafting import DRAFT_MARK
+    from vigil.wire.events import DRAFT_MARK
 
     drafted = Suggestion(
         suggestion_id="s-drafted",

@@ -23,6 +23,7 @@ from vigil.answers import grounding
 from vigil.answers.metrics import LlmMetrics
 from vigil.answers.settings import LlmSettings
 from vigil.core.clock import Clock
+from vigil.wire.events import DRAFT_MARK
 
 if TYPE_CHECKING:  # the SDK takes seconds to import: only a drafter with an API key loads it
     import anthropic
@@ -36,8 +37,6 @@ MAX_SOURCE_CHARS = 4000
 _CITATION = re.compile(r"\[([^\[\]\s]{1,200})\](?!\()")
 _NO_ANSWER = "NO_ANSWER"
 _USABLE_STOPS = frozenset({"end_turn", "stop_sequence"})
-DRAFT_MARK = "Drafted by AI from the sources"
-"""How a drafted suggestion's ``why`` begins; the panel labels such cards as machine-written."""
 
 SYSTEM_PROMPT = f"""\
 You draft replies that a customer-support analyst may send to a customer.

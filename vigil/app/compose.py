@@ -21,13 +21,13 @@ from vigil.core.clock import Clock, SystemClock
 from vigil.core.metrics import Metrics
 from vigil.core.retry import Backoff
 from vigil.flow.capability import Capability, Check, Platform, Step
+from vigil.flow.feed import LiveFeed
 from vigil.flow.gates import ConfidenceGate, Gate, Gates
 from vigil.flow.pipeline import Pipeline, Watcher
 from vigil.flow.scheduler import Job, Scheduler
 from vigil.flow.skills import Skill
 from vigil.knowledge.embedding import Embedder
 from vigil.knowledge.store import KnowledgeStore, open_knowledge_store
-from vigil.live.feed import LiveFeed
 from vigil.transport.select import Transports
 
 

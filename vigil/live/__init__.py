@@ -7,13 +7,13 @@ from typing import TYPE_CHECKING
 from vigil.flow.capability import Capability, Platform, Step
 
 if TYPE_CHECKING:
-    from vigil.live.feed import LiveFeed
+    from vigil.flow.feed import LiveFeed
 
 
 def setup(platform: Platform, *, feed: LiveFeed, fanout_url: str | None) -> Capability:
     """The feed watches the pipeline; with ``fanout_url`` (PostgreSQL) updates also reach the other replicas."""
+    from vigil.flow.feed import FeedWatcher
     from vigil.live.fanout import Fanout
-    from vigil.live.feed import FeedWatcher
 
     closing = []
     starting = []

@@ -22,7 +22,7 @@ import sqlalchemy as sa
 
 from vigil.core.errors import StoreUnavailable
 from vigil.core.retry import Backoff
-from vigil.live.feed import LiveFeed, Update
+from vigil.flow.feed import LiveFeed, Update
 
 log = logging.getLogger(__name__)
 

@@ -13,8 +13,8 @@ if TYPE_CHECKING:
 
     from vigil.cases.views import CaseViews
     from vigil.core.clock import Clock
+    from vigil.flow.feed import LiveFeed
     from vigil.knowledge.store import KnowledgeStore
-    from vigil.live.feed import LiveFeed
     from vigil.panel.oidc import OidcClient
     from vigil.panel.settings import PanelSettings
     from vigil.transport.base import Outbox

@@ -22,7 +22,6 @@ from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 
-from vigil.answers.drafting import DRAFT_MARK
 from vigil.cases.views import CaseViews
 from vigil.core.clock import Clock
 from vigil.core.errors import AuthError, AuthUnavailable
@@ -36,6 +35,7 @@ from vigil.panel.overview import overview
 from vigil.panel.overview_charts import all_charts
 from vigil.panel.routes import visible_conversation
 from vigil.panel.windows import WINDOWS, fitting, oldest_record
+from vigil.wire.events import DRAFT_MARK
 
 log = logging.getLogger(__name__)
 

@@ -22,7 +22,7 @@ from vigil.cases import paging
 from vigil.cases.views import CaseViews, ConversationSummary, ConversationView, QueueItem
 from vigil.core.clock import Clock
 from vigil.core.errors import InvalidCursor, StoreError, TransportError
-from vigil.live.feed import LiveFeed
+from vigil.flow.feed import LiveFeed
 from vigil.panel.auth import CSRF_HEADER, SAFE_METHODS, Authenticator
 from vigil.panel.identity import Identity
 from vigil.panel.settings import PanelRole

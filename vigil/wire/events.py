@@ -203,6 +203,11 @@ class Action(BaseModel):
     arguments: dict[str, Any] = Field(default_factory=dict, description="Its arguments, by name.")
 
 
+DRAFT_MARK = "Drafted by AI from the sources"
+"""How a suggestion's ``why`` begins when a language model wrote its text; the panel labels such cards as
+machine-written."""
+
+
 class Suggestion(BaseModel):
     """vigil's output: what it suggests to the analyst, with its sources."""
 
