@@ -104,3 +104,16 @@ async def test_only_the_chosen_capabilities_are_set_up(tmp_path):
             assert [live.queue.get_nowait().kind] == ["message"]  # type: ignore[union-attr]
             assert not_live.queue.empty()  # without the live capability nothing watches the pipeline
         assert await cases_only.views.conversation("c-1") is not None
+
+
+async def test_advancing_runs_the_capabilities_jobs_due_on_the_way_and_moves_the_clock(tmp_path, embedder):
+    start = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
+    clock = ManualClock(start)
+    settings = Settings(_env_file=None, knowledge={"paths": [], "refresh_interval_s": 60})
+    async with wired(tmp_path, settings=settings, clock=clock, embedder=embedder) as vigil:
+        assert [job.name for job in vigil.scheduler.jobs] == ["knowledge-refresh"]
+        later = datetime(2026, 11, 2, 10, 0, 30, tzinfo=UTC)
+        await vigil.advance(later)
+        assert clock.now() == later
+        # An hour of one-minute windows, coalesced: the refresh only catches up on state, so it ran once.
+        assert vigil.sample("vigil_job_runs_total", job="knowledge-refresh", outcome="ran") == 1

@@ -35,7 +35,9 @@ from vigil.core.errors import Rejected
 from vigil.core.metrics import Metrics
 from vigil.flow.feed import LiveFeed
 from vigil.flow.ingest import Ingest
+from vigil.flow.scheduler import Scheduler
 from vigil.flow.skills import Skill
+from vigil.knowledge.embedding import Embedder
 from vigil.knowledge.store import KnowledgeStore
 from vigil.panel.oidc import OidcClient
 from vigil.panel.settings import PanelSettings
@@ -53,6 +55,7 @@ class Wired:
     source: MemorySource
     sink: MemorySink
     ingest: Ingest
+    scheduler: Scheduler
     _sent: int = 0
 
     @property
@@ -92,6 +95,10 @@ class Wired:
         self._sent += len(events)
         await self.source.acknowledged(self._sent)
 
+    async def advance(self, until: datetime) -> None:
+        """Move the ``ManualClock`` to ``until``, running every scheduled job due on the way at its own time."""
+        await self.scheduler.run_due(until)
+
     def sample(self, name: str, **labels: str) -> float:
         """A metric sample's value (0 if it was never set), e.g. ``sample("vigil_events_consumed_total", type=...)``."""
         return self.metrics.registry.get_sample_value(name, labels) or 0.0
@@ -113,6 +120,7 @@ async def wired(
     clock: Clock | None = None,
     capabilities: Collection[str] | None = None,
     registry: CollectorRegistry | None = None,
+    embedder: Embedder | None = None,
 ) -> AsyncIterator[Wired]:
     """vigil's pipeline, composed and started; drained and closed on exit.
 
@@ -122,6 +130,7 @@ async def wired(
         skills: consulted before the capabilities' own.
         clock: by default a ``ManualClock`` at the current time (advance it yourself; back-off waits on it).
         capabilities: the names (``vigil.app.compose.CAPABILITIES``) to set up; by default all.
+        embedder: the knowledge's embedding model, when answers are on (one already loaded saves seconds).
     """
     settings = settings or Settings(_env_file=None, answers={"enabled": False})
     settings = settings.model_copy(update={"data_dir": directory})
@@ -133,6 +142,7 @@ async def wired(
         skills=skills,
         transports=Transports(sources=[source], sinks=[sink]),
         only=capabilities,
+        embedder=embedder,
     )
     platform = parts.platform
     ingest = Ingest(
@@ -143,19 +153,20 @@ async def wired(
         metrics=platform.metrics,
         backoff=platform.backoff,
     )
+    scheduler = parts.scheduler()
     try:
-        for step in parts.starting:
-            await platform.backoff.retry(step.phase, step.run)
+        await parts.start()
+        await platform.backoff.retry("starting the scheduler", scheduler.start)
         running = asyncio.create_task(ingest.run(), name="vigil-testing-ingest")
         try:
-            yield Wired(parts, source, sink, ingest)
+            yield Wired(parts, source, sink, ingest, scheduler)
         finally:
             source.stop_intake()
             await running
             await ingest.drain(settings.graceful_timeout_s)
     finally:
-        for close in parts.closing:
-            await close()
+        await scheduler.stop()
+        await parts.close()
 
 
 def panel_app(

@@ -312,3 +312,54 @@ async def test_on_the_system_clock_two_replicas_share_each_durable_window(store:
             await scheduler.stop()
     dues = bodies[0].dues + bodies[1].dues
     assert len(dues) == len(set(dues))
+
+
+async def test_a_coalescing_job_runs_only_the_latest_of_the_windows_due_at_once_in_its_turn():
+    clock = ManualClock(T0)
+    refreshed, swept = Recorder(clock), Recorder(clock)
+    jobs = [
+        Job(name="refresh", run=refreshed, every_s=600, coalesce=True),
+        Job(name="sweep", run=swept, every_s=1000),
+    ]
+    scheduler, registry = await started(jobs, clock)
+    until = T0 + timedelta(seconds=3100)
+    await scheduler.run_due(until)
+    # The refresh's windows at +600 … +3000 collapse into the one at +3000, run with the clock there; the sweep
+    # still runs each of its own, each at its time, in order around it.
+    assert refreshed.runs == [(T0 + timedelta(seconds=3000), T0 + timedelta(seconds=3000))]
+    assert swept.runs == [(T0 + timedelta(seconds=s), T0 + timedelta(seconds=s)) for s in (1000, 2000, 3000)]
+    assert counted(registry, "refresh", "ran") == 1 and clock.now() == until
+    await scheduler.run_due(until + timedelta(seconds=600))
+    assert refreshed.dues[-1] == T0 + timedelta(seconds=3600)
+
+
+async def test_a_job_failing_with_an_error_vigil_knows_is_counted_and_logged_without_a_traceback(
+    caplog: pytest.LogCaptureFixture,
+):
+    from vigil.core.errors import StoreUnavailable
+
+    async def unreachable(due: datetime) -> None:
+        raise StoreUnavailable("cannot connect to the database: OSError")
+
+    clock = ManualClock(T0)
+    scheduler, registry = await started([Job(name="sweep", run=unreachable, every_s=600)], clock)
+    await scheduler.run_due(T0 + timedelta(seconds=600))
+    assert counted(registry, "sweep", "failed") == 1
+    (record,) = [r for r in caplog.records if r.name == "vigil.flow.scheduler"]
+    assert record.levelname == "WARNING" and record.exc_info is None
+    assert "cannot connect to the database" in record.getMessage()
+
+
+async def test_stopping_lets_a_run_in_progress_finish_within_the_grace():
+    finished: list[datetime] = []
+    began = asyncio.Event()
+
+    async def slow(due: datetime) -> None:
+        began.set()
+        await asyncio.sleep(0.3)
+        finished.append(due)
+
+    scheduler, _ = await started([Job(name="slow", run=slow, every_s=0.2)], SystemClock())
+    await asyncio.wait_for(began.wait(), 10)
+    await scheduler.stop(grace_s=5)
+    assert len(finished) == 1  # it ran to its end instead of being cancelled

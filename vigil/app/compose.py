@@ -7,6 +7,7 @@ start-up steps (in capability order) and closing steps (in reverse, so the case 
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,6 +30,8 @@ from vigil.flow.skills import Skill
 from vigil.knowledge.embedding import Embedder
 from vigil.knowledge.store import KnowledgeStore, open_knowledge_store
 from vigil.transport.select import Transports
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,26 +70,35 @@ CAPABILITIES: tuple[tuple[str, Callable[[Parts], Capability]], ...] = (
 """Every capability, by name, in start-up order."""
 
 
-@dataclass
-class Composition:
-    """The platform, the stores and what every capability gave, ready for the daemon to run."""
+@dataclass(frozen=True, slots=True)
+class Composition(Parts):
+    """The platform, the stores and what every capability gave, ready for the daemon (or a replay, or a test) to
+    run: ``start`` and ``close`` around the pipeline and the scheduler."""
 
-    settings: Settings
-    platform: Platform
-    store: CaseStore
-    views: CaseViews
-    knowledge: KnowledgeStore
-    feed: LiveFeed
-    transports: Transports
-    capabilities: list[Capability] = field(default_factory=list)
     skills: list[Skill] = field(default_factory=list)
-    gates: Gates = field(default_factory=lambda: Gates.of(ConfidenceGate(0.0)))
+    gates: Gates = field(default_factory=lambda: Gates({}, base=ConfidenceGate(0.0)))
     checks: dict[str, Check] = field(default_factory=dict)
     watchers: list[Watcher] = field(default_factory=list)
     routers: list[Any] = field(default_factory=list)
     jobs: list[Job] = field(default_factory=list)
     starting: list[Step] = field(default_factory=list)
     closing: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
+
+    async def start(self, on_step: Callable[[Step], None] = lambda step: None) -> None:
+        """Run every capability's start-up steps in order, each retried with back-off until it succeeds;
+        ``on_step`` is told of each before it runs (the daemon's ``/readyz`` names it)."""
+        for step in self.starting:
+            on_step(step)
+            await self.platform.backoff.retry(step.phase, step.run)
+
+    async def close(self) -> None:
+        """Run every capability's closing steps (in reverse capability order: the case store last); an error is
+        logged and the next step still runs."""
+        for step in self.closing:
+            try:
+                await step()
+            except Exception:
+                log.exception("error while closing")
 
     def scheduler(self) -> Scheduler:
         """One scheduler, on the platform's clock, for every capability's jobs; durable ones claim their windows
@@ -190,7 +202,6 @@ def compose(
         knowledge=parts.knowledge,
         feed=parts.feed,
         transports=parts.transports,
-        capabilities=chosen,
         skills=[*skills, *(skill for c in chosen for skill in c.skills)],
         # The confidence floor for kinds no capability gates is the answers' (the one setting vigil has for it).
         gates=Gates(chains, base=ConfidenceGate(settings.answers.min_confidence)),

@@ -4,7 +4,7 @@ Start-up: HTTP first (so ``/healthz`` answers and ``/readyz`` says what is missi
 steps (the database migrated, the knowledge loaded, ...), topics, the producer and the consumer, each retried with
 back-off until reachable, then the scheduled jobs. Shutdown, when the trigger fires: stop intake (and the
 scheduler), drain in-flight work within ``graceful_timeout_s``, commit offsets, close the transports, then each
-capability's clients (the case store last), stop HTTP.
+capability's clients (the case store last; the live feed's close ends the panels' streams), stop HTTP.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from vigil.app.settings import Settings
 from vigil.core.clock import Clock
 from vigil.core.errors import SettingsError, StartupError
 from vigil.core.lifecycle import Phase
+from vigil.flow.capability import Step
 from vigil.flow.ingest import Ingest
 from vigil.flow.skills import Skill
 
@@ -106,7 +107,7 @@ class Daemon:
             stopping.cancel()
             checking.cancel()
             await asyncio.gather(checking, return_exceptions=True)
-            await self._close()
+            await self._close()  # the live feed closes with its capability, which ends the panels' streams
             server.should_exit = True
             await asyncio.gather(serving, return_exceptions=True)
         if working.done() and not working.cancelled() and working.exception() is not None:
@@ -138,10 +139,11 @@ class Daemon:
         if self.phase is not Phase.RUNNING:
             raise StartupError(self.step if self.phase is Phase.PREPARING and self.step else self.phase)
 
+    def _preparing(self, step: Step) -> None:
+        self.phase, self.step = Phase.PREPARING, step.phase
+
     async def _work(self) -> None:
-        for step in self.parts.starting:
-            self.phase, self.step = Phase.PREPARING, step.phase
-            await self.backoff.retry(step.phase, step.run)
+        await self.parts.start(on_step=self._preparing)
         self.phase = Phase.CONNECTING
         await self.transports.connect(self.backoff)
         log.info("consuming from %s", ", ".join(source.name for source in self.transports.sources))
@@ -169,11 +171,7 @@ class Daemon:
     async def _close(self) -> None:
         await self.scheduler.stop()  # again, for a run cancelled before it could stop work
         await self.transports.close()
-        for step in self.parts.closing:
-            try:
-                await step()
-            except Exception:
-                log.exception("error while closing")
+        await self.parts.close()
 
 
 @contextlib.asynccontextmanager

@@ -20,7 +20,7 @@ import itertools
 import logging
 import shutil
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
@@ -72,11 +72,17 @@ REPLAYED = tuple(name for name, _ in CAPABILITIES if name not in ("live", "panel
 """The capabilities a replay sets up: all but those that serve people watching (no HTTP port, no live feed)."""
 
 
+_UNHURRIED_S = 600.0
+"""The bound on a database or knowledge read in a replay: none that a busy machine could reach. A read cut off by
+wall time would change what is said, and the output would depend on the machine's load."""
+
+
 def composed(settings: Settings, clock: ManualClock, sink: Sink, *, embedder: Embedder | None = None) -> Composition:
     """The daemon's composition on simulated time, with ``sink`` as the only sink and no source. Retries wait on
     the machine's clock: a simulated one would never move while they wait."""
+    unhurried = settings.database.model_copy(update={"timeout_s": max(settings.database.timeout_s, _UNHURRIED_S)})
     return compose(
-        settings,
+        settings.model_copy(update={"database": unhurried}),
         clock=clock,
         retry_clock=SystemClock(),
         transports=Transports(sources=[], sinks=[sink]),
@@ -150,15 +156,14 @@ async def replay(
             platform = parts.platform
             scheduler = parts.scheduler()
             try:
-                for step in parts.starting:
-                    await platform.backoff.retry(step.phase, step.run)
+                await parts.start()
                 summary.starting_s = wall.monotonic() - began
                 await platform.backoff.retry("starting the scheduler", scheduler.start)
                 replayer = Replayer(parts.pipeline(), scheduler, clock, platform.backoff)
                 await replayer.run(itertools.chain([first], events), summary)
             finally:
                 await scheduler.stop()
-                await _close(parts.closing)
+                await parts.close()
             summary.last = clock.now()
             summary.suggestions = _counts(platform.metrics.suggestions_published)
             summary.silences = _counts(platform.metrics.suggestions_suppressed)
@@ -235,14 +240,6 @@ def _counts(counter: MetricCounter) -> dict[str, int]:
             if sample.name.endswith("_total") and sample.value:
                 counts[next(iter(sample.labels.values()))] = int(sample.value)
     return counts
-
-
-async def _close(closing: Sequence[Callable[[], Awaitable[None]]]) -> None:
-    for step in closing:
-        try:
-            await step()
-        except Exception:
-            log.exception("error while closing")
 
 
 async def empty(settings: Settings) -> None:

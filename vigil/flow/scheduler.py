@@ -38,6 +38,7 @@ from prometheus_client import CollectorRegistry, Counter
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from vigil.core.clock import Clock, ManualClock, SystemClock
+from vigil.core.errors import VigilError
 from vigil.flow import claims
 
 log = logging.getLogger(__name__)
@@ -60,6 +61,9 @@ class Job:
         durable: keep the windows in the database: once per window across replicas, and run after a restart.
         lease_s: how long a durable run holds its window without renewing it (renewed every third of it while it
             runs): how soon another replica takes over from one that died mid-run.
+        coalesce: when several windows fall due at once (simulated time jumping ahead, a stalled loop), run only
+            the latest: for a job that only catches up on state, such as the knowledge refresh. Otherwise each
+            window runs, in order, at its own time.
     """
 
     name: str
@@ -68,6 +72,7 @@ class Job:
     at: time | None = None
     durable: bool = False
     lease_s: float = 600.0
+    coalesce: bool = False
 
     def __post_init__(self) -> None:
         if (self.every_s is None) == (self.at is None):
@@ -199,8 +204,13 @@ class Scheduler:
             log.info("job %s missed its window at %s; running it once now", job.name, due.isoformat())
             self._later(now, job, due, _Fire.CATCH_UP)
 
-    async def stop(self) -> None:
-        """Stop waking jobs and cancel the runs in progress (a durable run's window passes on when its lease ends)."""
+    async def stop(self, grace_s: float = 5.0) -> None:
+        """Stop waking jobs; give the runs in progress ``grace_s`` to finish, then cancel them (a cancelled durable
+        run's window passes on when its lease ends)."""
+        if self._aps is not None:
+            self._aps.pause()  # no new wake-ups; shutting it down would cancel the runs in progress at once
+        if self._running:
+            await asyncio.wait(set(self._running), timeout=grace_s)
         if self._aps is not None:
             self._aps.shutdown(wait=False)
             self._aps = None
@@ -218,6 +228,10 @@ class Scheduler:
             raise TypeError("run_due drives a ManualClock; on the SystemClock jobs run by themselves")
         while self._queue and self._queue[0].at <= until:
             item = heapq.heappop(self._queue)
+            if item.fire is _Fire.WINDOW and item.job.coalesce and item.job.latest(until) > item.due:
+                latest = item.job.latest(until)  # the windows in between collapse into this one, in its turn
+                self._push(latest, item.job, latest, _Fire.WINDOW)
+                continue
             clock.advance_to(item.at)
             if item.fire is _Fire.WINDOW:
                 following = item.job.next_after(item.due)
@@ -317,6 +331,9 @@ class Scheduler:
     async def _run(self, job: Job, due: datetime) -> Outcome:
         try:
             await job.run(due)
+        except VigilError as exc:  # a failure vigil knows (a store unavailable, ...): its own words say enough
+            log.warning("job %s failed for its window at %s: %s", job.name, due.isoformat(), exc)
+            return Outcome.FAILED
         except Exception:
             log.exception("job %s failed for its window at %s", job.name, due.isoformat())
             return Outcome.FAILED

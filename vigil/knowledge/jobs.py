@@ -16,11 +16,12 @@ REFRESH = "knowledge-refresh"
 def refresh_job(store: KnowledgeStore, interval_s: float) -> Job:
     """Every ``interval_s``, pick up what another process (``vigil kb import``, the miner) changed in the knowledge.
 
-    Not durable: every replica rebuilds its own in-memory indexes.
+    Not durable: every replica rebuilds its own in-memory indexes. Coalesced: only the latest of several windows due
+    at once is worth running.
     """
 
     async def refresh(due: datetime) -> None:
         if await store.refresh_if_changed():
             log.info("knowledge changed; indexes rebuilt")
 
-    return Job(name=REFRESH, run=refresh, every_s=interval_s)
+    return Job(name=REFRESH, run=refresh, every_s=interval_s, coalesce=True)
