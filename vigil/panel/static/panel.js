@@ -368,7 +368,8 @@
       buttons.forEach((b) => { b.disabled = true; });
       try {
         await api("POST", `/api/suggestions/${encodeURIComponent(s.suggestion_id)}/feedback`, { verdict, text });
-        settle(card, verdict, null, text);
+        // The stored verdict can come back live, with its author, before this answer does: keep that one.
+        if (card.dataset.state !== verdict) settle(card, verdict, null, text);
         return true;
       } catch (error) {
         card.parts.verdict.textContent = `Could not record that: ${error.message}`;
