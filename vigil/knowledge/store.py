@@ -706,6 +706,11 @@ def _entry(row: Any, passages: tuple[Passage, ...]) -> Entry:
     )
 
 
+def chroma_folder(data_dir: Path) -> Path:
+    """Where embedded Chroma keeps its files under the data dir."""
+    return data_dir / "chroma"
+
+
 def open_knowledge_store(
     knowledge: KnowledgeSettings,
     engine: AsyncEngine,
@@ -723,7 +728,7 @@ def open_knowledge_store(
         engine=engine,
         embedder=embedder or SentenceTransformerEmbedder(knowledge.model_path, threads=knowledge.embedding_threads),
         clock=clock,
-        chroma_path=data_dir / "chroma",
+        chroma_path=chroma_folder(data_dir),
         chroma_url=knowledge.chroma_url,
         timeout_s=timeout_s,
     )
@@ -740,6 +745,7 @@ async def standalone(
     (``VIGIL_KNOWLEDGE__CHROMA_URL``).
     """
     engine = open_engine(database, data_dir=data_dir)
+    store: KnowledgeStore | None = None
     try:
         await migrate(engine)
         store = open_knowledge_store(
@@ -749,6 +755,8 @@ async def standalone(
             await store.open()
         yield store
     finally:
+        if store is not None:
+            await store.close()
         await engine.dispose()
 
 
