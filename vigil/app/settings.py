@@ -98,11 +98,6 @@ class Settings(BaseSettings):
         return self.database.url_in(self.data_dir)
 
 
-def env_name(loc: tuple[int | str, ...]) -> str:
-    """The environment variable behind a validation error's location, e.g. ``VIGIL_HTTP__PORT``."""
-    return _variable(loc)[0]
-
-
 def _variable(loc: tuple[int | str, ...]) -> tuple[str, str]:
     """The variable behind ``loc`` and where in its value the problem is: the variable is the first field that
     is not a section of settings (``VIGIL_PANEL__USERS``, a JSON list; ``[0].token_sha256`` inside it)."""

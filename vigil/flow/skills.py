@@ -7,8 +7,8 @@ Adding a capability means adding a skill to the list the daemon builds, never ed
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from dataclasses import dataclass
+from typing import Protocol
 
 from vigil.flow.case import CaseState
 from vigil.wire.events import Action, Event, SourceRef, SuggestionKind
@@ -24,7 +24,6 @@ class Proposal:
     sources: tuple[SourceRef, ...] = ()
     action: Action | None = None
     why: str = ""
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 class Skill(Protocol):
