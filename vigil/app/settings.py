@@ -32,7 +32,7 @@ ENV_NESTED_DELIMITER = "__"
 
 
 class HttpSettings(BaseModel):
-    """The daemon's one HTTP port: health, metrics, API (and later the panel)."""
+    """The daemon's one HTTP port: health, metrics, the API and the panel."""
 
     host: str = "127.0.0.1"
     port: int = Field(default=8080, ge=0, le=65535)

@@ -1,7 +1,7 @@
 """Skills: the capabilities that look at an event and its case and may propose suggestions.
 
 A skill does not publish and does not know the transport: it returns proposals, the gate decides which are said.
-Adding a capability means adding a skill to the list the daemon builds, never editing the pipeline.
+A capability's ``setup`` returns its skills (``Capability.skills``); adding one never means editing the pipeline.
 """
 
 from __future__ import annotations
