@@ -50,7 +50,7 @@ test: $(DEV_STAMP) $(PROMTOOL) lint typecheck
 	PATH="$(CURDIR)/.tools/bin:$$PATH" $(BIN)/pytest
 
 # The wire parser's tests (property tests included) on every other supported Python found here: json.loads and
-# the recursion limit differ between versions. A venv each, with only what vigil.events needs.
+# the recursion limit differ between versions. A venv each, with only what vigil.wire.events needs.
 OTHER_PYTHONS ?= $(wildcard /root/.pyenv/versions/3.12*/bin/python /root/.pyenv/versions/3.13*/bin/python)
 test-pythons:
 	@[ -n "$(OTHER_PYTHONS)" ] || echo "test-pythons: no Python 3.12 or 3.13 here; the parser ran on this venv's only"

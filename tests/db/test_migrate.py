@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from importlib import resources
 from typing import Any
 
 import pytest
-import sqlalchemy as sa
 from alembic import command
 from alembic.config import Config
 from alembic.script import ScriptDirectory
@@ -15,15 +13,8 @@ from vigil.cases.store import CaseStore
 from vigil.db import migrate
 
 
-def _config(connection: sa.Connection | None = None) -> Config:
-    config = Config()
-    config.set_main_option("script_location", str(resources.files("vigil.db") / "migrations"))
-    config.attributes["connection"] = connection
-    return config
-
-
 def test_the_head_revision_read_from_the_scripts_text_is_alembics():
-    assert migrate.head_revision() == ScriptDirectory.from_config(_config()).get_current_head()
+    assert migrate.head_revision() == ScriptDirectory.from_config(migrate.alembic_config()).get_current_head()
 
 
 @pytest.fixture
@@ -47,7 +38,7 @@ async def test_a_database_at_the_head_revision_is_left_to_itself(store: CaseStor
 
 async def test_a_database_a_revision_behind_is_upgraded_to_the_head(store: CaseStore, upgrades: list[str]):
     async with store.engine.begin() as conn:
-        await conn.run_sync(lambda c: command.downgrade(_config(c), "-1"))
+        await conn.run_sync(lambda c: command.downgrade(migrate.alembic_config(c), "-1"))
         assert await conn.run_sync(migrate.stored_revisions) != {migrate.head_revision()}
     await store.migrate()
     assert upgrades == ["head"]

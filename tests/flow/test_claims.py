@@ -8,7 +8,8 @@ import sqlalchemy as sa
 
 from vigil.cases.store import CaseStore
 from vigil.flow import claims
-from vigil.flow.claims import CLAIM, Claim
+from vigil.flow.claims import Claim
+from vigil.flow.tables import JOB_CLAIM
 
 DUE = datetime(2026, 11, 2, 9, 10, tzinfo=UTC)
 LEASE = timedelta(seconds=120)
@@ -42,7 +43,7 @@ async def test_a_window_that_ran_is_never_claimed_again_however_late(store: Case
     again = await claims.claim(store.engine, "miner", DUE, owner="b", now=DUE + timedelta(days=1), lease=LEASE)
     assert again == Claim(won=False, held_until=None)
     async with store.engine.connect() as conn:
-        row = (await conn.execute(sa.select(CLAIM))).one()
+        row = (await conn.execute(sa.select(JOB_CLAIM))).one()
     assert (row.owner, row.outcome, row.finished_at) == ("a", "failed", DUE)
 
 
@@ -66,7 +67,7 @@ async def test_closing_a_window_forgets_the_jobs_windows_before_the_kept_ones(st
     keep_from = DUE + timedelta(hours=2)
     await claims.finish(store.engine, "miner", last, owner="a", outcome="ran", now=last, keep_from=keep_from)
     async with store.engine.connect() as conn:
-        rows = (await conn.execute(sa.select(CLAIM.c.job, CLAIM.c.due_at).order_by(CLAIM.c.due_at))).all()
+        rows = (await conn.execute(sa.select(JOB_CLAIM.c.job, JOB_CLAIM.c.due_at).order_by(JOB_CLAIM.c.due_at))).all()
     assert sorted((job, due) for job, due in rows) == [("miner", keep_from), ("miner", last), ("sweep", DUE)]
 
 

@@ -6,7 +6,7 @@ import asyncio
 from datetime import UTC, datetime
 
 from vigil.flow.case import CaseState
-from vigil.flow.feed import LiveFeed, Update, Watcher, recorded
+from vigil.flow.feed import LiveFeed, Subscriber, Update, recorded
 from vigil.wire.events import Feedback, Message
 
 NOW = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
@@ -16,7 +16,7 @@ def update(tenant: str = "acme", conversation: str = "c-1", n: int = 0) -> Updat
     return Update("message", tenant, conversation, {"n": n})
 
 
-def drained(watcher: Watcher) -> list[Update | None]:
+def drained(watcher: Subscriber) -> list[Update | None]:
     got = []
     while not watcher.queue.empty():
         got.append(watcher.queue.get_nowait())
@@ -35,7 +35,7 @@ def test_a_watcher_gets_only_its_tenants_and_conversation():
         assert [(u.tenant, u.conversation_id) for u in drained(acme) if u] == [("acme", "c-1"), ("acme", "c-2")]
         assert len(drained(everyone)) == 3
         assert [(u.tenant, u.conversation_id) for u in drained(one) if u] == [("acme", "c-2")]
-    assert feed.watchers == 0
+    assert feed.subscribers == 0
 
 
 def test_a_watcher_that_falls_behind_is_dropped_and_its_stream_ends():
@@ -46,7 +46,7 @@ def test_a_watcher_that_falls_behind_is_dropped_and_its_stream_ends():
             drained(quick)
         got = drained(slow)
         assert got[-1] is None and slow.dropped and len(got) <= 5
-        assert feed.watchers == 1  # the quick one stays
+        assert feed.subscribers == 1  # the quick one stays
 
 
 async def test_close_ends_every_stream_and_refuses_new_watchers():

@@ -26,7 +26,7 @@ from vigil.answers.skill import AnswerSkill
 from vigil.cases.store import CaseStore
 from vigil.cases.views import CaseViews
 from vigil.core.clock import SystemClock
-from vigil.core.errors import Rejected, StoreUnavailable, TransportError
+from vigil.core.errors import Rejected, StoreUnavailable, TransportUnavailable
 from vigil.core.metrics import Metrics
 from vigil.core.retry import Backoff
 from vigil.flow.case import CaseState
@@ -266,6 +266,35 @@ async def test_a_failing_skill_is_counted_and_the_event_still_stored(db_url: str
         assert len(vigil.published) == 1
         view = await vigil.views.conversation("a")
         assert view is not None and len(view.messages) == 2
+
+
+class Unreachable:
+    """A skill whose own reads (of the case database, say) cannot reach it."""
+
+    name = "unreachable"
+    kind: SuggestionKind = "answer"
+
+    def __init__(self) -> None:
+        self.asked = 0
+
+    async def propose(self, event: Event, case: CaseState | None) -> Sequence[Proposal]:
+        self.asked += 1
+        raise StoreUnavailable("the database is unavailable: timed out")
+
+
+async def test_a_skill_a_dependency_fails_is_asked_a_few_times_then_silent_with_its_reason_never_a_failure(
+    store: CaseStore,
+):
+    skill = Unreachable()
+    source, sink, ingest, metrics = build(store, [skill, Echo()])
+    source.put([record(message(1, "a", "conf=0.9"))])
+    await ingest.run()
+    assert await ingest.drain(5)
+    assert skill.asked == 3
+    assert value(metrics, "vigil_suggestions_suppressed_total", reason="database_unavailable") == 1
+    assert value(metrics, "vigil_retries_total", dependency="database") == 2
+    assert value(metrics, "vigil_skill_failures_total", skill="unreachable") == 0
+    assert [s.text for s in sink.published] == ["re: conf=0.9"] and source.dead_letters == []
 
 
 class Stuck:
@@ -541,7 +570,7 @@ class FailingWhileDown(MemoryDelivery):
         assert isinstance(self.source, DeadLettersWhileUp)
         self.source.tries += 1
         if self.source.down:
-            raise TransportError("the broker is not reachable")
+            raise TransportUnavailable("the broker is not reachable")
         await super().dead_letter(rejection)
 
 

@@ -14,8 +14,8 @@ from prometheus_client import CollectorRegistry
 from tests.conftest import wait_for
 from vigil.cases.store import CaseStore
 from vigil.core.clock import Clock, ManualClock, SystemClock
-from vigil.flow.claims import CLAIM
 from vigil.flow.scheduler import Job, Scheduler
+from vigil.flow.tables import JOB_CLAIM
 
 T0 = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
 
@@ -217,7 +217,7 @@ async def test_a_durable_run_that_outlasts_its_lease_keeps_its_window_while_its_
 
     async def lease_until() -> datetime:
         async with store.engine.connect() as conn:
-            row = (await conn.execute(sa.select(CLAIM.c.lease_until).where(CLAIM.c.due_at == due))).one()
+            row = (await conn.execute(sa.select(JOB_CLAIM.c.lease_until).where(JOB_CLAIM.c.due_at == due))).one()
         return row.lease_until  # type: ignore[no-any-return]
 
     async def long(window: datetime) -> None:

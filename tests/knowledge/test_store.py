@@ -34,7 +34,7 @@ from vigil.flow.case import CaseState
 from vigil.knowledge.documents import Entry, KnowledgeFileError, Passage
 from vigil.knowledge.embedding import SentenceTransformerEmbedder, Vectors
 from vigil.knowledge.lexical import LexicalIndex
-from vigil.knowledge.store import EntryConflict, KnowledgeStore, standalone
+from vigil.knowledge.store import EntryConflict, KnowledgeStore, chroma_folder, standalone
 from vigil.knowledge.tables import ENTRY
 from vigil.knowledge.vectors import VectorCollection, connect
 from vigil.panel.overview import overview
@@ -518,6 +518,17 @@ async def test_a_search_in_a_fresh_process_embeds_only_the_query(tmp_path: Path,
         assert hits
     # The passages' vectors come from Chroma on disk: nothing but the two questions was embedded.
     assert embedded == ["how do I install an eSIM on my iPhone?", "when is my bill taken"]
+
+
+async def test_a_one_off_command_lets_go_of_chroma_so_its_folder_can_be_removed_and_made_afresh(tmp_path: Path):
+    settings = make_settings(tmp_path=tmp_path)
+    async with standalone(settings.knowledge, settings.database, data_dir=settings.data_dir) as first:
+        await first.upsert(some_of_it())
+    shutil.rmtree(chroma_folder(settings.data_dir))  # an operator starting the vectors afresh
+    async with standalone(settings.knowledge, settings.database, data_dir=settings.data_dir) as second:
+        await second.check()
+        hits = await second.search("How do I install an eSIM?", 3, kinds=["article"])  # repaired from SQL
+    assert hits[0].entry_id == "esim-setup" and hits[0].dense > 0
 
 
 # --- The error boundary: Chroma's and the database's errors come out as KnowledgeError / KnowledgeUnavailable ---

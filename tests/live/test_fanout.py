@@ -13,7 +13,7 @@ from tests.conftest import wait_for
 from vigil.core.clock import SystemClock
 from vigil.core.metrics import Metrics
 from vigil.core.retry import Backoff
-from vigil.flow.feed import LiveFeed, Update, Watcher
+from vigil.flow.feed import LiveFeed, Subscriber, Update
 from vigil.live.fanout import APPLICATION_NAME, MAX_PAYLOAD_BYTES, Fanout, decode, encode
 
 
@@ -45,7 +45,7 @@ async def replicas(pg_url: str) -> AsyncIterator[tuple[Replica, Replica]]:
             await replica.fanout.close()
 
 
-async def next_update(watcher: Watcher, timeout_s: float = 5.0) -> Update:
+async def next_update(watcher: Subscriber, timeout_s: float = 5.0) -> Update:
     return await asyncio.wait_for(anext(aiter(watcher)), timeout_s)
 
 

@@ -32,7 +32,7 @@ ENV_NESTED_DELIMITER = "__"
 
 
 class HttpSettings(BaseModel):
-    """The daemon's one HTTP port: health, metrics, API (and later the panel)."""
+    """The daemon's one HTTP port: health, metrics, the API and the panel."""
 
     host: str = "127.0.0.1"
     port: int = Field(default=8080, ge=0, le=65535)
@@ -96,11 +96,6 @@ class Settings(BaseSettings):
     def database_url(self) -> str:
         """The database URL in force: the setting, or SQLite under the data dir."""
         return self.database.url_in(self.data_dir)
-
-
-def env_name(loc: tuple[int | str, ...]) -> str:
-    """The environment variable behind a validation error's location, e.g. ``VIGIL_HTTP__PORT``."""
-    return _variable(loc)[0]
 
 
 def _variable(loc: tuple[int | str, ...]) -> tuple[str, str]:

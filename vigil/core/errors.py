@@ -3,13 +3,16 @@
     VigilError
     ├── SettingsError        a setting is missing or invalid (stops start-up)
     ├── Rejected             an input record is not a valid v1 event (goes to the dead-letter topic)
+    ├── Unavailable          a dependency cannot be reached now but may come back (retried with back-off; a skill
+    │                        that needs it is asked a few times, then silent)
     ├── StoreError           the database refused or failed a write
-    │   ├── StoreUnavailable     the database cannot be reached (retried with back-off)
+    │   ├── StoreUnavailable     the database cannot be reached (also an Unavailable, ``database``)
     │   └── EventConflict        the event contradicts what is stored (dead-lettered)
     ├── KnowledgeError       the knowledge store's database or vector index (Chroma) failed a read or write
-    │   ├── KnowledgeUnavailable the knowledge database or Chroma cannot be reached (retried, then the skill is silent)
+    │   ├── KnowledgeUnavailable the knowledge database or Chroma cannot be reached (also an Unavailable, ``knowledge``)
     │   └── EntryConflict        an import would take another tenant's entry by its id (nothing is imported)
-    ├── TransportError       the broker failed a request (retried with back-off)
+    ├── TransportError       the broker failed a request
+    │   ├── TransportUnavailable the broker cannot take or answer the request now (also an Unavailable, ``broker``)
     │   └── RecordRefused        the broker refuses the record itself, too large or invalid (never retried)
     ├── StartupError         a part did not start in time
     ├── InvalidCursor        a page cursor vigil did not give out (the API answers 422)
@@ -48,12 +51,29 @@ class Rejected(VigilError):
         self.detail = detail
 
 
+class Unavailable(VigilError):
+    """A dependency cannot be reached right now and may come back: the operation may be retried.
+
+    ``dependency`` names it (the label of ``vigil_retries_total``); ``reason`` is why work that needed it was left
+    undone (the label of ``vigil_suggestions_suppressed_total`` when a skill stays silent).
+    """
+
+    dependency = "dependency"
+
+    @property
+    def reason(self) -> str:
+        """``<dependency>_unavailable``."""
+        return f"{self.dependency}_unavailable"
+
+
 class StoreError(VigilError):
     """The database refused or failed a write."""
 
 
-class StoreUnavailable(StoreError):
+class StoreUnavailable(StoreError, Unavailable):
     """The database cannot be reached right now; the operation may be retried."""
+
+    dependency = "database"
 
 
 class EventConflict(StoreError, Rejected):
@@ -67,11 +87,10 @@ class KnowledgeError(VigilError):
     """The knowledge store's database or its vector index (Chroma) failed a read or a write."""
 
 
-class KnowledgeUnavailable(KnowledgeError):
+class KnowledgeUnavailable(KnowledgeError, Unavailable):
     """The knowledge database or Chroma cannot be reached right now; the operation may be retried."""
 
-    reason = "knowledge_unavailable"
-    """Why a skill that needed the knowledge stayed silent (the label of ``vigil_suggestions_suppressed_total``)."""
+    dependency = "knowledge"
 
 
 class EntryConflict(KnowledgeError):
@@ -79,7 +98,13 @@ class EntryConflict(KnowledgeError):
 
 
 class TransportError(VigilError):
-    """The broker failed a request; the operation may be retried."""
+    """The broker failed a request."""
+
+
+class TransportUnavailable(TransportError, Unavailable):
+    """The broker cannot take or answer a request right now; the operation may be retried."""
+
+    dependency = "broker"
 
 
 class RecordRefused(TransportError):

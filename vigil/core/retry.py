@@ -1,4 +1,4 @@
-"""Retrying what failed for a passing reason (database, knowledge or broker unreachable) with exponential back-off."""
+"""Retrying what failed for a passing reason (a dependency ``Unavailable``) with exponential back-off."""
 
 from __future__ import annotations
 
@@ -9,15 +9,12 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from vigil.core.clock import Clock
-from vigil.core.errors import KnowledgeUnavailable, RecordRefused, StoreUnavailable, TransportError
+from vigil.core.errors import Unavailable
 from vigil.core.metrics import Metrics
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-
-TRANSIENT: tuple[type[Exception], ...] = (StoreUnavailable, KnowledgeUnavailable, TransportError)
-PERMANENT: tuple[type[Exception], ...] = (RecordRefused,)
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,7 +36,7 @@ class Backoff:
     ) -> T:
         """Run ``operation``, retrying transient failures with jittered exponential back-off.
 
-        Errors that are not transient propagate at once; cancellation stops the retries. With ``attempts``, the
+        Errors that are not ``Unavailable`` propagate at once; cancellation stops the retries. With ``attempts``, the
         transient error of the last allowed attempt propagates too; a failure counts as an attempt only while
         ``counting()`` says so (a dependency known to be down uses up none, so an outage alone never exhausts them).
         """
@@ -48,26 +45,15 @@ class Backoff:
         while True:
             try:
                 return await operation()
-            except PERMANENT:
-                raise
-            except TRANSIENT as exc:
+            except Unavailable as exc:
                 attempt += 1
                 counted += counting()
                 if attempts is not None and counted >= attempts:
                     raise
-                self.metrics.retries.labels(_dependency(exc)).inc()
+                self.metrics.retries.labels(exc.dependency).inc()
                 if attempt == 1:
                     log.warning("%s failed, retrying: %s", what, exc)
                 else:
                     log.debug("%s failed again (attempt %d): %s", what, attempt, exc)
             await self.clock.sleep(delay * random.uniform(0.8, 1.2))
             delay = min(delay * 2, self.max_s)
-
-
-def _dependency(exc: Exception) -> str:
-    """What was unreachable, as the label of ``vigil_retries_total``."""
-    if isinstance(exc, StoreUnavailable):
-        return "database"
-    if isinstance(exc, KnowledgeUnavailable):
-        return "knowledge"
-    return "broker"

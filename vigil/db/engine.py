@@ -2,7 +2,8 @@
 upsert and Alembic migrations.
 
 SQLite (WAL) by default, PostgreSQL in production, through SQLAlchemy's async engine. Database errors leave this
-module as vigil's (``StoreUnavailable``: retry; ``StoreError``: refused), described without the SQL parameters or the
+module as vigil's (by default ``StoreUnavailable``: retry; ``StoreError``: refused; a store of its own, such as the
+knowledge store, names its own classes), described without the SQL parameters or the
 server's message, which may quote customer text.
 """
 
@@ -18,7 +19,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
-from vigil.core.errors import SettingsError, StoreError, StoreUnavailable
+from vigil.core.errors import SettingsError, StoreError, StoreUnavailable, VigilError
 from vigil.db.migrate import upgrade
 from vigil.db.settings import DatabaseSettings
 
@@ -106,18 +107,30 @@ def describe(exc: BaseException) -> str:
     return f"{type(driver).__name__} ({code})" if code else type(driver).__name__
 
 
-def translate(exc: BaseException) -> StoreError:
-    """vigil's error for a database error: ``StoreUnavailable`` if it may pass, else ``StoreError``."""
-    if isinstance(exc, StoreError):
+def translate(
+    exc: BaseException,
+    *,
+    unavailable: type[VigilError] = StoreUnavailable,
+    refused: type[VigilError] = StoreError,
+    what: str = "the database",
+) -> VigilError:
+    """vigil's error for a database error: ``unavailable`` if it may pass, else ``refused``; ``what`` names the
+    database in the message."""
+    if isinstance(exc, refused):
         return exc
     if is_unavailable(exc):
-        return StoreUnavailable(f"database unavailable: {describe(exc)}")
-    return StoreError(f"database error: {describe(exc)}")
+        return unavailable(f"{what} is unavailable: {describe(exc)}")
+    return refused(f"{what} failed: {describe(exc)}")
 
 
 @contextlib.asynccontextmanager
-async def connected(engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:
-    """A connection from the pool; failing to get one is "unavailable" whatever the server said.
+async def connected(
+    engine: AsyncEngine,
+    *,
+    unavailable: type[VigilError] = StoreUnavailable,
+    what: str = "the database",
+) -> AsyncIterator[AsyncConnection]:
+    """A connection from the pool; failing to get one is ``unavailable`` whatever the server said.
 
     A server that turns connections away (starting up, not accepting connections, a role at its connection limit)
     answers with a SQLSTATE that would mean a refusal on a statement; the event is not at fault then.
@@ -126,7 +139,7 @@ async def connected(engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:
     try:
         await conn.start()
     except Exception as exc:
-        raise StoreUnavailable(f"cannot connect to the database: {describe(exc)}") from exc
+        raise unavailable(f"cannot connect to {what}: {describe(exc)}") from exc
     try:
         yield conn
     finally:
@@ -134,25 +147,34 @@ async def connected(engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:
 
 
 @contextlib.asynccontextmanager
-async def guarded(engine: AsyncEngine, *, timeout_s: float, begin: bool) -> AsyncIterator[AsyncConnection]:
-    """A connection within ``timeout_s``, in one transaction (committed at the end) with ``begin``, else rolled back
-    at the end; database errors come out as vigil's.
+async def guarded(
+    engine: AsyncEngine,
+    *,
+    timeout_s: float | None,
+    begin: bool,
+    unavailable: type[VigilError] = StoreUnavailable,
+    refused: type[VigilError] = StoreError,
+    what: str = "the database",
+) -> AsyncIterator[AsyncConnection]:
+    """A connection within ``timeout_s`` (None: unbounded), in one transaction (committed at the end) with
+    ``begin``, else rolled back at the end; database errors come out as vigil's, ``unavailable`` or ``refused``
+    (``what`` names the database in their messages).
 
     Raises:
-        StoreUnavailable: the database could not be reached, or the work took longer than ``timeout_s``.
-        StoreError: the database refused a statement.
+        StoreUnavailable: (by default) the database could not be reached, or the work took longer than ``timeout_s``.
+        StoreError: (by default) the database refused a statement.
     """
     try:
-        async with asyncio.timeout(timeout_s), connected(engine) as conn:
+        async with asyncio.timeout(timeout_s), connected(engine, unavailable=unavailable, what=what) as conn:
             if not begin:
                 yield conn
                 return
             async with conn.begin():
                 yield conn
-    except StoreError:
+    except refused:
         raise
     except Exception as exc:
-        raise translate(exc) from exc
+        raise translate(exc, unavailable=unavailable, refused=refused, what=what) from exc
 
 
 def upsert(conn: AsyncConnection, table: sa.Table) -> Any:

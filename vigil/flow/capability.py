@@ -11,13 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from vigil.core.clock import Clock
 from vigil.core.metrics import Metrics
 from vigil.core.retry import Backoff
 
 if TYPE_CHECKING:
+    from fastapi import APIRouter
     from prometheus_client import CollectorRegistry
 
     from vigil.flow.gates import Gate
@@ -57,8 +58,8 @@ class Capability:
     """Per suggestion kind, in the order they are asked; the composition root chains them."""
     jobs: Sequence[Job] = ()
     """Scheduled jobs, run by the daemon's one ``Scheduler`` on its clock."""
-    routers: Sequence[Any] = ()
-    """FastAPI routers (``APIRouter``), mounted on the daemon's one HTTP port."""
+    routers: Sequence[APIRouter] = ()
+    """FastAPI routers, mounted on the daemon's one HTTP port."""
     checks: Mapping[str, Check] = field(default_factory=dict)
     """Readiness checks, by the name ``/readyz`` reports."""
     watchers: Sequence[Watcher] = ()

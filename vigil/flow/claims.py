@@ -20,8 +20,6 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from vigil.db.engine import upsert
 from vigil.flow.tables import JOB_CLAIM
 
-CLAIM = JOB_CLAIM
-
 
 @dataclass(frozen=True, slots=True)
 class Claim:
@@ -32,11 +30,11 @@ class Claim:
 
 
 def _insert_or_ignore(conn: AsyncConnection) -> Any:
-    return upsert(conn, CLAIM).on_conflict_do_nothing()
+    return upsert(conn, JOB_CLAIM).on_conflict_do_nothing()
 
 
 def _window(job: str, due_at: datetime) -> sa.ColumnElement[bool]:
-    return sa.and_(CLAIM.c.job == job, CLAIM.c.due_at == due_at)
+    return sa.and_(JOB_CLAIM.c.job == job, JOB_CLAIM.c.due_at == due_at)
 
 
 async def expect(engine: AsyncEngine, job: str, due_at: datetime) -> None:
@@ -51,16 +49,16 @@ async def claim(
     """Take the window (``job``, ``due_at``) for ``owner`` until ``now + lease``, unless another holds it or ran it."""
     async with engine.begin() as conn:
         await conn.execute(_insert_or_ignore(conn).values(job=job, due_at=due_at))
-        free = sa.or_(CLAIM.c.owner.is_(None), CLAIM.c.lease_until <= now)
+        free = sa.or_(JOB_CLAIM.c.owner.is_(None), JOB_CLAIM.c.lease_until <= now)
         taken = await conn.execute(
-            sa.update(CLAIM)
-            .where(_window(job, due_at), CLAIM.c.finished_at.is_(None), free)
+            sa.update(JOB_CLAIM)
+            .where(_window(job, due_at), JOB_CLAIM.c.finished_at.is_(None), free)
             .values(owner=owner, claimed_at=now, lease_until=now + lease)
         )
         if taken.rowcount == 1:
             return Claim(won=True)
         row = (
-            await conn.execute(sa.select(CLAIM.c.finished_at, CLAIM.c.lease_until).where(_window(job, due_at)))
+            await conn.execute(sa.select(JOB_CLAIM.c.finished_at, JOB_CLAIM.c.lease_until).where(_window(job, due_at)))
         ).one()
     return Claim(won=False, held_until=None if row.finished_at is not None else row.lease_until)
 
@@ -71,8 +69,8 @@ async def renew(
     """Extend ``owner``'s lease on a window it is running to ``now + lease``; False if the window is no longer its."""
     async with engine.begin() as conn:
         renewed = await conn.execute(
-            sa.update(CLAIM)
-            .where(_window(job, due_at), CLAIM.c.owner == owner, CLAIM.c.finished_at.is_(None))
+            sa.update(JOB_CLAIM)
+            .where(_window(job, due_at), JOB_CLAIM.c.owner == owner, JOB_CLAIM.c.finished_at.is_(None))
             .values(lease_until=now + lease)
         )
     return renewed.rowcount == 1
@@ -87,11 +85,11 @@ async def finish(
     """
     async with engine.begin() as conn:
         closed = await conn.execute(
-            sa.update(CLAIM)
-            .where(_window(job, due_at), CLAIM.c.owner == owner)
+            sa.update(JOB_CLAIM)
+            .where(_window(job, due_at), JOB_CLAIM.c.owner == owner)
             .values(finished_at=now, outcome=outcome, lease_until=None)
         )
-        await conn.execute(sa.delete(CLAIM).where(CLAIM.c.job == job, CLAIM.c.due_at < keep_from))
+        await conn.execute(sa.delete(JOB_CLAIM).where(JOB_CLAIM.c.job == job, JOB_CLAIM.c.due_at < keep_from))
     return closed.rowcount == 1
 
 
@@ -100,9 +98,9 @@ async def missed(engine: AsyncEngine, job: str, now: datetime) -> datetime | Non
     async with engine.connect() as conn:
         row = (
             await conn.execute(
-                sa.select(CLAIM.c.due_at, CLAIM.c.finished_at)
-                .where(CLAIM.c.job == job, CLAIM.c.due_at <= now)
-                .order_by(CLAIM.c.due_at.desc())
+                sa.select(JOB_CLAIM.c.due_at, JOB_CLAIM.c.finished_at)
+                .where(JOB_CLAIM.c.job == job, JOB_CLAIM.c.due_at <= now)
+                .order_by(JOB_CLAIM.c.due_at.desc())
                 .limit(1)
             )
         ).first()

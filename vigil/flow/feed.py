@@ -1,7 +1,7 @@
 """The live feed: what the pipeline has just stored or published, pushed to whoever watches (the panel).
 
-The pipeline calls ``publish`` after an event is committed or a suggestion is out; each watcher holds a bounded
-queue filtered by tenant (and, optionally, one conversation). A watcher that falls too far behind is dropped
+The pipeline calls ``publish`` after an event is committed or a suggestion is out; each subscriber holds a bounded
+queue filtered by tenant (and, optionally, one conversation). A subscriber that falls too far behind is dropped
 rather than allowed to hold memory: its stream ends and the browser reconnects and reloads. The feed carries
 what this process handles; with several replicas each feeds the conversations of its own partitions.
 """
@@ -36,13 +36,13 @@ class Update:
 
     @functools.cached_property
     def json(self) -> str:
-        """``data`` as JSON, encoded once however many watchers receive it."""
+        """``data`` as JSON, encoded once however many subscribers receive it."""
         return json.dumps(self.data, ensure_ascii=False, separators=(",", ":"))
 
 
 @dataclass(eq=False, slots=True)
-class Watcher:
-    """One subscriber's filter and queue; iterate it for updates until the feed or the watcher ends."""
+class Subscriber:
+    """One subscriber's filter and queue; iterate it for updates until the feed or the subscription ends."""
 
     tenants: tuple[str, ...] | None
     conversation_id: str | None
@@ -67,66 +67,66 @@ class Watcher:
 
 @dataclass
 class LiveFeed:
-    """Fans updates out to watchers; never blocks the pipeline."""
+    """Fans updates out to subscribers; never blocks the pipeline."""
 
     max_queue: int = 1000
     relay: Callable[[Update], None] | None = None
     """Where this process's updates also go: the fan-out to other replicas, when there is one."""
-    _watchers: set[Watcher] = field(default_factory=set)
+    _subscribers: set[Subscriber] = field(default_factory=set)
     _closed: bool = False
 
     def publish(self, update: Update) -> None:
-        """An update of this process: to its watchers, and to the other replicas' (through ``relay``)."""
+        """An update of this process: to its subscribers, and to the other replicas' (through ``relay``)."""
         self.deliver(update)
         if self.relay is not None:
             self.relay(update)
 
     def deliver(self, update: Update) -> None:
-        """Hand ``update`` to every watcher here that wants it."""
-        for watcher in list(self._watchers):
-            if not watcher.wants(update):
+        """Hand ``update`` to every subscriber here that wants it."""
+        for subscriber in list(self._subscribers):
+            if not subscriber.wants(update):
                 continue
-            if watcher.queue.qsize() >= self.max_queue - 1:
-                self._drop(watcher, "fell behind")
+            if subscriber.queue.qsize() >= self.max_queue - 1:
+                self._drop(subscriber, "fell behind")
                 continue
-            watcher.queue.put_nowait(update)
+            subscriber.queue.put_nowait(update)
 
     @contextlib.contextmanager
-    def watch(self, *, tenants: tuple[str, ...] | None, conversation_id: str | None = None) -> Iterator[Watcher]:
-        """A ``Watcher`` for updates of ``tenants`` (None: all), optionally of one conversation only."""
-        watcher = Watcher(tenants, conversation_id, asyncio.Queue(self.max_queue))
+    def watch(self, *, tenants: tuple[str, ...] | None, conversation_id: str | None = None) -> Iterator[Subscriber]:
+        """A ``Subscriber`` for updates of ``tenants`` (None: all), optionally of one conversation only."""
+        subscriber = Subscriber(tenants, conversation_id, asyncio.Queue(self.max_queue))
         if self._closed:
-            watcher.queue.put_nowait(None)
+            subscriber.queue.put_nowait(None)
         else:
-            self._watchers.add(watcher)
+            self._subscribers.add(subscriber)
         try:
-            yield watcher
+            yield subscriber
         finally:
-            self._watchers.discard(watcher)
+            self._subscribers.discard(subscriber)
 
     @property
     def listening(self) -> bool:
-        """Whether anyone would get an update now (a watcher here, or the relay): if not, do not build one."""
-        return bool(self._watchers) or self.relay is not None
+        """Whether anyone would get an update now (a subscriber here, or the relay): if not, do not build one."""
+        return bool(self._subscribers) or self.relay is not None
 
     @property
-    def watchers(self) -> int:
-        """How many watchers are connected."""
-        return len(self._watchers)
+    def subscribers(self) -> int:
+        """How many subscribers are connected."""
+        return len(self._subscribers)
 
     def close(self) -> None:
-        """End every watcher's stream (shutdown), and refuse new ones."""
+        """End every subscriber's stream (shutdown), and refuse new ones."""
         self._closed = True
-        for watcher in list(self._watchers):
-            self._drop(watcher, None)
+        for subscriber in list(self._subscribers):
+            self._drop(subscriber, None)
 
-    def _drop(self, watcher: Watcher, why: str | None) -> None:
+    def _drop(self, subscriber: Subscriber, why: str | None) -> None:
         if why:
-            log.info("dropping a live watcher that %s; it will reconnect", why)
-        watcher.dropped = why is not None
-        self._watchers.discard(watcher)
+            log.info("dropping a live subscriber that %s; it will reconnect", why)
+        subscriber.dropped = why is not None
+        self._subscribers.discard(subscriber)
         with contextlib.suppress(asyncio.QueueFull):
-            watcher.queue.put_nowait(None)
+            subscriber.queue.put_nowait(None)
 
 
 def case_data(case: CaseState) -> dict[str, Any]:

@@ -4,9 +4,10 @@ One call handles one event; the caller (``ingest``) guarantees that a conversati
 in order. Each step is idempotent by the event's id, so a re-delivered event changes nothing, except that a
 suggestion stored but not yet published before a crash is published now.
 
-A skill whose knowledge store cannot be reached is asked again a few times with back-off, then stays silent for
-this event (counted as ``knowledge_unavailable``, not as a skill failure): an outage never dead-letters an event
-and holds its partition for a bounded time only.
+A skill that a dependency fails (``Unavailable``: its knowledge store, say) is asked again a few times with
+back-off, then stays silent for this event (counted under the error's reason, ``knowledge_unavailable`` for
+instance, not as a skill failure): an outage never dead-letters an event and holds its partition for a bounded time
+only.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from functools import partial
 from typing import Protocol
 
 from vigil.core.clock import Clock
-from vigil.core.errors import KnowledgeUnavailable
+from vigil.core.errors import Unavailable
 from vigil.core.metrics import Metrics
 from vigil.core.retry import Backoff
 from vigil.flow.case import CaseState, Recorded
@@ -82,8 +83,8 @@ class Pipeline:
         watchers: Sequence[Watcher] = (),
         unavailable_attempts: int = 3,
     ) -> None:
-        """``unavailable_attempts``: how many times a skill is asked while its knowledge store is unreachable before
-        it is left silent for the event (with the back-off's delays between them)."""
+        """``unavailable_attempts``: how many times a skill is asked while a dependency it needs is unreachable
+        before it is left silent for the event (with the back-off's delays between them)."""
         self._store = recorder
         self._watchers = tuple(watchers)
         self._default_tenant = default_tenant
@@ -138,7 +139,7 @@ class Pipeline:
                 partial(skill.propose, event, case),
                 attempts=self._unavailable_attempts,
             )
-        except KnowledgeUnavailable as exc:
+        except Unavailable as exc:
             log.warning(
                 "skill %s is silent on %s %s: %s",
                 skill.name,

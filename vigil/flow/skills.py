@@ -1,14 +1,14 @@
 """Skills: the capabilities that look at an event and its case and may propose suggestions.
 
 A skill does not publish and does not know the transport: it returns proposals, the gate decides which are said.
-Adding a capability means adding a skill to the list the daemon builds, never editing the pipeline.
+A capability's ``setup`` returns its skills (``Capability.skills``); adding one never means editing the pipeline.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from dataclasses import dataclass
+from typing import Protocol
 
 from vigil.flow.case import CaseState
 from vigil.wire.events import Action, Event, SourceRef, SuggestionKind
@@ -24,7 +24,6 @@ class Proposal:
     sources: tuple[SourceRef, ...] = ()
     action: Action | None = None
     why: str = ""
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 class Skill(Protocol):

@@ -31,7 +31,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from vigil.core.clock import Clock, SystemClock
 from vigil.core.errors import EntryConflict, KnowledgeError, KnowledgeUnavailable, StartupError
-from vigil.db.engine import describe, is_unavailable, migrate, open_engine, upsert
+from vigil.db.engine import guarded, migrate, open_engine, upsert
 from vigil.db.settings import DatabaseSettings
 from vigil.knowledge.documents import Entry, EntryKind, Passage, discover, read
 from vigil.knowledge.embedding import Embedder, SentenceTransformerEmbedder, Vectors
@@ -273,23 +273,19 @@ class KnowledgeStore:
         for collection in (self._collections.passages, self._collections.questions):
             await self._bounded(collection.count)
 
-    @contextlib.asynccontextmanager
-    async def _database(self, *, begin: bool = False, bounded: bool = False) -> AsyncIterator[AsyncConnection]:
+    def _database(
+        self, *, begin: bool = False, bounded: bool = False
+    ) -> contextlib.AbstractAsyncContextManager[AsyncConnection]:
         """A connection (in a transaction with ``begin``, within the timeout with ``bounded``); database errors come
         out as ``KnowledgeUnavailable`` or ``KnowledgeError``."""
-        try:
-            async with asyncio.timeout(self._timeout_s if bounded else None), _connected(self._engine) as conn:
-                if not begin:
-                    yield conn
-                    return
-                async with conn.begin():
-                    yield conn
-        except KnowledgeError:
-            raise
-        except (sa.exc.SQLAlchemyError, OSError, TimeoutError) as exc:
-            if is_unavailable(exc):
-                raise KnowledgeUnavailable(f"the knowledge database is unavailable: {describe(exc)}") from exc
-            raise KnowledgeError(f"the knowledge database failed: {describe(exc)}") from exc
+        return guarded(
+            self._engine,
+            timeout_s=self._timeout_s if bounded else None,
+            begin=begin,
+            unavailable=KnowledgeUnavailable,
+            refused=KnowledgeError,
+            what="the knowledge database",
+        )
 
     async def _bounded(self, call: Callable[..., T], *args: Any) -> T:
         """``call(*args)`` on Chroma in a thread, waited for at most the timeout."""
@@ -586,21 +582,6 @@ class KnowledgeStore:
         return [{k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in row._mapping.items()} for row in rows]
 
 
-@contextlib.asynccontextmanager
-async def _connected(engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:
-    """A connection from the pool; failing to get one is "unavailable" whatever the server said (one turning
-    connections away answers with a SQLSTATE that would mean a refusal on a statement)."""
-    conn = engine.connect()
-    try:
-        await conn.start()
-    except Exception as exc:
-        raise KnowledgeUnavailable(f"cannot connect to the knowledge database: {describe(exc)}") from exc
-    try:
-        yield conn
-    finally:
-        await conn.close()
-
-
 def visible_to(tenants: Sequence[str] | None) -> sa.ColumnElement[bool]:
     """The SQL condition for the entries ``tenants`` see: global ones and their own (None: every entry)."""
     if tenants is None:
@@ -706,6 +687,11 @@ def _entry(row: Any, passages: tuple[Passage, ...]) -> Entry:
     )
 
 
+def chroma_folder(data_dir: Path) -> Path:
+    """Where embedded Chroma keeps its files under the data dir."""
+    return data_dir / "chroma"
+
+
 def open_knowledge_store(
     knowledge: KnowledgeSettings,
     engine: AsyncEngine,
@@ -723,7 +709,7 @@ def open_knowledge_store(
         engine=engine,
         embedder=embedder or SentenceTransformerEmbedder(knowledge.model_path, threads=knowledge.embedding_threads),
         clock=clock,
-        chroma_path=data_dir / "chroma",
+        chroma_path=chroma_folder(data_dir),
         chroma_url=knowledge.chroma_url,
         timeout_s=timeout_s,
     )
@@ -740,6 +726,7 @@ async def standalone(
     (``VIGIL_KNOWLEDGE__CHROMA_URL``).
     """
     engine = open_engine(database, data_dir=data_dir)
+    store: KnowledgeStore | None = None
     try:
         await migrate(engine)
         store = open_knowledge_store(
@@ -749,6 +736,8 @@ async def standalone(
             await store.open()
         yield store
     finally:
+        if store is not None:
+            await store.close()
         await engine.dispose()
 
 

@@ -41,7 +41,7 @@ def asyncpg_dsn(url: str) -> str:
 def encode(update: Update, origin: str) -> str:
     """The NOTIFY payload of an update; a text too long to fit is cut and its part marked ``truncated``."""
     head = _json({"o": origin, "k": update.kind, "t": update.tenant, "c": update.conversation_id})[:-1]
-    payload = f'{head},"d":{update.json}}}'  # the data as the local watchers get it, encoded once
+    payload = f'{head},"d":{update.json}}}'  # the data as the local subscribers get it, encoded once
     excess = len(payload.encode()) - MAX_PAYLOAD_BYTES
     if excess <= 0:
         return payload

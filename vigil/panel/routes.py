@@ -256,10 +256,10 @@ def api_routes(
     ) -> AsyncIterator[ServerSentEvent]:
         """Server-sent events: ``message``, ``case``, ``suggestion`` and ``feedback`` updates as they happen. The
         stream ends, before the next update, once the caller's sign-in has (checked at most every few seconds)."""
-        with feed.watch(tenants=who.tenant_filter, conversation_id=conversation) as watcher:
+        with feed.watch(tenants=who.tenant_filter, conversation_id=conversation) as subscriber:
             yield ServerSentEvent(event="hello", data={"watching": conversation})
             checked = clock.monotonic()
-            async for update in watcher:
+            async for update in subscriber:
                 if clock.monotonic() - checked >= LIVE_RECHECK_S:
                     if not await _still_signed_in(caller.auth, request):
                         return

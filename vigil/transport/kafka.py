@@ -29,7 +29,7 @@ from aiokafka.errors import (
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
 from aiokafka.structs import OffsetAndMetadata
 
-from vigil.core.errors import RecordRefused, Rejected, TransportError
+from vigil.core.errors import RecordRefused, Rejected, TransportError, TransportUnavailable
 from vigil.transport.base import Record, dead_letter_headers, truncation_headers
 from vigil.transport.settings import KafkaSettings
 from vigil.wire.events import Suggestion
@@ -78,7 +78,7 @@ class KafkaPublisher:
             await producer.start()
         except (KafkaError, OSError) as exc:
             await producer.stop()
-            raise TransportError(f"cannot connect the Kafka producer: {exc}") from exc
+            raise TransportUnavailable(f"cannot connect the Kafka producer: {exc}") from exc
         self._producer = producer
 
     async def send(
@@ -91,13 +91,13 @@ class KafkaPublisher:
             TransportError: the broker could not take it now (retry).
         """
         if self._producer is None:
-            raise TransportError("the Kafka producer is not connected")
+            raise TransportUnavailable("the Kafka producer is not connected")
         try:
             await self._producer.send_and_wait(topic, value=value, key=key, headers=list(headers))
         except REFUSALS as exc:
             raise RecordRefused(f"{topic} refuses the record: {exc}") from exc
         except KafkaError as exc:
-            raise TransportError(f"cannot publish to {topic}: {exc}") from exc
+            raise TransportUnavailable(f"cannot publish to {topic}: {exc}") from exc
 
     async def close(self) -> None:
         if self._producer is not None:
@@ -256,14 +256,14 @@ class KafkaSource:
             consumer.subscribe([self._settings.input_topic], listener=_Rebalance(self))
         except (KafkaError, OSError) as exc:
             await consumer.stop()
-            raise TransportError(f"cannot connect the Kafka consumer: {exc}") from exc
+            raise TransportUnavailable(f"cannot connect the Kafka consumer: {exc}") from exc
         self._consumer = consumer
         self._committer = asyncio.create_task(self._commit_forever(), name="vigil-kafka-commit")
 
     async def deliveries(self) -> AsyncIterator[KafkaDelivery]:
         consumer = self._consumer
         if consumer is None:
-            raise TransportError("the Kafka consumer is not started")
+            raise TransportUnavailable("the Kafka consumer is not started")
         failing = False
         while not self._stopping.is_set():
             try:
@@ -302,7 +302,7 @@ class KafkaSource:
             async with asyncio.timeout(2.0):
                 await self._consumer.topics()
         except (KafkaError, TimeoutError, OSError) as exc:
-            raise TransportError(f"Kafka unreachable: {exc!r}") from exc
+            raise TransportUnavailable(f"Kafka unreachable: {exc!r}") from exc
 
     async def commit(self, partitions: Iterable[TopicPartition] | None = None) -> None:
         """Commit, for each partition, everything before its oldest record still in flight."""
@@ -319,7 +319,7 @@ class KafkaSource:
         try:
             await self._consumer.commit({tp: OffsetAndMetadata(o, "") for tp, (_, o) in offsets.items()})
         except KafkaError as exc:
-            raise TransportError(f"offset commit failed: {exc!r}") from exc
+            raise TransportUnavailable(f"offset commit failed: {exc!r}") from exc
         for ledger, offset in offsets.values():
             ledger.committed = offset
 
@@ -391,7 +391,7 @@ async def probe_bootstrap(servers: str, *, timeout_s: float) -> None:
         writer.close()
         await writer.wait_closed()
         return
-    raise TransportError(f"Kafka unreachable: {'; '.join(problems) or 'no bootstrap servers'}")
+    raise TransportUnavailable(f"Kafka unreachable: {'; '.join(problems) or 'no bootstrap servers'}")
 
 
 async def ensure_topics(settings: KafkaSettings, names: Iterable[str], *, partitions: int) -> None:
@@ -413,9 +413,9 @@ async def ensure_topics(settings: KafkaSettings, names: Iterable[str], *, partit
             response = await admin.create_topics(wanted)
             for topic, code, *_ in getattr(response, "topic_errors", []) or getattr(response, "topics", []):
                 if code not in (0, TOPIC_ALREADY_EXISTS):
-                    raise TransportError(f"cannot create topic {topic}: error code {code}")
+                    raise TransportUnavailable(f"cannot create topic {topic}: error code {code}")
     except (KafkaError, OSError) as exc:
-        raise TransportError(f"cannot create topics: {exc!r}") from exc
+        raise TransportUnavailable(f"cannot create topics: {exc!r}") from exc
     finally:
         await admin.close()
 

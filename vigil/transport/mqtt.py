@@ -42,7 +42,7 @@ from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 from paho.mqtt.subscribeoptions import SubscribeOptions
 
-from vigil.core.errors import Rejected, SettingsError, TransportError
+from vigil.core.errors import Rejected, SettingsError, TransportError, TransportUnavailable
 from vigil.core.metrics import Metrics
 from vigil.transport.base import Record, dead_letter_headers
 from vigil.transport.settings import PLACEHOLDER, MqttSettings, topic_filter
@@ -311,7 +311,7 @@ class MqttConnection:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
             if isinstance(exc, MqttError | TransportError | OSError):
-                raise TransportError(f"cannot connect to the MQTT broker at {self._where}: {exc}") from exc
+                raise TransportUnavailable(f"cannot connect to the MQTT broker at {self._where}: {exc}") from exc
             raise
         self._task = task
 
@@ -381,7 +381,7 @@ class MqttConnection:
         codes = await client.subscribe(self.events.filter, options=options)
         refused = [str(c) for c in codes if not isinstance(c, int) and c.is_failure]
         if refused:
-            raise TransportError(f"the broker refused the subscription to {self.events.filter}: {refused[0]}")
+            raise TransportUnavailable(f"the broker refused the subscription to {self.events.filter}: {refused[0]}")
         if self._down_since is not None:
             log.info(
                 "reconnected to the MQTT broker at %s after %.1fs", self._where, time.monotonic() - self._down_since
@@ -435,7 +435,7 @@ class MqttConnection:
         """
         session = self._session
         if session is None:
-            raise TransportError(f"not connected to the MQTT broker at {self._where}")
+            raise TransportUnavailable(f"not connected to the MQTT broker at {self._where}")
         properties = None
         if user_properties:
             properties = _properties(PacketTypes.PUBLISH)
@@ -443,7 +443,7 @@ class MqttConnection:
         try:
             await session.publish(topic, payload, self.settings.qos, properties)
         except (MqttError, ValueError) as exc:
-            raise TransportError(f"cannot publish to {topic}: {exc}") from exc
+            raise TransportUnavailable(f"cannot publish to {topic}: {exc}") from exc
 
     async def dead_letter(self, record: Record, rejection: Rejected) -> None:
         """Publish a rejected record's payload, unchanged, to the DLQ topic with the reason in user properties."""
@@ -485,7 +485,7 @@ class MqttSource:
 
     async def check(self) -> None:
         if not self._connection.connected:
-            raise TransportError(f"MQTT broker unreachable at {self._connection.settings.host}")
+            raise TransportUnavailable(f"MQTT broker unreachable at {self._connection.settings.host}")
 
     async def close(self) -> None:
         """Nothing to commit: PUBACKs go out as records finish. The daemon closes the shared connection."""
