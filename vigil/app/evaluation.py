@@ -43,6 +43,7 @@ from vigil.flow.pipeline import Pipeline
 from vigil.flow.scheduler import Scheduler
 from vigil.flow.settings import IngestSettings
 from vigil.knowledge.embedding import Embedder
+from vigil.knowledge.store import chroma_folder
 from vigil.transport.base import Sink
 from vigil.transport.select import Transports
 from vigil.wire.events import Event, Suggestion, parse
@@ -268,7 +269,7 @@ async def empty(settings: Settings) -> None:
         await store.migrate()
     finally:
         await store.close()
-    chroma = settings.data_dir / "chroma"
+    chroma = chroma_folder(settings.data_dir)
     try:
         if chroma.exists():
             shutil.rmtree(chroma)
