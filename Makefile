@@ -40,7 +40,7 @@ lint: $(DEV_STAMP)
 	$(BIN)/lint-imports
 
 typecheck: $(DEV_STAMP)
-	$(BIN)/mypy vigil
+	$(BIN)/mypy vigil eval
 
 format: $(DEV_STAMP)
 	$(BIN)/ruff format vigil tests bench docs eval
