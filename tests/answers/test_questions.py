@@ -52,3 +52,21 @@ def test_the_verdict_says_which_rule_decided():
     assert classify("BW-448120").reason == "identifier"
     assert classify("thanks").reason == "small_talk"
     assert classify("it keeps dropping").reason == "request_or_problem"
+
+
+@pytest.mark.parametrize(
+    "text", ["BW-448120", "order 88231", "4471 2290 1183", "#12345", "ref: AB-12/77", "07700 900123"]
+)
+def test_an_id_or_number_on_its_own_is_an_identifier(text: str):
+    assert classify(text).reason == "identifier"
+
+
+@pytest.mark.parametrize(
+    "text", ["5G not working since the update", "3 days and still no parcel", "2 routers both dead"]
+)
+def test_a_message_that_starts_with_a_number_is_not_taken_for_an_identifier(text: str):
+    assert classify(text).reason != "identifier"
+
+
+def test_a_problem_report_that_starts_with_a_number_asks():
+    assert classify("5G not working since the update").asks

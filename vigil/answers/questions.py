@@ -46,7 +46,8 @@ _SMALL_TALK = frozenset(
     "check see just i appreciate help the for your u ta sorry".split()
 )
 _LINK = re.compile(r"^(https?://|www\.)\S+$", re.IGNORECASE)
-_IDENTIFIER = re.compile(r"^[#:\s]*[A-Za-z]{0,6}[-_ ]?[0-9][0-9A-Za-z\-_ /.]*$")
+_ID_TOKEN = re.compile(r"[#:]?[0-9A-Za-z\-_/.]*[0-9][0-9A-Za-z\-_/.]*")
+_ID_PREFIX = re.compile(r"[A-Za-z]{1,8}[:#]?")
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,7 +65,7 @@ def classify(text: str) -> Verdict:
         return Verdict(False, "empty")
     if _LINK.match(stripped):
         return Verdict(False, "link")
-    if _IDENTIFIER.match(stripped) and any(c.isdigit() for c in stripped):
+    if _identifier(stripped):
         return Verdict(False, "identifier")
     lowered = stripped.lower().replace("\u2019", "'")  # typographic apostrophe
     words = _WORD.findall(lowered)
@@ -84,6 +85,15 @@ def classify(text: str) -> Verdict:
 def asks(text: str) -> bool:
     """Shorthand for ``classify(text).asks``."""
     return classify(text).asks
+
+
+def _identifier(text: str) -> bool:
+    """An id or number on its own ("BW-448120", "order 88231", "4471 2290"): every word holds a digit, but for
+    one short word before them. "5G not working" is not one: its other words are words."""
+    tokens = text.split()
+    if tokens and _ID_PREFIX.fullmatch(tokens[0]) and len(tokens) > 1:
+        tokens = tokens[1:]
+    return bool(tokens) and all(_ID_TOKEN.fullmatch(token) for token in tokens)
 
 
 def _only_small_talk(words: list[str]) -> bool:
