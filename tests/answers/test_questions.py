@@ -70,3 +70,41 @@ def test_a_message_that_starts_with_a_number_is_not_taken_for_an_identifier(text
 
 def test_a_problem_report_that_starts_with_a_number_asks():
     assert classify("5G not working since the update").asks
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "need a courtesy car",  # a request with no subject
+        "pls call me back on 07700 900377",
+        "oh can you put a safe place note, side gate",
+        "is the invoice sent by email",  # a yes/no question with a noun subject and no question mark
+        "Is parcelo open on bank holiday monday",
+        "hey do you know if there's going to be a price rise next year",
+        "I just wanted to check the policy documents are in the app now",
+        "my mobile data isnt working since this morning",  # symptom reports
+        "Hub has a solid amber light",
+        "my direct debit went out twice this month",
+        "the integration stopped syncing orders since the 12th",
+    ],
+)
+def test_implicit_requests_yes_no_questions_without_a_mark_and_symptom_reports_ask(text: str):
+    assert classify(text).asks, classify(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "have a nice day",
+        "Thank you very much for your help, have a nice day",
+        "thank you, that's all I wanted. appreciate it",
+        "ok will fill it in tonight",
+        "Hi, I just want to say the new window is perfect",
+    ],
+)
+def test_goodbyes_thanks_and_plans_do_not_ask(text: str):
+    assert not classify(text).asks, classify(text)
+
+
+def test_thanks_that_turn_to_something_new_ask():
+    assert classify("thanks, but the light is still flashing").asks

@@ -26,18 +26,39 @@ _SUBJECTS = frozenset(
     "i you we it there this that they he she my your the a an anyone anybody someone somebody u ya these "
     "those me".split()
 )
+_OPENING_AUXILIARIES = frozenset("is are does do can has was were did".split())
 # What may come before a question's first word: "hi, can I...", "so is it...".
 _LEAD_INS = frozenset("hi hello hey hiya ok okay so and but also well please then".split())
 _REQUEST = re.compile(
-    r"\b(i need|i want|i'd like|i would like|i wanna|i'm trying|im trying|i am trying|trying to|help me|help with|"
+    r"\b(i need|i want(?! to say)|i'd like|i would like|i wanna|i'm trying|im trying|i am trying|trying to|"
+    r"help me|help with|"
     r"please help|pls help|need help|can't|cannot|cant|couldn't|unable to|won't|wont|doesn't|doesnt|don't work|"
     r"isn't|not work|stopped work|no longer|broken|error|fail|failed|fails|crash|stuck|problem|issue|wrong|"
     r"missing|lost|charged|refund|cancel|how to|where to|any idea|any ideas|is there a way|tell me|let me know|"
     r"no internet|no signal|no service|no sound|keeps|still|never arrived|hasn't|haven't|didn't|didnt|"
     r"wondering|it says|says|denied|not found|nothing found|can't find|cant find|don't see|dont see|"
     r"don't have|dont have|i tried|i've tried|ive tried|i try|will not|i get|any good|recommend|suggest|"
-    r"is down|are down|went down|outage|flashing|nothing loads|nothing works|slow|dropp|disconnect)\w*"
+    r"is down|are down|went down|outage|flashing|nothing loads|nothing works|slow|dropp|disconnect|"
+    # asking without a question: "I just wanted to check", "do you know if"
+    r"check if|check whether|checking if|checking whether|wanted to check|just checking|want to know|"
+    r"wanted to ask|like to know|know if|know whether|"
+    # a request with no subject, or put politely: "need a courtesy car", "pls call me back", "can you put a note"
+    r"(?:can|could|would|will) (?:you|u|someone|somebody|anyone)|"
+    r"(?:please|pls|plz) (?:call|ring|send|resend|stop|cancel|change|update|check|book|put|add|remove|reset|"
+    r"confirm|email|arrange|fix|look|sort|move|delete|switch|close|open|contact|explain)|"
+    # symptoms: "isnt working", "solid red light", "parcel damaged", "stopped syncing", "went out twice"
+    r"isnt|arent|wasnt|not letting|spins|spinning|frozen|freez|damaged|cracked|broke|leak|flood|disappear|"
+    r"dissapear|duplicat|twice|double|overcharg|out of order|stopped \w+ing|supposed to|never got|"
+    r"(?:solid|orange|red|amber|blinking|blue|white|green) light|lights? (?:are|is) (?:all )?(?:off|out)|crack|"
+    # complaints that want something done: "nobody told me", "worse than before", "sort this out"
+    r"nobody|worse|worst|don't understand|dont understand|question about|query about|quick question|"
+    r"(?:^|[.!;,]\s*|\bthen\s+)(?:sort|bring|book|fix|refund|cancel|resend) (?:it|this|them|that|me|my|the))\w*"
 )
+_NEEDS = re.compile(r"^(?:(?:hi|hello|hey|so|and|also|oh|ok|okay)\W+)*(?:need|needs|want|wanting|would like)\b")
+# Goodbyes that start like a question: "have a nice day", "have a good weekend".
+_GOODBYE = re.compile(r"\bhave a (?:nice|good|great|lovely|wonderful) (?:day|weekend|evening|night|one|week)\b")
+_TURN = re.compile(r"\b(?:but|also|another|one more|however|still not|still no|still can't|still cant)\b")
+_THANKS = re.compile(r"^(?:(?:ok|okay|great|brilliant|perfect|lovely)\W+)?(?:thank|thanks|thx|ty|cheers)\b")
 _SMALL_TALK = frozenset(
     "hi hello hey hiya yo morning evening afternoon good thanks thank thx ty cheers ok okay k kk ack cool great "
     "perfect nice awesome brilliant lovely sure yes yeah yep yup no nope nah fine alright right got it that "
@@ -75,9 +96,11 @@ def classify(text: str) -> Verdict:
         return Verdict(False, "small_talk")
     if "?" in stripped:
         return Verdict(True, "question_mark")
-    if _opens_question(lowered):
+    if _opens_question(_GOODBYE.sub("", lowered)):
         return Verdict(True, "question_form")
-    if _REQUEST.search(lowered):
+    if _THANKS.match(lowered) and not _TURN.search(lowered):
+        return Verdict(False, "thanks")  # thanks, however it goes on, unless it turns to something new
+    if _REQUEST.search(lowered) or _NEEDS.match(lowered):
         return Verdict(True, "request_or_problem")
     return Verdict(False, "statement")
 
@@ -102,14 +125,20 @@ def _only_small_talk(words: list[str]) -> bool:
 
 def _opens_question(lowered: str) -> bool:
     """A clause that starts like a question: a question word, or an auxiliary before its subject."""
-    for clause in re.split(r"[.!;,\n]+|\bbut\b|\band\b|\bso\b|\balso\b", lowered):
+    for number, clause in enumerate(re.split(r"[.!;,\n]+|\s-+\s|\bbut\b|\band\b|\bso\b|\balso\b", lowered)):
         words = _WORD.findall(clause)
+        while len(words) > 2 and words[0] in _LEAD_INS | {"quick", "one"}:
+            words.pop(0)
         if len(words) < 2:
             continue
         first, second = words[0], words[1]
         if first in _QUESTION_WORDS and second not in {"s", "ever"}:
             return True
         if first in _AUXILIARIES and second in _SUBJECTS:
+            return True
+        # "is parcelo open on bank holiday monday": a message that opens with one of these auxiliaries asks,
+        # whatever its subject ("will fill it in tonight" and "can't wait" do not).
+        if number == 0 and first in _OPENING_AUXILIARIES and len(words) >= 3 and second not in {"do", "wait"}:
             return True
     return False
 
