@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
+import aiomqtt
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -23,6 +24,7 @@ from vigil.core.errors import Rejected, SettingsError, TransportError
 from vigil.core.metrics import Metrics
 from vigil.dev.broker import free_port
 from vigil.transport.mqtt import (
+    MqttClient,
     MqttConnection,
     MqttDelivery,
     MqttOutbox,
@@ -213,6 +215,27 @@ async def test_a_broker_restart_mid_stream_loses_nothing_the_publisher_was_promi
     assert len(promised) >= 40
     source.stop_intake()
     await consumer
+
+
+async def test_a_socket_that_closed_before_the_loop_could_watch_it_for_writing_is_left_alone(mosquitto: Mosquitto):
+    # The race behind a broker restart: paho asks for its socket to be watched for writing (a publish queued), and
+    # the connection drops before the loop runs the registration. paho's own close path closes the socket here.
+    loop = asyncio.get_running_loop()
+    errors: list[dict[str, object]] = []
+    previous = loop.get_exception_handler()
+    loop.set_exception_handler(lambda _, context: errors.append(context))
+    try:
+        client = MqttClient(mosquitto.host, mosquitto.port, identifier=f"race-{uuid.uuid4().hex[:8]}")
+        await client.__aenter__()
+        paho = client._client
+        paho.publish("vigil/race", b"queued")
+        paho._sock_close()
+        await asyncio.sleep(0.1)
+        with contextlib.suppress(aiomqtt.MqttError):
+            await client.__aexit__(None, None, None)
+    finally:
+        loop.set_exception_handler(previous)
+    assert errors == []
 
 
 async def test_an_acknowledgement_from_an_earlier_connection_does_nothing(mosquitto: Mosquitto, connect: Connect):

@@ -32,11 +32,12 @@ import ssl
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Any, TypeVar
 from urllib.parse import unquote
 
 import aiomqtt
 from aiomqtt import MqttError
+from aiomqtt.types import PahoSocket
 from paho.mqtt.client import Client as PahoClient
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
@@ -151,6 +152,33 @@ def _tls_context(settings: MqttSettings) -> ssl.SSLContext:
         raise SettingsError("VIGIL_MQTT__TLS_CA_FILE", f"cannot read CA certificates from {ca_file}: {exc}") from exc
     context.sslsocket_class = _ClosingSSLSocket
     return context
+
+
+class MqttClient(aiomqtt.Client):
+    """aiomqtt's client, watching a socket for writing only while the connection still has it.
+
+    paho asks for the socket to be watched for writing whenever it has bytes to send, and aiomqtt hands the
+    ``add_writer`` to the loop with ``call_soon_threadsafe``. When the broker goes away in between, paho closes the
+    socket before the loop gets to it: ``add_writer`` then fails on a closed descriptor (an EBADF traceback in the
+    log), or, had the number been reused, would watch somebody else's socket. The registration is checked when it
+    runs instead.
+    """
+
+    def _on_socket_register_write(self, client: PahoClient, userdata: Any, sock: PahoSocket) -> None:
+        def write() -> None:
+            try:
+                client.loop_write()
+            except Exception as exc:  # a broken connection: aiomqtt's own reconnect handles it
+                if not self._disconnected.done():
+                    self._disconnected.set_exception(exc)
+
+        def register() -> None:
+            current = client.socket()
+            if current is None or current is not sock or current.fileno() < 0:
+                return  # closed since it was asked for: the next connection registers its own socket
+            self._loop.add_writer(current.fileno(), write)
+
+        self._loop.call_soon_threadsafe(register)
 
 
 class TopicPattern:
@@ -359,7 +387,7 @@ class MqttConnection:
         properties = _properties(PacketTypes.CONNECT)
         properties.SessionExpiryInterval = settings.session_expiry_s
         properties.ReceiveMaximum = self._receive_maximum
-        client = aiomqtt.Client(
+        client = MqttClient(
             settings.host or "",
             settings.port,
             username=settings.username,
