@@ -2,6 +2,7 @@
 
     python -m bench.eval_requests [--split tune|test|all] [--errors N]
     python -m bench.eval_requests --learned     # the rules beside a classifier over the sentence embedding
+    python -m bench.eval_requests --knowledge   # ... and beside a strong knowledge match (Brightwave only)
 
 Labels: ``bench/data/requests-*.jsonl``: customer messages of four fictional companies' support chats (first
 messages and follow-ups, several styles), each labelled ``needs`` (the analyst should answer or act) with a
@@ -13,6 +14,7 @@ it never changes.
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import json
 from collections import defaultdict
@@ -20,7 +22,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from vigil.answers.needs import BUNDLED, ImplicitRequests
 from vigil.answers.questions import classify
+from vigil.knowledge.embedding import Embedder
 
 DATA = Path(__file__).resolve().parent / "data"
 FIELDS = ("id", "company", "conversation", "position", "context", "text", "style", "needs", "kind")
@@ -123,18 +127,15 @@ def recall_by_kind(rows: list[Labelled], detect: Callable[[str], bool]) -> list[
     return lines
 
 
-def learned(rows: list[Labelled]) -> dict[str, Callable[[str], bool]]:
-    """Two detectors learned on the tune half only, over the sentence embedding vigil computes (all-MiniLM-L6-v2):
-    logistic regression alone (its regularisation chosen by 5-fold cross-validation), and the rules OR'd with it
-    above a threshold chosen on its out-of-fold predictions (the best F1 with precision at least 0.90)."""
+def fit_implicit_requests(rows: list[Labelled]) -> ImplicitRequests:
+    """A logistic regression over the sentence embedding vigil computes (all-MiniLM-L6-v2), fitted on the tune half
+    only: its regularisation chosen by 5-fold cross-validation, its threshold (for the rules OR'd with it) the best
+    F1 with precision at least 0.90 on its out-of-fold predictions."""
     import numpy as np
     from sklearn.linear_model import LogisticRegressionCV
     from sklearn.model_selection import cross_val_predict
 
-    from vigil.knowledge.embedding import SentenceTransformerEmbedder
-
-    model = SentenceTransformerEmbedder()
-    model.load()
+    model = _embedder()
     tune = [row for row in rows if split_of(row.conversation) == "tune"]
     vectors = np.asarray(model.embed([row.text for row in tune]))
     needs = np.asarray([row.needs for row in tune])
@@ -149,18 +150,94 @@ def learned(rows: list[Labelled]) -> dict[str, Callable[[str], bool]]:
         precision, recall = tp / max(tp + fp, 1), tp / max(tp + fn, 1)
         return 0.0 if precision < 0.9 or not precision + recall else 2 * precision * recall / (precision + recall)
 
-    threshold = max((float(t) for t in np.arange(0.5, 0.99, 0.01)), key=tune_f1)
+    threshold = max((round(float(t), 2) for t in np.arange(0.5, 0.99, 0.01)), key=tune_f1)
+    weights = np.asarray(regression.coef_[0], dtype=np.float32)
+    return ImplicitRequests(model.name, weights, float(regression.intercept_[0]), threshold)
+
+
+def learned(rows: list[Labelled], model: ImplicitRequests) -> dict[str, Callable[[str], bool]]:
+    """The regression alone (at 0.5), and the rules OR'd with it above its threshold (what vigil ships)."""
+    embedder = _embedder()
     cache: dict[str, float] = {}
 
     def probability(text: str) -> float:
         if text not in cache:
-            cache[text] = float(regression.predict_proba(np.asarray(model.embed([text])))[0, 1])
+            cache[text] = model.probability(embedder.embed([text])[0])
         return cache[text]
 
     return {
         "learned: logistic regression over the embedding": lambda text: probability(text) > 0.5,
-        f"rules, or the regression above {threshold:.2f}": lambda text: rules(text) or probability(text) > threshold,
+        f"rules, or the regression above {model.threshold:.2f}": lambda text: (
+            rules(text) or probability(text) > model.threshold
+        ),
     }
+
+
+@functools.cache
+def _embedder() -> Embedder:
+    from vigil.knowledge.embedding import SentenceTransformerEmbedder
+
+    model = SentenceTransformerEmbedder()
+    model.load()
+    return model
+
+
+def knowledge_confidences(texts: list[str]) -> dict[str, float]:
+    """What the answer skill would propose for each text, as its confidence (0 when it proposes nothing), with the
+    bundled Brightwave help centre in a throwaway store: the only company of the set whose knowledge vigil has."""
+    import asyncio
+    from datetime import UTC, datetime
+
+    from bench.knowledge_env import knowledge_store
+    from vigil.answers.settings import AnswerSettings
+    from vigil.answers.skill import AnswerSkill
+    from vigil.knowledge.documents import discover, read
+    from vigil.wire.events import Message
+
+    root = DATA.parent.parent
+    entries = [
+        e for path in discover([root / "knowledge" / "articles", root / "knowledge" / "faqs"]) for e in read(path)
+    ]
+
+    async def confidences() -> dict[str, float]:
+        found: dict[str, float] = {}
+        async with knowledge_store() as knowledge:
+            await knowledge.upsert(entries)
+            skill = AnswerSkill(knowledge, AnswerSettings())
+            for number, text in enumerate(texts):
+                message = Message(
+                    type="message",
+                    schema_version=1,
+                    message_id=f"m-{number}",
+                    conversation_id=f"c-{number}",
+                    tenant="brightwave",
+                    sent_at=datetime.now(UTC),
+                    role="customer",
+                    text=text,
+                )
+                proposals = await skill.propose(message, None)
+                found[text] = max((p.confidence for p in proposals), default=0.0)
+        return found
+
+    return asyncio.run(confidences())
+
+
+def knowledge_matched(rows: list[Labelled]) -> dict[str, Callable[[str], bool]]:
+    """The rules, or a strong knowledge match counted as an implicit request: the threshold is the best F1 (with
+    precision at least 0.90) on the tune half's Brightwave messages."""
+    brightwave = [row for row in rows if row.company == "brightwave"]
+    confidence = knowledge_confidences([row.text for row in brightwave])
+    tune = [row for row in brightwave if split_of(row.conversation) == "tune"]
+
+    def detector(threshold: float) -> Callable[[str], bool]:
+        return lambda text: rules(text) or confidence.get(text, 0.0) >= threshold
+
+    def tune_f1(threshold: float) -> float:
+        s = scores(tune, detector(threshold))
+        return s.f1 if s.precision >= 0.9 else 0.0
+
+    threshold = max((t / 100 for t in range(50, 100)), key=tune_f1)
+    return {f"rules, or the answer skill's confidence >= {threshold:.2f}": detector(threshold)}
 
 
 def main() -> None:
@@ -168,13 +245,31 @@ def main() -> None:
     parser.add_argument("--split", choices=["tune", "test", "all"], default="test")
     parser.add_argument("--errors", type=int, default=0, help="print this many misclassified tune messages")
     parser.add_argument("--learned", action="store_true", help="compare the rules with the learned classifier")
+    parser.add_argument(
+        "--save", action="store_true", help=f"with --learned: refit on the tune half and save it as {BUNDLED.name}"
+    )
+    parser.add_argument(
+        "--knowledge", action="store_true", help="the three detectors side by side on the Brightwave messages"
+    )
     args = parser.parse_args()
     rows = load()
     chosen = [row for row in rows if args.split == "all" or split_of(row.conversation) == args.split]
+    if args.knowledge:
+        detectors = {"rules": rules, **learned(rows, ImplicitRequests.load()), **knowledge_matched(rows)}
+        brightwave = [row for row in chosen if row.company == "brightwave"]
+        print(f"Split: {args.split}, Brightwave messages only ({len(brightwave)})\n")
+        print("| detector | precision | recall | F1 | accuracy |\n|---|---:|---:|---:|---:|")
+        for name, detect in detectors.items():
+            s = scores(brightwave, detect)
+            print(f"| {name} | {s.precision:.3f} | {s.recall:.3f} | {s.f1:.3f} | {s.accuracy:.3f} |")
+        return
     if args.learned:
         from bench import eval_questions
 
-        detectors = {"rules": rules, **learned(rows)}
+        model = fit_implicit_requests(rows) if args.save else ImplicitRequests.load()
+        if args.save:
+            model.save(BUNDLED, fitted_by="python -m bench.eval_requests --learned --save", fitted_on="tune half")
+        detectors = {"rules": rules, **learned(rows, model)}
         irc = [r for r in eval_questions.load() if eval_questions.split_of(r.thread_id) == "test"]
         as_labelled = [Labelled(r.thread_id, "irc", r.thread_id, "", "", r.text, "", r.asks, "") for r in irc]
         print(f"Split: {args.split} ({len(chosen)} of {len(rows)} messages); IRC: its test half ({len(irc)})\n")
