@@ -1,6 +1,6 @@
 """Follow-up questions in Brightwave conversations: which get answers, and which repeats vigil keeps quiet about.
 
-    python -m bench.eval_followups [--split tune|test|all] [--analyst-delay S] [--turns]
+    python -m bench.eval_followups [--split tune|test|all] [--analyst-delay S] [--overlap X] [--turns]
 
 Data: ``bench/data/brightwave-followups.jsonl``, 41 conversations the team wrote (147 customer turns), each turn
 marked ``answer`` (a new question with its own answer, and the entries that answer it), ``repeat`` or
@@ -97,17 +97,19 @@ def _silences(counter: MetricCounter) -> Counter[str]:
     return counts
 
 
-async def replayed(conversations: dict[str, list[dict[str, Any]]], analyst_delay_s: float) -> list[Turn]:
+async def replayed(
+    conversations: dict[str, list[dict[str, Any]]], analyst_delay_s: float, answers: dict[str, Any] | None = None
+) -> list[Turn]:
     """Every customer turn of ``conversations``, as the real pipeline handled it."""
     folder = Path(tempfile.mkdtemp(prefix="vigil-followups-"))
     sink = MemorySink()
     turns: list[Turn] = []
     try:
-        settings = Settings(  # type: ignore[call-arg]
+        settings = Settings(
             _env_file=None,
             data_dir=folder,
-            answers={"enabled": True},  # type: ignore[arg-type]
-            knowledge={"paths": HELP_CENTRE},  # type: ignore[arg-type]
+            answers={"enabled": True} | (answers or {}),
+            knowledge={"paths": HELP_CENTRE},
         )
         clock = ManualClock(START)
         parts = composed(settings, clock, sink)
@@ -180,11 +182,15 @@ def main() -> None:
     parser.add_argument("--split", choices=("tune", "test", "all"), default="test")
     parser.add_argument("--analyst-delay", type=float, default=5.0, help="seconds from vigil's answer to the analyst's")
     parser.add_argument("--turns", action="store_true", help="print every turn's outcome")
+    parser.add_argument(
+        "--overlap", type=float, default=None, help="VIGIL_ANSWERS__MAX_QUESTION_OVERLAP (default: vigil's default)"
+    )
     args = parser.parse_args()
     conversations = {
         cid: rows for cid, rows in read_conversations().items() if args.split == "all" or split_of(cid) == args.split
     }
-    turns = asyncio.run(replayed(conversations, args.analyst_delay))
+    answers = {} if args.overlap is None else {"max_question_overlap": args.overlap}
+    turns = asyncio.run(replayed(conversations, args.analyst_delay, answers))
     if args.turns:
         for t in turns:
             outcome = f"answered from {t.source}" if t.published else f"quiet: {t.silence}"
