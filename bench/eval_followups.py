@@ -44,6 +44,8 @@ FOLLOWUPS = ROOT / "bench" / "data" / "brightwave-followups.jsonl"
 HELP_CENTRE = [ROOT / "knowledge" / "articles", ROOT / "knowledge" / "faqs"]
 START = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
 APART = timedelta(hours=1)  # conversations are replayed one after another, an hour apart
+CONVERSATION_RULES = ("cooldown", "repeated_question", "repeated_source", "similar_to_earlier")
+"""The silences that look at what was said before in the conversation (the cooldown is gone since issue 11)."""
 
 
 def split_of(conversation: str) -> str:
@@ -160,10 +162,13 @@ def report(turns: Iterable[Turn]) -> list[str]:
     repeats = [t for t in turns if t.expect in ("repeat", "near_repeat")]
     nothing = [t for t in turns if t.expect == "none"]
     answered = [t for t in asked if t.published]
+    held_back = [t for t in asked if t.silence in CONVERSATION_RULES]
     wrong = [t for t in turns if t.published and t.expect != "none" and not t.right]
     lines = [
         f"- follow-up questions answered: {_share(len(answered), len(asked))}, "
         f"with a right source: {_share(sum(t.right for t in asked), len(asked))}",
+        f"- follow-up questions silenced by a conversation rule ({', '.join(CONVERSATION_RULES)}): "
+        f"{_share(len(held_back), len(asked))}",
         f"- repeats and near-repeats kept quiet: {_share(sum(not t.published for t in repeats), len(repeats))} "
         f"({_listed(Counter(t.silence for t in repeats if t.silence))})",
         f"- nothing to answer, kept quiet: {_share(sum(not t.published for t in nothing), len(nothing))}",
