@@ -1,7 +1,7 @@
 """Answers benchmark: how long a customer waits for a suggested answer, and what a big knowledge store costs.
 
 1. **End to end, over Kafka.** A Tansu broker and ``vigil run`` in its own process (SQLite in a temp dir, answers
-   on, the bundled knowledge imported at start-up, ``ANSWERS__COOLDOWN_S=0``). Customer questions, each in a new
+   on, the bundled knowledge imported at start-up). Customer questions, each in a new
    conversation and stamped with the moment they are sent, are produced at a steady rate (20 and 100 questions/s
    by default) while a consumer in this process reads the suggestions topic. Latency = time the suggestion is
    consumed - time its question was produced (``in_reply_to`` links them; one machine clock). Two pools of
@@ -362,7 +362,6 @@ async def end_to_end(
         await ensure_topics(kafka, [topic, f"{topic}.suggestions", f"{topic}.dlq"], partitions=plan.partitions)
         settings = {
             "ANSWERS__ENABLED": "true",
-            "ANSWERS__COOLDOWN_S": "0",
             "KNOWLEDGE__PATHS": json.dumps([str(p) for p in KNOWLEDGE_PATHS]),
         } | dict(plan.settings)
         vigil = VigilProcess(

@@ -1,7 +1,7 @@
 """Panel benchmark: how long until an analyst sees a new message, and vigil's suggestion for it, in a browser.
 
 A Tansu broker and ``vigil run`` in its own process (SQLite in a temp dir, answers on with the bundled knowledge,
-``ANSWERS__COOLDOWN_S=0``, panel auth none on loopback). Debian's headless Chromium, driven by Playwright, has the
+panel auth none on loopback). Debian's headless Chromium, driven by Playwright, has the
 queue page (``/panel``) and one conversation page open. A ``MutationObserver`` in each page stamps with
 ``Date.now()`` when each queue row first appears, when its badge first turns non-zero, and when each message and
 suggestion card first appears on the conversation page; a ``requestAnimationFrame`` after it stamps the start of
@@ -213,7 +213,7 @@ async def run(
         topic = f"panel-{tag}"
         kafka = KafkaSettings(bootstrap_servers=broker.bootstrap)
         await ensure_topics(kafka, [topic, f"{topic}.suggestions", f"{topic}.dlq"], partitions=PARTITIONS)
-        settings = {"ANSWERS__ENABLED": "true", "ANSWERS__COOLDOWN_S": "0", "PANEL__AUTH": "none"}
+        settings = {"ANSWERS__ENABLED": "true", "PANEL__AUTH": "none"}
         settings["KNOWLEDGE__PATHS"] = json.dumps([str(p) for p in answers.KNOWLEDGE_PATHS])
         vigil = VigilProcess(
             bootstrap=broker.bootstrap,

@@ -1,29 +1,37 @@
-"""The intervention policy: when vigil speaks up with an answer (more of its rules in test_skill.py)."""
+"""The intervention policy: when vigil speaks up with an answer (more of its rules in test_skill.py).
+
+A follow-up question with an answer of its own is answered however soon after the last answer it comes; what vigil
+keeps quiet about is a question it has already answered in the conversation, asked again.
+"""
 
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
-from vigil.answers.intervention import InterventionPolicy
-from vigil.app.settings import AnswerSettings
+from tests.conftest import RememberingEmbedder
+from vigil.answers.intervention import InterventionPolicy, subject
+from vigil.app.settings import AnswerSettings, Settings
 from vigil.cases.store import CaseStore
 from vigil.core.clock import ManualClock
 from vigil.flow.case import CaseState
 from vigil.flow.skills import Proposal
+from vigil.testing import wired
 from vigil.wire.events import Message, SourceRef, Suggestion, parse
 
 NOW = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
+KNOWLEDGE = Path(__file__).resolve().parent.parent.parent / "knowledge"
 
 
-def customer(conversation: str, message_id: str, text: str) -> Message:
+def customer(conversation: str, message_id: str, text: str, at: datetime = NOW, role: str = "customer") -> Message:
     raw = {
         "type": "message",
         "schema_version": 1,
         "message_id": message_id,
         "conversation_id": conversation,
-        "sent_at": NOW.isoformat(),
-        "role": "customer",
+        "sent_at": at.isoformat(),
+        "role": role,
         "text": text,
     }
     event = parse(json.dumps(raw).encode(), max_event_bytes=1 << 20, max_text_bytes=1 << 16)
@@ -35,31 +43,107 @@ def open_case(conversation: str) -> CaseState:
     return CaseState(conversation, "default", "open", None, None, NOW, NOW, None, 1)
 
 
-async def test_conversations_reusing_a_message_id_do_not_share_their_earlier_suggestions(store: CaseStore):
-    # Ids are unique only within a conversation: c-2's m1 is not c-1's.
+def faq_answer(text: str, source: str, confidence: float = 0.9) -> Proposal:
+    return Proposal(kind="answer", text=text, confidence=confidence, sources=(SourceRef(kind="faq", id=source),))
+
+
+async def answered(store: CaseStore, question: Message, text: str, source: str, at: datetime = NOW) -> None:
+    """``question`` is stored, and vigil's answer to it from ``source``."""
+    await store.record(question)
     await store.save_suggestion(
         Suggestion(
-            suggestion_id="s1",
-            conversation_id="c-1",
+            suggestion_id=f"s-{question.conversation_id}-{question.id}",
+            conversation_id=question.conversation_id,
             tenant="default",
-            in_reply_to="m0",
-            created_at=NOW,
+            in_reply_to=question.id,
+            created_at=at,
             kind="answer",
-            text="We take payment on the 1st of each month.",
+            text=text,
             confidence=0.9,
-            sources=[SourceRef(kind="faq", id="faq-bill-date")],
+            sources=[SourceRef(kind="faq", id=source)],
             latency_ms=1.0,
         )
     )
-    policy = InterventionPolicy(store=store, clock=ManualClock(NOW), settings=AnswerSettings(cooldown_s=20))
-    first, second = customer("c-1", "m1", "When is the bill issued?"), customer("c-2", "m1", "When do you take it?")
-    assert (await policy.admit("answer", first, open_case("c-1"))).reason == "cooldown"
-    assert (await policy.admit("answer", second, open_case("c-2"))).speak
-    proposal = Proposal(
-        kind="answer",
-        text="We take payment on the 1st of each month.",
-        confidence=0.9,
-        sources=(SourceRef(kind="faq", id="faq-bill-date"),),
+
+
+async def test_a_follow_up_with_its_own_answer_is_answered_seconds_after_the_last_answer(store: CaseStore):
+    clock = ManualClock(NOW)
+    policy = InterventionPolicy(store=store, clock=clock, settings=AnswerSettings())
+    first = customer("c-1", "m1", "hi, when do you take the payment each month")
+    await answered(store, first, "We collect by Direct Debit on the 1st of each month.", "faq-bill-date")
+    clock.advance(7)
+    follow_up = customer(
+        "c-1", "m2", "ok and can i move it to the 15th? thats when i get paid", NOW + timedelta(seconds=7)
     )
-    assert (await policy.review(proposal, second, open_case("c-2"))).speak
-    assert (await policy.review(proposal, first, open_case("c-1"))).reason == "repeated_source"
+    assert (await policy.admit("answer", follow_up, open_case("c-1"))).speak
+    own_answer = faq_answer("The payment date is the same for every customer.", "faq-change-payment-date", 0.998)
+    assert (await policy.review(own_answer, follow_up, open_case("c-1"))).speak
+
+
+async def test_a_question_already_answered_asked_again_is_silenced_as_a_repeat(store: CaseStore):
+    clock = ManualClock(NOW)
+    policy = InterventionPolicy(store=store, clock=clock, settings=AnswerSettings())
+    first = customer("c-1", "m1", "How do I get a PAC code?")
+    await answered(store, first, "Text PAC to 65075.", "faq-get-pac")
+    clock.advance(60)
+    for n, again in enumerate(
+        ["how do i get a pac code", "sorry, how do I get my PAC code again?", "still no PAC code, how do I get it??"]
+    ):
+        decision = await policy.admit("answer", customer("c-1", f"m{n + 2}", again), open_case("c-1"))
+        assert decision.reason == "repeated_question", again
+    # Sharing the subject is not asking again: a new question about the PAC has its own answer.
+    new = customer("c-1", "m9", "how long does a PAC code last?")
+    assert (await policy.admit("answer", new, open_case("c-1"))).speak
+
+
+async def test_a_message_with_no_subject_of_its_own_is_a_follow_up_not_a_repeat(store: CaseStore):
+    policy = InterventionPolicy(store=store, clock=ManualClock(NOW), settings=AnswerSettings())
+    await answered(store, customer("c-1", "m1", "how long does a refund take?"), "3 to 5 working days.", "faq-refund")
+    assert subject("and how long for that?") == {"long"}
+    assert subject("and then what?") == set()
+    assert (await policy.admit("answer", customer("c-1", "m2", "and then what?"), open_case("c-1"))).speak
+
+
+async def test_only_questions_vigil_answered_count_as_asked_before(store: CaseStore):
+    policy = InterventionPolicy(store=store, clock=ManualClock(NOW), settings=AnswerSettings())
+    await store.record(customer("c-1", "m1", "How do I get a PAC code?"))  # asked, never answered by vigil
+    assert (await policy.admit("answer", customer("c-1", "m2", "how do I get a PAC code?"), open_case("c-1"))).speak
+
+
+async def test_a_repeat_of_another_conversations_question_is_not_a_repeat(store: CaseStore):
+    policy = InterventionPolicy(store=store, clock=ManualClock(NOW), settings=AnswerSettings())
+    await answered(store, customer("c-1", "m1", "How do I get a PAC code?"), "Text PAC to 65075.", "faq-get-pac")
+    # The same message id and the same words, in another conversation: conversations are independent.
+    elsewhere = customer("c-2", "m2", "How do I get a PAC code?")
+    assert (await policy.admit("answer", elsewhere, open_case("c-2"))).speak
+    assert (await policy.review(faq_answer("Text PAC to 65075.", "faq-get-pac"), elsewhere, open_case("c-2"))).speak
+    here = customer("c-1", "m2", "How do I get a PAC code?")
+    assert (await policy.admit("answer", here, open_case("c-1"))).reason == "repeated_question"
+    assert (await policy.review(faq_answer("Text PAC.", "faq-get-pac"), here, open_case("c-1"))).reason == (
+        "repeated_source"
+    )
+
+
+async def test_in_the_pipeline_a_follow_up_gets_its_answer_and_a_repeat_is_counted_as_one(
+    tmp_path: Path, embedder: RememberingEmbedder
+):
+    # The real pipeline, answer skill and help centre: an answer, a follow-up 7 s after it, the analyst, a repeat.
+    settings = Settings(  # type: ignore[call-arg]
+        _env_file=None,
+        answers={"enabled": True},  # type: ignore[arg-type]
+        knowledge={"paths": [KNOWLEDGE / "articles", KNOWLEDGE / "faqs"]},  # type: ignore[arg-type]
+    )
+    clock = ManualClock(NOW)
+    async with wired(tmp_path, settings=settings, clock=clock, embedder=embedder) as vigil:
+        await vigil.send(customer("c-1", "m1", "How do I get a PAC code?"))
+        clock.advance(7)
+        await vigil.send(customer("c-1", "m2", "How much does it cost to leave early?", clock.now()))
+        clock.advance(20)
+        await vigil.send(customer("c-1", "a1", "Text PAC to 65075, and it's free.", clock.now(), role="analyst"))
+        clock.advance(30)
+        await vigil.send(customer("c-1", "m3", "sorry how do i get the PAC code again", clock.now()))
+        assert [(s.in_reply_to, s.sources[0].id) for s in vigil.published] == [
+            ("m1", "faq-get-pac"),
+            ("m2", "faq-etc"),
+        ]
+        assert vigil.sample("vigil_suggestions_suppressed_total", reason="repeated_question") == 1

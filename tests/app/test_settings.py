@@ -288,3 +288,12 @@ def test_the_cli_refuses_an_unknown_time_zone_with_exit_2(tmp_path: Path):
     )
     assert result.returncode == 2
     assert result.stderr.strip().startswith("vigil: invalid setting VIGIL_PANEL__TENANT_DISPLAY: acme-uk.time_zone:")
+
+
+def test_a_removed_setting_still_set_is_ignored(monkeypatch: pytest.MonkeyPatch):
+    # VIGIL_ANSWERS__COOLDOWN_S went with the cooldown (issue 11); a deployment that still sets it starts.
+    monkeypatch.setenv("VIGIL_ANSWERS__COOLDOWN_S", "20")
+    monkeypatch.setenv("VIGIL_ANSWERS__MAX_QUESTION_OVERLAP", "0.9")
+    settings = load_settings()
+    assert settings.answers.max_question_overlap == 0.9
+    assert not hasattr(settings.answers, "cooldown_s")

@@ -39,7 +39,6 @@ async def test_questions_get_answers_and_everything_else_silence(
         topics,
         sqlite_url,
         VIGIL_ANSWERS__ENABLED="true",
-        VIGIL_ANSWERS__COOLDOWN_S="3",
         VIGIL_KNOWLEDGE__PATHS=json.dumps([str(KNOWLEDGE / "articles"), str(KNOWLEDGE / "faqs")]),
     )
     await ready(daemon, timeout_s=120)
@@ -82,18 +81,21 @@ async def test_questions_get_answers_and_everything_else_silence(
         process=daemon,
     )
 
-    # The same source twice in a conversation, and a second answer within the cooldown: refused.
+    # A follow-up with its own answer, seconds after the first answer: answered.
     produce(kafka.bootstrap, topics.input, [ask("faq", 2, "what is a PAC code?")])
-    await eventually("cooldown", lambda: suppressed(daemon, "cooldown") >= 1, timeout_s=20, process=daemon)
-    # The cooldown runs from the first answer's creation, on the clock vigil shares with this machine.
-    cooldown_ends = datetime.fromisoformat(answer["created_at"]) + timedelta(seconds=3)
-    await eventually("cooldown over", lambda: datetime.now(UTC) > cooldown_ends, timeout_s=10, process=daemon)
+    (_, follow_up) = read_topic(kafka.bootstrap, topics.suggestions, expect=2, timeout_s=30)
+    pac = json.loads(follow_up.value or b"")
+    assert (pac["in_reply_to"], pac["sources"][0]["id"]) == ("faq-m2", "faq-get-pac")
+    # The first question in other words (the same source twice), then in the same words: refused, each for its reason.
     produce(kafka.bootstrap, topics.input, [ask("faq", 3, "when is the payment taken from my account?")])
     await eventually(
         "repeated source", lambda: suppressed(daemon, "repeated_source") >= 1, timeout_s=20, process=daemon
     )
-    assert suppressed(daemon, "cooldown") == 1  # the third question came after the cooldown: not refused for it
+    produce(kafka.bootstrap, topics.input, [ask("faq", 4, "wen do u take the money??")])
+    await eventually(
+        "repeated question", lambda: suppressed(daemon, "repeated_question") >= 1, timeout_s=20, process=daemon
+    )
 
-    assert len(read_topic(kafka.bootstrap, topics.suggestions, expect=2, timeout_s=3)) == 1
-    assert daemon.metric("vigil_suggestions_published_total", kind="answer") == 1
+    assert len(read_topic(kafka.bootstrap, topics.suggestions, expect=3, timeout_s=3)) == 2
+    assert daemon.metric("vigil_suggestions_published_total", kind="answer") == 2
     daemon.stop()

@@ -93,7 +93,6 @@ async def browser_daemon(kafka: EmbeddedBroker, tmp_path_factory: pytest.TempPat
             topics,
             f"sqlite+aiosqlite:///{tmp / 'vigil.db'}",
             VIGIL_ANSWERS__ENABLED="true",
-            VIGIL_ANSWERS__COOLDOWN_S="0",
             VIGIL_KNOWLEDGE__PATHS=json.dumps([str(KNOWLEDGE / "articles"), str(KNOWLEDGE / "faqs")]),
             VIGIL_PANEL__AUTH="tokens",
             VIGIL_PANEL__USERS=json.dumps(USERS),

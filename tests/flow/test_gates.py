@@ -47,10 +47,10 @@ def proposal(kind: str = "answer", confidence: float = 0.9) -> Proposal:
 
 async def test_the_first_gate_that_refuses_names_the_reason_and_those_after_it_are_not_asked():
     asked: list[str] = []
-    chain = Chain([Noted("a", asked), Noted("b", asked, "cooldown"), Noted("c", asked, "case_closed")])
-    assert await chain.admit("answer", MESSAGE, None) == Decision.silence("cooldown")
-    assert await chain.review(proposal(), MESSAGE, None) == Decision.silence("cooldown")
-    assert chain.timely(MESSAGE, superseded=False) == Decision.silence("cooldown")
+    chain = Chain([Noted("a", asked), Noted("b", asked, "repeated_question"), Noted("c", asked, "case_closed")])
+    assert await chain.admit("answer", MESSAGE, None) == Decision.silence("repeated_question")
+    assert await chain.review(proposal(), MESSAGE, None) == Decision.silence("repeated_question")
+    assert chain.timely(MESSAGE, superseded=False) == Decision.silence("repeated_question")
     assert asked == ["a.admit", "b.admit", "a.review", "b.review", "a.timely", "b.timely"]
 
 

@@ -1,20 +1,24 @@
 """The intervention policy: when vigil speaks up with an answer, and when it keeps quiet.
 
 An analyst's attention is the scarce thing. vigil answers only a customer message that asks something, on a case
-that is not closed, and not again within a cooldown; it never cites the same source twice in a conversation nor
-says something too close to what it already said; and it drops a suggestion that would arrive after the analyst
-answered or the customer wrote again, or that is about a message too old to matter. Each silence has its reason.
+that is not closed, and not a question it has already answered in the conversation (the customer asking again, in
+much the same words); it never cites the same source twice in a conversation nor says something too close to what
+it already said; and it drops a suggestion that would arrive after the analyst answered or the customer wrote
+again, or that is about a message too old to matter. Each silence has its reason.
+
+There is no quiet time after an answer: a follow-up with an answer of its own is answered however soon it comes
+(issue 11: one that matched an FAQ at 0.998 was silenced because an answer had gone out 7 s earlier). A burst of
+messages needs none either: an answer to a message the customer has already written after is ``superseded``.
 """
 
 from __future__ import annotations
 
 import re
 from collections import OrderedDict
-from datetime import timedelta
 
 from vigil.answers.questions import classify
 from vigil.answers.settings import AnswerSettings
-from vigil.cases.store import CaseStore
+from vigil.cases.store import CaseStore, Earlier
 from vigil.core.clock import Clock
 from vigil.flow.case import CaseState
 from vigil.flow.gates import Decision
@@ -22,6 +26,14 @@ from vigil.flow.skills import Proposal
 from vigil.wire.events import Event, Message, Suggestion, SuggestionKind
 
 _WORDS = re.compile(r"\w+")
+# Words that carry no subject: a question's other words say what it is about (a re-ask often adds "again", "sorry",
+# "so", "still", "just checking").
+_FILLER = frozenset(
+    "a an the and or but if of to in on at by for with from is are was were be been being do does did i you we my "
+    "your our it its this that these those can could would will should shall may might must how what when where "
+    "why which who whom me us please hi hello hey there so ok okay sorry again still just right yes no not then "
+    "thanks thank really actually sure any some also too am im get got say said tell told know checking check".split()
+)
 _REMEMBERED_EVENTS = 1024  # events in flight at once are at most VIGIL_INGEST__MAX_IN_FLIGHT (512)
 
 
@@ -42,7 +54,7 @@ class InterventionPolicy:
         self._settings = settings
         # What admit read, for review to reuse: one read of the conversation's suggestions per event. An event id
         # is unique only within its conversation and type, so the key holds all three.
-        self._earlier: OrderedDict[tuple[str, str, str], list[Suggestion]] = OrderedDict()
+        self._earlier: OrderedDict[tuple[str, str, str], list[Earlier]] = OrderedDict()
 
     async def admit(self, kind: SuggestionKind, event: Event, case: CaseState | None) -> Decision:
         if kind != "answer":
@@ -55,9 +67,8 @@ class InterventionPolicy:
         if not verdict.asks:
             return Decision.silence("not_a_question")
         earlier = await self._recent(event)
-        cooldown = timedelta(seconds=self._settings.cooldown_s)
-        if earlier and earlier[0].kind == "answer" and self._clock.now() - earlier[0].created_at < cooldown:
-            return Decision.silence("cooldown")
+        if any(_asks_again(event.text, e, self._settings.max_question_overlap) for e in earlier):
+            return Decision.silence("repeated_question")
         return Decision.allow()
 
     async def review(self, proposal: Proposal, event: Event, case: CaseState | None) -> Decision:
@@ -67,14 +78,14 @@ class InterventionPolicy:
         if proposal.kind != "answer":
             return Decision.allow()
         earlier = await self._recent(event)
-        return _fresh(proposal, earlier, self._settings.max_similarity)
+        return _fresh(proposal, [e.suggestion for e in earlier], self._settings.max_similarity)
 
-    async def _recent(self, event: Event) -> list[Suggestion]:
-        """The conversation's latest suggestions before ``event`` (read once per event)."""
+    async def _recent(self, event: Event) -> list[Earlier]:
+        """The conversation's latest suggestions before ``event``, with their questions (read once per event)."""
         key = (event.conversation_id, event.type, event.id)
         if key in self._earlier:
             return self._earlier[key]
-        earlier = await self._store.recent_suggestions(event.conversation_id)
+        earlier = await self._store.earlier_suggestions(event.conversation_id)
         self._earlier[key] = earlier
         if len(self._earlier) > _REMEMBERED_EVENTS:
             self._earlier.popitem(last=False)
@@ -87,6 +98,23 @@ class InterventionPolicy:
         if age > self._settings.max_age_s:
             return Decision.silence("stale")
         return Decision.allow()
+
+
+def subject(text: str) -> set[str]:
+    """The words of ``text`` that say what it is about (lower case, without filler)."""
+    return {w for w in _WORDS.findall(text.lower()) if w not in _FILLER}
+
+
+def _asks_again(question: str, earlier: Earlier, max_overlap: float) -> bool:
+    """Whether ``question`` asks again what ``earlier`` answered: at least ``max_overlap`` of its subject words
+    are the earlier question's (so it adds next to nothing new). A message with no subject words of its own
+    ("and?", "how?") is a follow-up about the last answer, not a repeat."""
+    if earlier.suggestion.kind != "answer" or earlier.asked is None:
+        return False
+    words = subject(question)
+    if not words:
+        return False
+    return len(words & subject(earlier.asked)) / len(words) >= max_overlap
 
 
 def _fresh(proposal: Proposal, earlier: list[Suggestion], max_similarity: float) -> Decision:

@@ -12,9 +12,14 @@ class AnswerSettings(BaseModel):
     enabled: bool = True
     min_confidence: float = Field(default=0.5, ge=0, le=1, description="Speak only above this probability.")
     faq_confidence: float = Field(default=0.6, ge=0, le=1, description="Answer from an FAQ at once above this.")
-    cooldown_s: float = Field(default=20.0, ge=0, description="Quiet time after an answer in a conversation.")
     max_age_s: float = Field(default=300.0, gt=0, description="Do not answer messages older than this.")
     max_similarity: float = Field(default=0.8, gt=0, le=1, description="Too close to an earlier suggestion.")
+    max_question_overlap: float = Field(
+        default=0.75,
+        gt=0,
+        le=1,
+        description="A question asked again: this share of its subject words are those of an answered question.",
+    )
     max_chars: int = Field(default=600, ge=80, description="Longest extractive answer.")
 
 

@@ -20,7 +20,7 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from vigil.cases import writes as cases
-from vigil.cases.tables import SUGGESTION
+from vigil.cases.tables import MESSAGE, SUGGESTION
 from vigil.core.clock import Clock
 from vigil.core.errors import EventConflict, StoreError, StoreUnavailable
 from vigil.db.engine import connected, describe, guarded, is_unavailable, migrate, open_engine, upsert
@@ -29,6 +29,15 @@ from vigil.flow.case import Recorded
 from vigil.wire.events import Event, SourceRef, Suggestion
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Earlier:
+    """A suggestion made earlier in a conversation, and the text of the message it replied to (``None`` when it
+    replied to a case event, or its message is not stored)."""
+
+    suggestion: Suggestion
+    asked: str | None
 
 
 @dataclass(slots=True)
@@ -185,17 +194,28 @@ class CaseStore:
             rows = (await conn.execute(stmt)).all()
         return [suggestion_of(row) for row in rows]
 
-    async def recent_suggestions(self, conversation_id: str, limit: int = 20) -> list[Suggestion]:
-        """The conversation's latest suggestions, newest first (for dedupe and cooldown)."""
+    async def earlier_suggestions(self, conversation_id: str, limit: int = 20) -> list[Earlier]:
+        """The conversation's latest suggestions, newest first, each with the text of the message it replied to:
+        what the intervention policy compares a new question and a new answer with (repeats, same source)."""
+        asked = MESSAGE.alias("asked")
         stmt = (
-            sa.select(SUGGESTION)
+            sa.select(SUGGESTION, asked.c.text.label("asked_text"))
+            .select_from(
+                SUGGESTION.outerjoin(
+                    asked,
+                    sa.and_(
+                        asked.c.conversation_id == SUGGESTION.c.conversation_id,
+                        asked.c.message_id == SUGGESTION.c.in_reply_to,
+                    ),
+                )
+            )
             .where(SUGGESTION.c.conversation_id == conversation_id)
             .order_by(SUGGESTION.c.created_at.desc())
             .limit(limit)
         )
         async with self._transaction() as conn:
             rows = (await conn.execute(stmt)).all()
-        return [suggestion_of(row) for row in rows]
+        return [Earlier(suggestion_of(row), row.asked_text) for row in rows]
 
     @contextlib.asynccontextmanager
     async def _transaction(self) -> AsyncIterator[AsyncConnection]:
@@ -222,7 +242,6 @@ def _fail(batch: list[_Pending], error: Exception, cause: BaseException | None) 
 
 def suggestion_of(row: sa.Row[Any]) -> Suggestion:
     """A stored suggestion row as the wire's ``Suggestion``."""
-    m = dict(row._mapping)
+    m = {name: value for name, value in row._mapping.items() if name in Suggestion.model_fields}
     m["sources"] = [SourceRef.model_validate(s) for s in m["sources"]]
-    m.pop("published_at", None)
     return Suggestion.model_validate(m)
