@@ -12,6 +12,7 @@ from pathlib import Path
 
 from tests.conftest import RememberingEmbedder
 from vigil.answers.intervention import InterventionPolicy, subject
+from vigil.answers.needs import ImplicitRequestDetector, ImplicitRequests
 from vigil.app.settings import AnswerSettings, Settings
 from vigil.cases.store import CaseStore
 from vigil.core.clock import ManualClock
@@ -96,6 +97,36 @@ async def test_a_question_already_answered_asked_again_is_silenced_as_a_repeat(s
     assert (await policy.admit("answer", new, open_case("c-1"))).speak
 
 
+def hearing(embedder: RememberingEmbedder) -> ImplicitRequestDetector:
+    """The bundled implicit-request model, on the real model's vectors."""
+
+    async def embed(text: str):  # type: ignore[no-untyped-def]
+        return embedder.embed([text])[0]
+
+    return ImplicitRequestDetector(ImplicitRequests.load(), embed)
+
+
+async def test_a_need_stated_as_a_plain_fact_is_heard_by_the_model_the_rules_alone_silence_it(
+    store: CaseStore, embedder: RememberingEmbedder
+):
+    fact = customer("c-1", "m1", "my landline has had no dial tone since the storm")
+    rules_only = InterventionPolicy(store=store, clock=ManualClock(NOW), settings=AnswerSettings())
+    assert (await rules_only.admit("answer", fact, open_case("c-1"))).reason == "not_a_question"
+    with_model = InterventionPolicy(
+        store=store, clock=ManualClock(NOW), settings=AnswerSettings(), implicit=hearing(embedder)
+    )
+    assert (await with_model.admit("answer", fact, open_case("c-1"))).speak
+
+
+async def test_thanks_and_acknowledgements_stay_quiet_with_the_model(store: CaseStore, embedder: RememberingEmbedder):
+    policy = InterventionPolicy(
+        store=store, clock=ManualClock(NOW), settings=AnswerSettings(), implicit=hearing(embedder)
+    )
+    for n, text in enumerate(["ok thanks", "great, that worked", "bye for now", "   "]):
+        decision = await policy.admit("answer", customer("c-1", f"m{n}", text), open_case("c-1"))
+        assert decision.reason == "not_a_question", text
+
+
 async def test_a_message_with_no_subject_of_its_own_is_a_follow_up_not_a_repeat(store: CaseStore):
     policy = InterventionPolicy(store=store, clock=ManualClock(NOW), settings=AnswerSettings())
     await answered(store, customer("c-1", "m1", "how long does a refund take?"), "3 to 5 working days.", "faq-refund")
@@ -147,3 +178,21 @@ async def test_in_the_pipeline_a_follow_up_gets_its_answer_and_a_repeat_is_count
             ("m2", "faq-etc"),
         ]
         assert vigil.sample("vigil_suggestions_suppressed_total", reason="repeated_question") == 1
+
+
+async def test_in_the_pipeline_the_implicit_request_model_is_on_by_default_and_can_be_turned_off(
+    tmp_path: Path, embedder: RememberingEmbedder
+):
+    fact = "Internet's completely down"  # the rules hear no question in it
+    for implicit, silenced in ((True, 0), (False, 1)):
+        settings = Settings(  # type: ignore[call-arg]
+            _env_file=None,
+            answers={"enabled": True, "implicit_requests": implicit},  # type: ignore[arg-type]
+            knowledge={"paths": [KNOWLEDGE / "articles", KNOWLEDGE / "faqs"]},  # type: ignore[arg-type]
+        )
+        async with wired(
+            tmp_path / str(implicit), settings=settings, clock=ManualClock(NOW), embedder=embedder
+        ) as vigil:
+            await vigil.send(customer("c-1", "m1", fact))
+            assert vigil.sample("vigil_suggestions_suppressed_total", reason="not_a_question") == silenced
+            assert len(vigil.published) == 1 - silenced

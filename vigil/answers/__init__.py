@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING
 
 from vigil.answers.settings import AnswerSettings, LlmSettings
 from vigil.flow.capability import Capability, Platform
 
 if TYPE_CHECKING:
+    from vigil.answers.needs import ImplicitRequestDetector
     from vigil.cases.store import CaseStore
     from vigil.knowledge.store import KnowledgeStore
+
+log = logging.getLogger(__name__)
 
 
 def setup(
@@ -33,6 +37,29 @@ def setup(
     return Capability(
         name="answers",
         skills=[AnswerSkill(knowledge, settings, drafter=drafter)],
-        gates={"answer": [InterventionPolicy(store=store, clock=platform.clock, settings=settings)]},
+        gates={
+            "answer": [
+                InterventionPolicy(
+                    store=store, clock=platform.clock, settings=settings, implicit=_implicit(settings, knowledge)
+                )
+            ]
+        },
         closing=[drafter.aclose],
     )
+
+
+def _implicit(settings: AnswerSettings, knowledge: KnowledgeStore) -> ImplicitRequestDetector | None:
+    """The implicit-request model, when it is on and reads the vectors the knowledge store makes."""
+    from vigil.answers.needs import ImplicitRequestDetector, ImplicitRequests
+
+    if not settings.implicit_requests:
+        return None
+    model = ImplicitRequests.load()
+    if model.embedder != knowledge.embedder_name:
+        log.warning(
+            "implicit requests are off: the bundled model reads %s vectors, the knowledge store embeds with %s",
+            model.embedder,
+            knowledge.embedder_name,
+        )
+        return None
+    return ImplicitRequestDetector(model, knowledge.embed)

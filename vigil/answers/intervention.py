@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from collections import OrderedDict
 
+from vigil.answers.needs import ImplicitRequestDetector
 from vigil.answers.questions import classify
 from vigil.answers.settings import AnswerSettings
 from vigil.cases.store import CaseStore, Earlier
@@ -48,10 +49,18 @@ def similarity(a: str, b: str) -> float:
 class InterventionPolicy:
     """The gate for answers (and the confidence floor for every other kind)."""
 
-    def __init__(self, *, store: CaseStore, clock: Clock, settings: AnswerSettings) -> None:
+    def __init__(
+        self,
+        *,
+        store: CaseStore,
+        clock: Clock,
+        settings: AnswerSettings,
+        implicit: ImplicitRequestDetector | None = None,
+    ) -> None:
         self._store = store
         self._clock = clock
         self._settings = settings
+        self._implicit = implicit
         # What admit read, for review to reuse: one read of the conversation's suggestions per event. An event id
         # is unique only within its conversation and type, so the key holds all three.
         self._earlier: OrderedDict[tuple[str, str, str], list[Earlier]] = OrderedDict()
@@ -63,13 +72,21 @@ class InterventionPolicy:
             return Decision.silence("not_a_customer_message")
         if case is not None and case.status == "closed":
             return Decision.silence("case_closed")
-        verdict = classify(event.text)
-        if not verdict.asks:
+        if not await self._asks(event.text):
             return Decision.silence("not_a_question")
         earlier = await self._recent(event)
         if any(_asks_again(event.text, e, self._settings.max_question_overlap) for e in earlier):
             return Decision.silence("repeated_question")
         return Decision.allow()
+
+    async def _asks(self, text: str) -> bool:
+        """The rules first; a message they reject may still state a need the implicit-request model hears."""
+        verdict = classify(text)
+        if verdict.asks:
+            return True
+        if self._implicit is None or verdict.reason == "empty":
+            return False
+        return await self._implicit.heard(text)
 
     async def review(self, proposal: Proposal, event: Event, case: CaseState | None) -> Decision:
         floor = self._settings.min_confidence

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -74,3 +75,16 @@ class ImplicitRequests:
     def heard(self, vector: Vectors) -> bool:
         """Whether the message embedded as ``vector`` counts as a request."""
         return self.probability(vector) > self.threshold
+
+
+class ImplicitRequestDetector:
+    """Hears a need in a message the rules rejected, through ``model``, on vectors from ``embed`` (the knowledge
+    store's: the same vector the answer skill then searches with)."""
+
+    def __init__(self, model: ImplicitRequests, embed: Callable[[str], Awaitable[Vectors]]) -> None:
+        self._model = model
+        self._embed = embed
+
+    async def heard(self, text: str) -> bool:
+        """Whether ``text`` needs something although no rule says so."""
+        return self._model.heard(await self._embed(text))

@@ -12,6 +12,10 @@ class AnswerSettings(BaseModel):
     enabled: bool = True
     min_confidence: float = Field(default=0.5, ge=0, le=1, description="Speak only above this probability.")
     faq_confidence: float = Field(default=0.6, ge=0, le=1, description="Answer from an FAQ at once above this.")
+    implicit_requests: bool = Field(
+        default=True,
+        description="Also hear needs the rules miss (a problem stated as a fact) with the bundled model.",
+    )
     max_age_s: float = Field(default=300.0, gt=0, description="Do not answer messages older than this.")
     max_similarity: float = Field(default=0.8, gt=0, le=1, description="Too close to an earlier suggestion.")
     max_question_overlap: float = Field(

@@ -502,6 +502,11 @@ class KnowledgeStore:
             version=version,
         )
 
+    @property
+    def embedder_name(self) -> str:
+        """The embedding model's name: vectors of two models are not comparable."""
+        return self._embedder.name
+
     async def embed(self, text: str) -> Vectors:
         """The query vector for ``text`` (embed once, then search and match with it)."""
         vectors: Vectors = await asyncio.to_thread(self._embedder.embed, [text])
