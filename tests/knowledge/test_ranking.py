@@ -85,11 +85,10 @@ def test_fuse_adds_and_scales() -> None:
 
 def test_rm3_interpolates_the_query_with_the_relevance_model() -> None:
     query = ["card", "fee"]
-    feedback = [(["card", "annual", "annual", "fee"], 2.0), (["card", "limit"], 1.0)]
-    # P(w|R) ∝ Σ score · tf/|d|: card 2·1/4 + 1·1/2 = 1.0; annual 2·2/4 = 1.0; fee 2·1/4 = 0.5; limit 1·1/2 = 0.5
+    feedback = [(["card", "annual", "annual", "fee"], 3.0), (["card", "limit"], 1.0)]
+    # P(w|R) ∝ Σ score · tf/|d|: annual 3·2/4 = 1.5; card 3·1/4 + 1·1/2 = 1.25; fee 3·1/4 = 0.75; limit 1·1/2 = 0.5
     weights = rm3(query, feedback, terms=3, original_weight=0.6)
-    # the three most likely words (annual and card tie at 1.0, then fee and limit at 0.5: fee first by name)
-    kept = {"annual": 1.0 / 2.5, "card": 1.0 / 2.5, "fee": 0.5 / 2.5}
+    kept = {"annual": 1.5 / 3.5, "card": 1.25 / 3.5, "fee": 0.75 / 3.5}  # the three most likely, renormalised
     expected = {
         "card": 0.6 * 0.5 + 0.4 * kept["card"],
         "fee": 0.6 * 0.5 + 0.4 * kept["fee"],
