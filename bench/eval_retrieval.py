@@ -24,6 +24,7 @@ from bench import retrieval_cv
 from bench.eval_phrasings import PHRASINGS, ROOT
 from bench.knowledge_env import BANKING, banking_documents, knowledge_store
 from vigil.knowledge.documents import discover, read
+from vigil.knowledge.ranking import CROSS_VALIDATED
 from vigil.knowledge.store import KnowledgeStore, _IndexedPassage
 
 Ranker = Callable[[str], "asyncio.Future[list[str]]"]
@@ -109,6 +110,11 @@ async def cross_validated(k: int, seeds: list[int]) -> None:
     print("\nchosen per fold:")
     print("\n".join(retrieval_cv.report_choices(results, grids)))
     chosen = {name: grids[name][result.full] for name, result in results.items()}
+    together = chosen["all of them"]
+    print(
+        f"\nranking.CROSS_VALIDATED {'is' if together == CROSS_VALIDATED else 'is NOT'} the recipe 'all of them' "
+        f"chooses on all {len(tasks)} tasks ({retrieval_cv.describe(together)})"
+    )
     print("\nBrightwave help centre, answerable phrasings (recipe chosen on all 39 dev tasks)\n")
     print("\n".join(await brightwave(chosen)))
 
