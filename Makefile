@@ -68,7 +68,7 @@ bench: $(DEV_STAMP)
 # Quality on data written by others (../shared/data): question detection, retrieval, confidence calibration.
 eval: $(DEV_STAMP)
 	$(BIN)/python -m bench.eval_questions --split test
-	$(BIN)/python -m bench.eval_retrieval
+	$(BIN)/python -m bench.eval_retrieval --cv 5 --seeds 0 1 2
 	$(BIN)/python -m bench.calibrate
 
 # The panel's screenshots in docs/ (vigil demo in Debian's Chromium; needs `apt-get install chromium`).

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import gzip
+import os
 import shutil
 import tempfile
 from collections.abc import AsyncIterator
@@ -13,7 +14,8 @@ from vigil.app.settings import Settings
 from vigil.knowledge.documents import Entry, read
 from vigil.knowledge.store import KnowledgeStore, standalone
 
-SHARED = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
+# The public evaluation data, beside the repository (../shared/data) unless VIGIL_SHARED_DATA says where (a worktree).
+SHARED = Path(os.environ.get("VIGIL_SHARED_DATA") or Path(__file__).resolve().parent.parent.parent / "shared" / "data")
 BANKING = SHARED / "tau2" / "banking_knowledge"
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -37,6 +37,11 @@ def _tokens(texts: Sequence[str]) -> list[list[str]]:
     joined = [_HYPHENATED.sub("", text) for text in texts]
     tokenized = bm25s.tokenize(joined, stopwords="en", stemmer=_stemmer(), return_ids=False, show_progress=False)
     return [list(words) for words in tokenized]
+
+
+def analyse(text: str) -> list[str]:
+    """The words BM25 sees in ``text``: hyphens joined, stop words removed, stemmed (what RM3 counts)."""
+    return _tokens([text])[0] if text.strip() else []
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,3 +87,24 @@ class LexicalIndex:
             for index, score in zip(np.asarray(found)[0], np.asarray(scores)[0], strict=True)
             if score > 0
         ]
+
+    def search_weighted(
+        self, weights: Mapping[str, float], k: int, *, only: np.ndarray | None = None
+    ) -> list[LexicalHit]:
+        """The ``k`` best passages for a weighted query (analysed word -> weight, as ``ranking.rm3`` makes): each
+        word's BM25 contribution times its weight. Words the index has never seen are ignored; ``only`` masks
+        passages out as in ``search``."""
+        if self._retriever is None:
+            return []
+        if only is not None and len(only) != len(self._ids):
+            raise ValueError("one mask value per passage")
+        total = np.zeros(len(self._ids), dtype=np.float64)
+        for word, weight in weights.items():
+            ids = self._retriever.get_tokens_ids([word])
+            if ids and weight:
+                total += weight * np.asarray(self._retriever.get_scores_from_ids(ids), dtype=np.float64)
+        if only is not None:
+            total *= only
+        k = min(k, len(self._ids))
+        best = np.argsort(-total, kind="stable")[:k]
+        return [LexicalHit(self._ids[int(i)], float(total[i])) for i in best if total[i] > 0]
