@@ -3,7 +3,7 @@
     python -m bench.eval_retrieval                       # vigil's search as shipped, on the 39 dev tasks
     python -m bench.eval_retrieval --cv 5 --seeds 0 1 2  # the ranking variants, cross-validated (retrieval_cv.py)
 
-With ``--cv`` each variant of ``vigil.knowledge.ranking`` (sentences, title field, passage aggregation, RM3) has its
+With ``--cv`` each variant of ``vigil.knowledge.fusion`` (sentences, title field, passage aggregation, RM3) has its
 parameters chosen on the training folds and is scored on the held-out fold; then the recipe each variant chooses
 on all 39 tasks is run on the Brightwave help centre's phrasings (short customer questions, never tuned on).
 
@@ -24,7 +24,7 @@ from bench import retrieval_cv
 from bench.eval_phrasings import PHRASINGS, ROOT
 from bench.knowledge_env import BANKING, banking_documents, knowledge_store
 from vigil.knowledge.documents import discover, read
-from vigil.knowledge.ranking import CROSS_VALIDATED
+from vigil.knowledge.fusion import CROSS_VALIDATED
 from vigil.knowledge.store import KnowledgeStore, _IndexedPassage
 
 Ranker = Callable[[str], "asyncio.Future[list[str]]"]
@@ -112,7 +112,7 @@ async def cross_validated(k: int, seeds: list[int]) -> None:
     chosen = {name: grids[name][result.full] for name, result in results.items()}
     together = chosen["all of them"]
     print(
-        f"\nranking.CROSS_VALIDATED {'is' if together == CROSS_VALIDATED else 'is NOT'} the recipe 'all of them' "
+        f"\nfusion.CROSS_VALIDATED {'is' if together == CROSS_VALIDATED else 'is NOT'} the recipe 'all of them' "
         f"chooses on all {len(tasks)} tasks ({retrieval_cv.describe(together)})"
     )
     print("\nBrightwave help centre, answerable phrasings (recipe chosen on all 39 dev tasks)\n")

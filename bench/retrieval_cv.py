@@ -5,7 +5,7 @@
 What is expensive is computed once per query and kept in memory (``Primitives``): the passage vectors (read back
 from the store's Chroma collection), the query's and each sentence's vector (the real model), their dense and BM25
 passage rankings (vigil's lexical index), the RM3-expanded BM25 rankings and a BM25 ranking of entry titles. A grid
-point then only fuses and folds ids with ``vigil.knowledge.ranking``, so every point is scored on every task once;
+point then only fuses and folds ids with ``vigil.knowledge.fusion``, so every point is scored on every task once;
 cross-validation picks, per training set, the point with the best mean of hit@5 + recall@10 + MRR and reports the
 held-out tasks' metrics at that point. Folds are by task, shuffled with a fixed seed; the estimate is the mean over
 the held-out tasks, and its spread is shown across seeds.
@@ -24,7 +24,7 @@ import numpy as np
 
 from vigil.knowledge.embedding import Vectors
 from vigil.knowledge.lexical import LexicalIndex
-from vigil.knowledge.ranking import (
+from vigil.knowledge.fusion import (
     Expansion,
     Rankings,
     Recipe,
@@ -108,7 +108,7 @@ class Corpus:
 
 
 def ranked_entries(p: Primitives, recipe: Recipe, corpus: Corpus, cache: dict[tuple[object, ...], object]) -> list[str]:
-    """The ten best entries for one query under ``recipe``: what ``ranking.rank`` computes, with the per-sentence
+    """The ten best entries for one query under ``recipe``: what ``fusion.rank`` computes, with the per-sentence
     fusions memoised (they do not depend on the aggregation or title parameters)."""
     whole = p.whole if recipe.expansion is None else Rankings(p.whole.dense, p.expanded[recipe.expansion])
 
@@ -143,12 +143,12 @@ def ranked_entries(p: Primitives, recipe: Recipe, corpus: Corpus, cache: dict[tu
 
 
 def check_against_rank(p: Primitives, recipe: Recipe, corpus: Corpus) -> None:
-    """The memoised path must rank exactly as ``ranking.rank`` does (the function vigil would ship)."""
+    """The memoised path must rank exactly as ``fusion.rank`` does (the function vigil would ship)."""
     whole = p.whole if recipe.expansion is None else Rankings(p.whole.dense, p.expanded[recipe.expansion])
     shipped = [e for e, _ in rank(whole, p.parts, corpus.entry_of, recipe, titles=p.titles)[:10]]
     here = ranked_entries(p, recipe, corpus, {})
     if shipped != here:
-        raise AssertionError(f"the harness and ranking.rank disagree for {recipe}: {here} != {shipped}")
+        raise AssertionError(f"the harness and fusion.rank disagree for {recipe}: {here} != {shipped}")
 
 
 # --- the variants and their grids -------------------------------------------------------------------------------

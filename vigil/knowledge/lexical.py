@@ -91,7 +91,7 @@ class LexicalIndex:
     def search_weighted(
         self, weights: Mapping[str, float], k: int, *, only: np.ndarray | None = None
     ) -> list[LexicalHit]:
-        """The ``k`` best passages for a weighted query (analysed word -> weight, as ``ranking.rm3`` makes): each
+        """The ``k`` best passages for a weighted query (analysed word -> weight, as ``fusion.rm3`` makes): each
         word's BM25 contribution times its weight. Words the index has never seen are ignored; ``only`` masks
         passages out as in ``search``."""
         if self._retriever is None:

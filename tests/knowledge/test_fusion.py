@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from vigil.knowledge.lexical import LexicalIndex, analyse
-from vigil.knowledge.ranking import (
+from vigil.knowledge.fusion import (
     Expansion,
     Rankings,
     Recipe,
