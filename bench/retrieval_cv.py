@@ -23,7 +23,6 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from vigil.knowledge.embedding import Vectors
-from vigil.knowledge.lexical import LexicalIndex
 from vigil.knowledge.fusion import (
     Expansion,
     Rankings,
@@ -35,6 +34,7 @@ from vigil.knowledge.fusion import (
     reciprocal_rank,
     sentences,
 )
+from vigil.knowledge.lexical import LexicalIndex
 from vigil.knowledge.store import CANDIDATES, KnowledgeStore
 
 Metrics = tuple[float, float, float]

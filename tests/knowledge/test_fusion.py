@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from vigil.knowledge.lexical import LexicalIndex, analyse
 from vigil.knowledge.fusion import (
     Expansion,
     Rankings,
@@ -22,6 +21,7 @@ from vigil.knowledge.fusion import (
     rm3,
     sentences,
 )
+from vigil.knowledge.lexical import LexicalIndex, analyse
 
 ROOT = Path(__file__).parent.parent.parent
 
