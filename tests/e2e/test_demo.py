@@ -68,6 +68,33 @@ async def test_demo_plays_conversations_that_get_stored(vigil: VigilCli, tmp_pat
     await stop_and_check_nothing_left(demo, brokers)
 
 
+@pytest.mark.timeout(420)  # the answers need the embedding model, which the demo loads before it is ready
+async def test_make_run_answers_the_demo_customers_from_the_help_centre(vigil: VigilCli, tmp_path: Path) -> None:
+    # What `make run` advertises: the demo traffic at its own pace, answers on as by default, suggestions with
+    # their sources in the panel's API.
+    demo = vigil.start("demo", VIGIL_ANSWERS__ENABLED="true")
+    await ready(demo, timeout_s=240)
+    db = Database(f"sqlite:///{tmp_path / 'data' / 'vigil.db'}")
+
+    def answered() -> tuple[dict[str, Any], dict[str, Any]] | None:
+        rows = db.query("SELECT DISTINCT conversation_id FROM suggestion WHERE kind = 'answer' ORDER BY 1")
+        for (conversation_id,) in rows:
+            view = demo.conversation(str(conversation_id))
+            for suggestion in (view or {}).get("suggestions", []):
+                if suggestion["kind"] == "answer":
+                    return view or {}, suggestion
+        return None
+
+    view, answer = await eventually("a demo customer answered", answered, timeout_s=150, process=demo)
+    assert view["conversation_id"].startswith("demo-")
+    asked = [m for m in view["messages"] if m["message_id"] == answer["in_reply_to"]]
+    assert [m["role"] for m in asked] == ["customer"], (answer, view["messages"])
+    assert answer["text"] and answer["sources"], answer
+    assert {source["kind"] for source in answer["sources"]} <= {"faq", "article"}
+    assert answer["confidence"] >= 0.5
+    await stop_and_check_nothing_left(demo, brokers_of(demo))
+
+
 # Trying it on your own traffic: the banner, `vigil send` through the data dir, and a tidy queue after a restart.
 
 
