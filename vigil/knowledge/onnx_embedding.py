@@ -12,6 +12,7 @@ Loading imports onnxruntime and tokenizers only, so a one-off command starts in 
 from __future__ import annotations
 
 import json
+import os
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -120,6 +121,8 @@ def _max_tokens(path: Path) -> int:
 
 
 def _tokenizer(path: Path, max_tokens: int) -> Tokenizer:
+    # One thread per batch, as the model runs; and no warning from the tokenizer's pool when a process forks.
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     from tokenizers import Tokenizer  # noqa: PLC0415  (imported on load: commands without a model skip it)
 
     file = path / "tokenizer.json"
