@@ -100,7 +100,7 @@ def test_long_texts_are_cut_at_the_models_256_word_pieces(onnx_path: OnnxEmbedde
     assert largest_difference(onnx_path.embed([article]), onnx_path.embed([with_more])) == 0.0
 
 
-def test_a_batch_is_padded_to_its_longest_text_not_to_a_fixed_length(
+def test_a_batch_is_padded_to_its_longest_text_and_lengths_far_apart_are_encoded_apart(
     onnx_path: OnnxEmbedder, monkeypatch: pytest.MonkeyPatch
 ):
     widths: list[tuple[int, int]] = []
@@ -112,9 +112,10 @@ def test_a_batch_is_padded_to_its_longest_text_not_to_a_fixed_length(
 
     monkeypatch.setattr(onnxruntime.InferenceSession, "run", recording)
     onnx_path.embed(["how do I reset my password"])  # [CLS] how do i reset my password [SEP]
-    onnx_path.embed(["ok thanks", "Hub has a solid amber light"])  # the longer: 6 words, 8 word pieces
+    onnx_path.embed(["when is my bill taken", "Hub has a solid amber light", "how do I reset my password"])  # 7, 8, 8
+    # Lengths far apart are encoded apart: a short question is not padded to an article's 256 word pieces.
     onnx_path.embed(["ok", long_texts()[0]])
-    assert widths == [(1, 8), (2, 8), (2, 256)]
+    assert widths == [(1, 8), (3, 8), (1, 256), (1, 3)]
 
 
 def test_on_the_onnx_path_a_process_never_imports_torch(onnx_path: OnnxEmbedder, tmp_path: Path):
