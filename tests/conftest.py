@@ -26,7 +26,8 @@ from vigil.cases.views import CaseViews
 from vigil.core.clock import Clock, SystemClock
 from vigil.dev.broker import EmbeddedBroker
 from vigil.knowledge.documents import Entry, discover, read
-from vigil.knowledge.embedding import Embedder, SentenceTransformerEmbedder, Vectors
+from vigil.knowledge.embedding import Embedder, Vectors
+from vigil.knowledge.onnx_embedding import OnnxEmbedder
 from vigil.knowledge.store import KnowledgeStore
 from vigil.transport.kafka import ensure_topics
 
@@ -244,7 +245,7 @@ async def migrated_store(db_url: str, tmp_path: Path) -> AsyncIterator[CaseStore
 class RememberingEmbedder:
     """The real model, remembering what it embedded: many tests import the same help centre."""
 
-    def __init__(self, model: SentenceTransformerEmbedder) -> None:
+    def __init__(self, model: Embedder) -> None:
         self._model = model
         self._seen: dict[str, Vectors] = {}
         self.name = model.name
@@ -263,8 +264,9 @@ class RememberingEmbedder:
 
 @pytest.fixture(scope="session")
 def embedder() -> RememberingEmbedder:
-    """The real embedding model, loaded once for the session."""
-    model = SentenceTransformerEmbedder()
+    """The real embedding model on the default path (ONNX Runtime), loaded once for the session; its export is
+    this machine's cached one (made by the first session that needs it), as the daemons' in tests is."""
+    model = OnnxEmbedder()
     model.load()
     return RememberingEmbedder(model)
 

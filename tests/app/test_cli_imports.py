@@ -13,7 +13,11 @@ from pathlib import Path
 
 import pytest
 
-EMBEDDINGS = ("torch", "transformers", "sentence_transformers", "sklearn")
+from tests.conftest import RememberingEmbedder
+from vigil.knowledge.onnx_export import default_cache_dir
+
+TORCH = ("torch", "transformers", "sentence_transformers", "sklearn", "onnx")
+EMBEDDINGS = (*TORCH, "onnxruntime", "tokenizers")
 VECTORS_AND_SEARCH = ("chromadb", "bm25s", "scipy")
 SETTINGS_AND_SQL = ("pydantic", "pydantic_settings", "sqlalchemy", "alembic")
 
@@ -30,7 +34,7 @@ sys.exit(code)
 """
 
 
-def imported_by(tmp_path: Path, *argv: str) -> tuple[int, set[str]]:
+def imported_by(tmp_path: Path, *argv: str, **settings: str) -> tuple[int, set[str]]:
     """The exit code of ``vigil ARGV`` and the top-level modules it imported, with a data dir in ``tmp_path``."""
     env = {
         "PATH": "/usr/bin:/bin",
@@ -38,6 +42,7 @@ def imported_by(tmp_path: Path, *argv: str) -> tuple[int, set[str]]:
         "VIGIL_DATA_DIR": str(tmp_path / "data"),
         "VIGIL_LOG_LEVEL": "WARNING",
         **{k: v for k, v in os.environ.items() if k == "PYTHONPATH"},
+        **settings,
     }
     done = subprocess.run(
         [sys.executable, "-c", _REPORT, *argv], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60
@@ -62,6 +67,18 @@ def test_help_imports_neither_settings_nor_sql_nor_models(tmp_path: Path, argv: 
     code, modules = imported_by(tmp_path, *argv)
     assert code == 0
     assert modules & {*EMBEDDINGS, *VECTORS_AND_SEARCH, *SETTINGS_AND_SQL} == set()
+
+
+def test_a_search_embeds_on_onnx_runtime_without_importing_torch(tmp_path: Path, embedder: RememberingEmbedder):
+    # The session's embedder has made (or found) this machine's export: the search loads it, as every search after
+    # a daemon's first start does.
+    cache = str(default_cache_dir())
+    code, modules = imported_by(
+        tmp_path, "kb", "search", "how do I reset my password", VIGIL_KNOWLEDGE__ONNX_CACHE=cache
+    )
+    assert code == 0
+    assert {"onnxruntime", "tokenizers", "chromadb"} <= modules
+    assert modules & set(TORCH) == set()
 
 
 @pytest.mark.parametrize("argv", [["kb", "stats"], ["kb", "export"]])

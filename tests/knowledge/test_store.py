@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import shutil
 from collections.abc import AsyncIterator, Sequence
@@ -17,7 +18,8 @@ import sqlalchemy as sa
 from alembic import command
 
 from tests.chroma import ChromaServer
-from tests.conftest import PG_ADMIN, help_centre, make_settings, open_knowledge, views_of
+from tests.conftest import PG_ADMIN, RememberingEmbedder, help_centre, make_settings, open_knowledge, views_of
+from tests.knowledge.test_batching import Counting
 from tests.panel.test_routes import USERS, bearer
 from vigil.answers.settings import AnswerSettings
 from vigil.answers.skill import AnswerSkill
@@ -32,8 +34,9 @@ from vigil.db.migrate import alembic_config
 from vigil.dev.broker import free_port
 from vigil.flow.case import CaseState
 from vigil.knowledge.documents import Entry, KnowledgeFileError, Passage
-from vigil.knowledge.embedding import SentenceTransformerEmbedder, Vectors
+from vigil.knowledge.embedding import Vectors
 from vigil.knowledge.lexical import LexicalIndex
+from vigil.knowledge.onnx_embedding import OnnxEmbedder
 from vigil.knowledge.store import EntryConflict, KnowledgeStore, chroma_folder, standalone
 from vigil.knowledge.tables import ENTRY
 from vigil.knowledge.vectors import VectorCollection, connect
@@ -81,6 +84,20 @@ async def test_prune_removes_entries_whose_source_no_longer_holds_them(knowledge
     assert all(h.entry_id != "faq-bill-date" for h in await knowledge.search("when is my bill taken", 10))
     match = await knowledge.match_faq("when is my bill taken")
     assert match is not None and match.entry_id != "faq-bill-date"
+
+
+async def test_the_questions_of_concurrent_conversations_are_embedded_in_one_batch(
+    store: CaseStore, tmp_path: Path, embedder: RememberingEmbedder
+):
+    counting = Counting(embedder)
+    knowledge = await open_knowledge(store, tmp_path / "chroma", counting)
+    await knowledge.upsert(some_of_it())
+    counting.batches.clear()
+    questions = ["how do I install an eSIM on my iPhone?", "when is my bill taken", "roaming charges in Spain"]
+    searched = await asyncio.gather(*(knowledge.search(q, 3) for q in questions))
+    assert all(searched)
+    assert counting.batches == [questions]
+    assert [h[0].entry_id for h in searched] == [(await knowledge.search(q, 1))[0].entry_id for q in questions]
 
 
 async def test_search_finds_the_article_that_answers(knowledge: KnowledgeStore):
@@ -503,13 +520,13 @@ async def test_a_search_in_a_fresh_process_embeds_only_the_query(tmp_path: Path,
     ) as importing:  # `vigil kb import`
         await importing.upsert(some_of_it())
     embedded: list[str] = []
-    real_embed = SentenceTransformerEmbedder.embed
+    real_embed = OnnxEmbedder.embed
 
-    def recording(self: SentenceTransformerEmbedder, texts: Sequence[str]) -> Vectors:
+    def recording(self: OnnxEmbedder, texts: Sequence[str]) -> Vectors:
         embedded.extend(texts)
         return real_embed(self, texts)
 
-    monkeypatch.setattr(SentenceTransformerEmbedder, "embed", recording)
+    monkeypatch.setattr(OnnxEmbedder, "embed", recording)
     for query in ("how do I install an eSIM on my iPhone?", "when is my bill taken"):
         async with standalone(
             settings.knowledge, settings.database, data_dir=settings.data_dir

@@ -1,4 +1,7 @@
-"""Sentence embeddings, offline: all-MiniLM-L6-v2 by default, behind a small interface a faster backend can replace.
+"""Sentence embeddings, offline: all-MiniLM-L6-v2 by default, behind a small interface with two backends.
+
+``OnnxEmbedder`` (``vigil.knowledge.onnx_embedding``, the default) runs the model's ONNX export without torch;
+``SentenceTransformerEmbedder`` here runs it with sentence-transformers and torch, and makes the reference vectors.
 
 Vectors are L2-normalised float32, so a dot product is the cosine similarity. Embedding is CPU-bound: async code
 calls ``embed`` through ``asyncio.to_thread`` so the event loop keeps serving while a batch is encoded.
@@ -19,6 +22,8 @@ from vigil.core.errors import StartupError
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
+
+    from vigil.knowledge.settings import KnowledgeSettings
 
 Vectors = npt.NDArray[np.float32]
 
@@ -93,3 +98,12 @@ class SentenceTransformerEmbedder:
             show_progress_bar=False,
         )
         return np.asarray(vectors, dtype=np.float32)
+
+
+def embedder_for(knowledge: KnowledgeSettings) -> Embedder:
+    """The embedder the knowledge section names (not loaded yet): ONNX Runtime by default, torch on request."""
+    if knowledge.embedder == "torch":
+        return SentenceTransformerEmbedder(knowledge.model_path, threads=knowledge.embedding_threads)
+    from vigil.knowledge.onnx_embedding import OnnxEmbedder  # noqa: PLC0415  (it imports this module)
+
+    return OnnxEmbedder(knowledge.model_path, cache_dir=knowledge.onnx_cache, threads=knowledge.embedding_threads)

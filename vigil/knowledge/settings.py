@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, Field, field_validator
 
@@ -17,6 +18,16 @@ class KnowledgeSettings(BaseModel):
     chroma_url: str | None = Field(default=None, description="Chroma server, for several replicas; default on disk.")
     refresh_interval_s: float = Field(default=10.0, gt=0, description="How often to pick up knowledge changes.")
     embedding_threads: int = Field(default=1, ge=1, description="CPU threads for embeddings.")
+    embedder: Literal["onnx", "torch"] = Field(
+        default="onnx", description="Embedding backend: ONNX Runtime (no torch at run time) or sentence-transformers."
+    )
+    onnx_cache: Path | None = Field(
+        default=None, description="Folder of the model's ONNX export, made at first start; default ~/.cache/vigil/onnx."
+    )
+    batch_wait_s: float = Field(
+        default=0.003, ge=0, le=1, description="How long a question waits for others to embed with it in one batch."
+    )
+    batch_max: int = Field(default=32, ge=1, description="The most questions embedded in one batch.")
 
     @field_validator("paths")
     @classmethod

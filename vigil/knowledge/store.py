@@ -33,8 +33,9 @@ from vigil.core.clock import Clock, SystemClock
 from vigil.core.errors import EntryConflict, KnowledgeError, KnowledgeUnavailable, StartupError
 from vigil.db.engine import guarded, migrate, open_engine, upsert
 from vigil.db.settings import DatabaseSettings
+from vigil.knowledge.batching import MicroBatcher
 from vigil.knowledge.documents import Entry, EntryKind, Passage, discover, read
-from vigil.knowledge.embedding import Embedder, SentenceTransformerEmbedder, Vectors
+from vigil.knowledge.embedding import Embedder, Vectors, embedder_for
 from vigil.knowledge.lexical import LexicalHit, LexicalIndex
 from vigil.knowledge.settings import KnowledgeSettings
 from vigil.knowledge.tables import ENTRY, PASSAGE
@@ -209,9 +210,12 @@ class KnowledgeStore:
         chroma_url: str | None = None,
         prefix: str = "vigil",
         timeout_s: float = 5.0,
+        batch_wait_s: float = 0.003,
+        batch_max: int = 32,
     ) -> None:
         self._engine = engine
         self._embedder = embedder
+        self._queries = MicroBatcher(embedder, wait_s=batch_wait_s, max_batch=batch_max)
         self._clock = clock
         self._chroma_path = chroma_path
         self._chroma_url = chroma_url
@@ -508,9 +512,9 @@ class KnowledgeStore:
         return self._embedder.name
 
     async def embed(self, text: str) -> Vectors:
-        """The query vector for ``text`` (embed once, then search and match with it)."""
-        vectors: Vectors = await asyncio.to_thread(self._embedder.embed, [text])
-        return vectors[0:1].reshape(-1)
+        """The query vector for ``text`` (embed once, then search and match with it), embedded together with the
+        questions of concurrent conversations (``vigil.knowledge.batching``)."""
+        return await self._queries.embed(text)
 
     async def search(
         self,
@@ -712,11 +716,13 @@ def open_knowledge_store(
     loaded, in tests)."""
     return KnowledgeStore(
         engine=engine,
-        embedder=embedder or SentenceTransformerEmbedder(knowledge.model_path, threads=knowledge.embedding_threads),
+        embedder=embedder or embedder_for(knowledge),
         clock=clock,
         chroma_path=chroma_folder(data_dir),
         chroma_url=knowledge.chroma_url,
         timeout_s=timeout_s,
+        batch_wait_s=knowledge.batch_wait_s,
+        batch_max=knowledge.batch_max,
     )
 
 
