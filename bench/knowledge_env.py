@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import gzip
+import os
 import shutil
 import tempfile
 from collections.abc import AsyncIterator
@@ -13,7 +14,8 @@ from vigil.app.settings import Settings
 from vigil.knowledge.documents import Entry, read
 from vigil.knowledge.store import KnowledgeStore, standalone
 
-SHARED = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
+# ../shared/data beside the repository; VIGIL_SHARED_DATA names it for a checkout elsewhere (a git worktree).
+SHARED = Path(os.environ.get("VIGIL_SHARED_DATA") or Path(__file__).resolve().parent.parent.parent / "shared" / "data")
 BANKING = SHARED / "tau2" / "banking_knowledge"
 
 
