@@ -25,8 +25,8 @@ from vigil.wire.events import Event, Message, SourceRef, SuggestionKind
 # Fitted by `python -m bench.calibrate` on the tune half of the team's Brightwave phrasings, held-out FAQ alternates,
 # real off-topic questions and the tau2 banking dev tasks; see docs/evaluation.md. Features: see features(). The FAQ
 # model speaks when the first hit is an FAQ, the retrieval model otherwise.
-FAQ_MODEL = Logistic(weights=(12.925, 10.080, 0.0, 0.0, 0.0), bias=-8.562)
-RETRIEVAL_MODEL = Logistic(weights=(7.006, -1.887, 0.327, 0.0, 0.0), bias=-5.328)
+FAQ_MODEL = Logistic(weights=(14.775, 5.420, 0.865, 6.574, -2.652), bias=-10.088)
+RETRIEVAL_MODEL = Logistic(weights=(9.504, -4.149, -0.062, 9.217, -4.653), bias=-4.294)
 SOURCES = 3
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(*])|\n+")

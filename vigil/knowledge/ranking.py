@@ -36,7 +36,7 @@ LEXICAL_WEIGHT = 1.0
 QUESTION_WEIGHT = 0.0
 RERANK = 5
 """How many of the fusion's first candidates the near-miss stage compares."""
-AGREEMENT_WEIGHT = 4.0
+AGREEMENT_WEIGHT = 0.0
 NEAR = 0.15
 """How alike two candidates' words must be (cosine) for the near-miss stage to compare them."""
 """How far a full agreement moves a candidate, in units of the first candidate's fused score."""
