@@ -59,7 +59,8 @@ def test_agreement_is_zero_for_one_text_or_a_query_of_stop_words():
     assert agreement("what is it", ["solid", "flashing"]) == [0.0, 0.0]
 
 
-def test_rerank_moves_a_near_miss_below_the_entry_whose_words_match():
+def test_rerank_moves_a_near_miss_below_the_entry_whose_words_match(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(ranking, "AGREEMENT_WEIGHT", 4.0)  # the tune half's best; shipped at 0 (docs/evaluation.md)
     candidates = [
         Candidate("faq-flashing", fusion(0, 1.0), "My Hub light is flashing amber. A software update."),
         Candidate("faq-solid", fusion(1, 1.0), "A solid amber light on the Hub: no signal from the fibre line."),
@@ -79,3 +80,14 @@ def test_without_telling_words_the_fused_order_stands(monkeypatch: pytest.Monkey
     candidates.append(Candidate("far", fusion(9, 1.0), "solid amber"))
     assert [r.entry_id for r in rerank("solid amber", candidates)][-1] == "far"
     assert rerank("anything", []) == []
+
+
+def test_at_weight_zero_the_order_is_the_fusions_and_the_agreement_is_still_told(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(ranking, "AGREEMENT_WEIGHT", 0.0)
+    candidates = [
+        Candidate("faq-flashing", fusion(0, 1.0), "My Hub light is flashing amber. A software update."),
+        Candidate("faq-solid", fusion(1, 1.0), "A solid amber light on the Hub: no signal from the fibre line."),
+    ]
+    flashing, solid = rerank("the hub light is solid amber", candidates)
+    assert (flashing.entry_id, solid.entry_id) == ("faq-flashing", "faq-solid")
+    assert flashing.agreement < 0 < solid.agreement  # what the confidence reads

@@ -27,13 +27,9 @@ def _stemmer() -> Stemmer.Stemmer:
     return Stemmer.Stemmer("english")
 
 
+@functools.lru_cache(maxsize=65536)
 def stem(word: str) -> str:
     """One lower-case word stemmed as the index stems it ("flashing" and "flashes" are "flash")."""
-    return str(_stem_cached(word))
-
-
-@functools.lru_cache(maxsize=65536)
-def _stem_cached(word: str) -> str:
     return str(_stemmer().stemWord(word))
 
 

@@ -15,7 +15,10 @@ Two stages.
    candidates themselves, and negation from the grammar of both sides.
 
 The agreement of each candidate is kept on its hit: the answer skill's confidence uses it, so a near miss that the
-words contradict is not stated with confidence.
+words contradict is not stated with confidence. How far it also moves the order is ``AGREEMENT_WEIGHT``: measured on
+the team's phrasings, a bag of words moves as many right answers down as up ("lost my job" is not "lost my phone"),
+so it is 0 and the order is the fusion's (docs/evaluation.md has the sweep). Likewise ``QUESTION_WEIGHT``: an FAQ's
+nearest question is a feature of the confidence but, as a third ranking in the fusion, it lost.
 """
 
 from __future__ import annotations
@@ -29,7 +32,8 @@ from dataclasses import dataclass
 from vigil.knowledge.lexical import stem
 
 # Weights of the rankings in the fusion. Dense and lexical: tuned on the tau2 banking dev tasks; questions and the
-# near-miss stage: on the tune half of the team's Brightwave phrasings (docs/evaluation.md).
+# near-miss stage: on the tune half of the team's Brightwave phrasings (`python -m bench.eval_phrasings --split tune
+# --grid`; docs/evaluation.md).
 RRF_K = 5
 DENSE_WEIGHT = 0.7
 LEXICAL_WEIGHT = 1.0
