@@ -96,9 +96,18 @@ NEAR_MISSES = [
 # And the other side of each pair, with the entries that answer it: right, or not stated with confidence.
 NEVER_CONFIDENTLY_WRONG = [
     *((question, right) for question, right, _ in NEAR_MISSES),
-    ("the orange light on my router keeps blinking on and off, should I switch it off?", {"faq-hub-flashing-amber"}),
-    ("switching to another network, I don't need to keep this number", {"faq-leave-without-number"}),
-    ("my hub light is a solid orange, does that mean it's updating?", {"faq-hub-solid-amber"}),
+    (
+        "the orange light on my router keeps blinking on and off, should I switch it off?",
+        {"faq-hub-flashing-amber", "hub-lights"},
+    ),
+    (
+        "switching to another network, I don't need to keep this number",
+        {"faq-leave-without-number", "leaving-mobile-pac-stac"},
+    ),
+    (
+        "my hub light is a solid orange, does that mean it's updating?",
+        {"faq-hub-solid-amber", "no-internet-amber-light", "hub-lights"},
+    ),
     ("leaving for another network but I want my number to come with me", {"faq-get-pac", "leaving-mobile-pac-stac"}),
 ]
 

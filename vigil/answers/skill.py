@@ -25,8 +25,8 @@ from vigil.wire.events import Event, Message, SourceRef, SuggestionKind
 # Fitted by `python -m bench.calibrate` on the tune half of the team's Brightwave phrasings, held-out FAQ alternates,
 # real off-topic questions and the tau2 banking dev tasks; see docs/evaluation.md. Features: see features(). The FAQ
 # model speaks when the first hit is an FAQ, the retrieval model otherwise.
-FAQ_MODEL = Logistic(weights=(14.775, 5.420, 0.865, 6.574, -2.652), bias=-10.088)
-RETRIEVAL_MODEL = Logistic(weights=(9.504, -4.149, -0.062, 9.217, -4.653), bias=-4.294)
+FAQ_MODEL = Logistic(weights=(17.158, -8.297, -0.034, 8.150, 4.241), bias=-8.072)
+RETRIEVAL_MODEL = Logistic(weights=(9.611, -2.863, -0.242, 7.014, 0.843), bias=-4.079)
 SOURCES = 3
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(*])|\n+")
