@@ -173,10 +173,10 @@ async def test_in_the_pipeline_a_follow_up_gets_its_answer_and_a_repeat_is_count
         await vigil.send(customer("c-1", "a1", "Text PAC to 65075, and it's free.", clock.now(), role="analyst"))
         clock.advance(30)
         await vigil.send(customer("c-1", "m3", "sorry how do i get the PAC code again", clock.now()))
-        assert [(s.in_reply_to, s.sources[0].id) for s in vigil.published] == [
-            ("m1", "faq-get-pac"),
-            ("m2", "faq-etc"),
-        ]
+        # The follow-up is answered (from whatever the one ranking puts first: its own source, not the first's).
+        assert [s.in_reply_to for s in vigil.published] == ["m1", "m2"]
+        assert vigil.published[0].sources[0].id == "faq-get-pac"
+        assert vigil.published[1].sources[0].id != "faq-get-pac"
         assert vigil.sample("vigil_suggestions_suppressed_total", reason="repeated_question") == 1
 
 
