@@ -86,6 +86,19 @@ async def test_prune_removes_entries_whose_source_no_longer_holds_them(knowledge
     assert match is not None and match.entry_id != "faq-bill-date"
 
 
+async def test_a_text_embedded_again_soon_after_is_not_embedded_twice(
+    store: CaseStore, tmp_path: Path, embedder: RememberingEmbedder
+):
+    # The answers' gate embeds a message the question rules reject; the answer skill then searches with it.
+    counting = Counting(embedder)
+    knowledge = await open_knowledge(store, tmp_path / "chroma", counting)
+    counting.batches.clear()
+    first = await knowledge.embed("Internet's completely down")
+    again = await knowledge.embed("Internet's completely down")
+    assert counting.batches == [["Internet's completely down"]]
+    assert (first == again).all()
+
+
 async def test_the_questions_of_concurrent_conversations_are_embedded_in_one_batch(
     store: CaseStore, tmp_path: Path, embedder: RememberingEmbedder
 ):

@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections import defaultdict
+from collections import OrderedDict, defaultdict
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -186,6 +186,9 @@ class _Snapshot:
         return self._masks[tenant]
 
 
+_RECENT_VECTORS = 512  # about the messages in flight at once (VIGIL_INGEST__MAX_IN_FLIGHT)
+
+
 def _tenant_tag(tenant: str | None) -> str:
     return GLOBAL if tenant is None else tenant
 
@@ -222,6 +225,7 @@ class KnowledgeStore:
         self._engine = engine
         self._embedder = embedder
         self._queries = MicroBatcher(embedder, wait_s=batch_wait_s, max_batch=batch_max)
+        self._recent_vectors: OrderedDict[str, Vectors] = OrderedDict()
         self._clock = clock
         self._chroma_path = chroma_path
         self._chroma_url = chroma_url
@@ -528,8 +532,17 @@ class KnowledgeStore:
 
     async def embed(self, text: str) -> Vectors:
         """The query vector for ``text`` (embed once, then search and match with it), embedded together with the
-        questions of concurrent conversations (``vigil.knowledge.batching``)."""
-        return await self._queries.embed(text)
+        questions of concurrent conversations (``vigil.knowledge.batching``). The last few texts' vectors are kept:
+        the answers' gate embeds a message the question rules reject, and the answer skill then searches with it."""
+        vector = self._recent_vectors.get(text)
+        if vector is None:
+            vector = await self._queries.embed(text)
+            self._recent_vectors[text] = vector
+            if len(self._recent_vectors) > _RECENT_VECTORS:
+                self._recent_vectors.popitem(last=False)
+        else:
+            self._recent_vectors.move_to_end(text)
+        return vector
 
     async def search(
         self,
