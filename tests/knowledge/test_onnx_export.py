@@ -38,6 +38,7 @@ def test_two_processes_starting_at_once_share_one_whole_export_that_later_starts
     # One file, under its final name: no temporary file is left behind by either process.
     (exported,) = cache.iterdir()
     assert exported.name == f"model-{cache_key(bundled_model_path())}.onnx"
+    assert exported.stat().st_mode & 0o777 == 0o644  # readable by the machine's other users, written by its owner
     made = exported.stat().st_mtime_ns
     later = OnnxEmbedder(cache_dir=cache)
     later.load()

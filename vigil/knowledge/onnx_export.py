@@ -76,7 +76,9 @@ def export(model_path: Path, target: Path) -> None:
     os.close(handle)
     try:
         _export_with_torch(model_path, Path(temporary))
-        os.chmod(temporary, 0o666 & ~_umask())  # mkstemp's 0600 would keep the export from the machine's other users
+        # mkstemp's 0600 would keep the export from the machine's other users. (Reading the umask means setting it,
+        # for the whole process, while other threads may be creating files: a fixed mode is the safe one.)
+        os.chmod(temporary, 0o644)
         os.replace(temporary, target)
     finally:
         with contextlib.suppress(FileNotFoundError):
@@ -122,12 +124,6 @@ def _export_with_torch(model_path: Path, out: Path) -> None:
             dynamic_axes=axes,
             opset_version=OPSET,
         )
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 def _weights(model_path: Path) -> Path:
