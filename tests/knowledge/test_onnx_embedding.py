@@ -118,6 +118,29 @@ def test_a_batch_is_padded_to_its_longest_text_and_lengths_far_apart_are_encoded
     assert widths == [(1, 8), (3, 8), (1, 256), (1, 3)]
 
 
+def test_long_texts_go_through_the_model_a_few_at_a_time_and_short_ones_many_at_a_time(
+    onnx_path: OnnxEmbedder, monkeypatch: pytest.MonkeyPatch
+):
+    # Attention holds rows x width^2 numbers, and ONNX Runtime keeps the most it ever needed: 64 passages of 256
+    # word pieces at once would keep hundreds of MiB for the life of the process.
+    shapes: list[tuple[int, int]] = []
+    real_run = onnxruntime.InferenceSession.run
+
+    def recording(self: Any, outputs: Sequence[str], feeds: dict[str, np.ndarray], *args: Any) -> Any:
+        shapes.append(feeds["input_ids"].shape)
+        return real_run(self, outputs, feeds, *args)
+
+    monkeypatch.setattr(onnxruntime.InferenceSession, "run", recording)
+    articles = long_texts() * 5  # 20 texts of 256 word pieces
+    vectors = onnx_path.embed(articles)
+    assert all(rows * width <= 2048 for rows, width in shapes)
+    assert shapes[0] == (8, 256) and sum(rows for rows, _ in shapes) == 20
+    assert largest_difference(vectors, np.stack([onnx_path.embed([a])[0] for a in articles])) <= 1e-5
+    shapes.clear()
+    onnx_path.embed(["how do I reset my password"] * 64)
+    assert shapes == [(64, 8)]
+
+
 def test_on_the_onnx_path_a_process_never_imports_torch(onnx_path: OnnxEmbedder, tmp_path: Path):
     # The export exists (the fixture made or found it): a fresh process loads it and embeds without torch.
     script = (

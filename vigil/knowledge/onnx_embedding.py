@@ -28,6 +28,11 @@ if TYPE_CHECKING:
     from tokenizers import Tokenizer
 
 _DEFAULT_MAX_TOKENS = 256
+_TOKENS_PER_RUN = 2048
+"""At most this many word pieces (rows x the longest) go through the model at once. Attention holds rows x width^2
+numbers per head and layer, and ONNX Runtime keeps the largest it has needed: 64 help-centre passages of 256 word
+pieces at once took the process from 237 to 593 MiB and were slower than runs of 8 (docs/benchmarks.md). Questions
+are short, so 64 of them still go together."""
 
 
 class OnnxEmbedder:
@@ -75,7 +80,7 @@ class OnnxEmbedder:
         assert self._tokenizer is not None
         encodings = self._tokenizer.encode_batch(list(texts))
         out = np.empty((len(texts), self.dimensions), dtype=np.float32)
-        for rows in _similar_lengths([len(e.ids) for e in encodings], self._batch_size):
+        for rows in _similar_lengths([len(e.ids) for e in encodings], self._batch_size, _TOKENS_PER_RUN):
             out[rows] = self._encode([encodings[i] for i in rows])
         return out
 
@@ -94,8 +99,9 @@ class OnnxEmbedder:
         return np.asarray(pooled / norms, dtype=np.float32)
 
 
-def _similar_lengths(lengths: list[int], most: int) -> list[list[int]]:
-    """The rows, longest first, cut into runs of at most ``most`` whose shortest is at least 3/4 of their longest.
+def _similar_lengths(lengths: list[int], most: int, tokens: int = _TOKENS_PER_RUN) -> list[list[int]]:
+    """The rows, longest first, cut into runs of at most ``most`` rows and ``tokens`` word pieces (rows x the
+    longest), whose shortest is at least 3/4 of their longest.
 
     A run is padded to its longest row, and padding costs as much as text: a question of 12 word pieces batched with
     one of 100 would cost 100. Questions vary that much (3 to 100 or more), so a batch of them is encoded as a few
@@ -104,7 +110,9 @@ def _similar_lengths(lengths: list[int], most: int) -> list[list[int]]:
     order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
     runs: list[list[int]] = []
     for i in order:
-        if runs and len(runs[-1]) < most and lengths[i] * 4 >= lengths[runs[-1][0]] * 3:
+        run = runs[-1] if runs else []
+        longest = lengths[run[0]] if run else 0
+        if run and len(run) < most and (len(run) + 1) * longest <= tokens and lengths[i] * 4 >= longest * 3:
             runs[-1].append(i)
         else:
             runs.append([i])
