@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import httpx
 import numpy as np
@@ -111,6 +112,34 @@ async def test_the_questions_of_concurrent_conversations_are_embedded_in_one_bat
     assert all(searched)
     assert counting.batches == [questions]
     assert [h[0].entry_id for h in searched] == [(await knowledge.search(q, 1))[0].entry_id for q in questions]
+
+
+async def test_the_vector_searches_of_concurrent_conversations_go_to_chroma_together(
+    knowledge: KnowledgeStore, monkeypatch: pytest.MonkeyPatch
+):
+    # Chroma's cost is mostly per call: one call for a batch of query vectors instead of one call each.
+    await knowledge.upsert(help_centre())
+    questions = ["how do I install an eSIM on my iPhone?", "when is my bill taken", "roaming charges in Spain"]
+    vectors = [await knowledge.embed(q) for q in questions]
+    alone = [await knowledge.search(q, 3, vector=v) for q, v in zip(questions, vectors, strict=True)]
+    faqs_alone = [await knowledge.match_faq(q, vector=v) for q, v in zip(questions, vectors, strict=True)]
+    calls: list[int] = []
+    real_query = VectorCollection.query
+
+    def counting(self: VectorCollection, batch: np.ndarray, k: int, where: Any = None) -> Any:
+        calls.append(len(batch))
+        return real_query(self, batch, k, where)
+
+    monkeypatch.setattr(VectorCollection, "query", counting)
+    together = await asyncio.gather(
+        *(knowledge.search(q, 3, vector=v) for q, v in zip(questions, vectors, strict=True))
+    )
+    assert calls == [3]
+    assert together == alone
+    calls.clear()
+    faqs = await asyncio.gather(*(knowledge.match_faq(q, vector=v) for q, v in zip(questions, vectors, strict=True)))
+    assert calls == [3] and faqs == faqs_alone
+    assert faqs[1] is not None and faqs[1].entry_id == "faq-bill-date"
 
 
 async def test_search_finds_the_article_that_answers(knowledge: KnowledgeStore):

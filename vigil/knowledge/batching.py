@@ -1,49 +1,64 @@
-"""Micro-batching: questions from concurrent conversations are embedded together, in one call to the model.
+"""Micro-batching: what concurrent conversations ask of the model and of the vector index goes in one call.
 
-A batch of 16 short questions costs the model little more than one question does, so under load a process answers
-many more questions per second if it embeds them together. A question waits at most ``wait_s`` (a few milliseconds)
-for others to join it; a batch leaves early when it reaches ``max_batch``. The model runs on one worker thread of
-its own, off the event loop: while it encodes a batch, the next one gathers, and leaves as soon as the worker is free
-(its questions have waited that long already), so a busy process makes large batches and an idle one small ones.
+A batch of 16 short questions costs the model little more than one question does, and Chroma answers 16 query
+vectors in one call for little more than one (its per-call overhead, ~3 ms, is most of a small index's query), so
+under load a process answers many more questions per second if it batches them. An item waits at most ``wait_s`` (a
+few milliseconds) for others to join it; a batch leaves early when it reaches ``max_batch``. Each batcher runs one
+batch at a time on a worker thread, off the event loop: while it runs a batch, the next one gathers, and leaves as
+soon as the batch before it is done (its items have waited that long already), so a busy process makes large batches
+and an idle one small ones.
 
-Each caller awaits its own future: an error of the model reaches every caller of that batch, and a caller that is
-cancelled (a conversation that moved on) leaves the batch without disturbing the others.
+Each caller awaits its own future: an error of the batch reaches every caller in it, and a caller that is cancelled
+(a conversation that moved on) leaves the batch without disturbing the others.
 """
 
 from __future__ import annotations
 
 import asyncio
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Sequence
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 from vigil.knowledge.embedding import Embedder, Vectors
 
+Item = TypeVar("Item")
+Result = TypeVar("Result")
+
 
 @dataclass(frozen=True, slots=True)
-class _Waiting:
-    text: str
-    future: asyncio.Future[Vectors]
+class _Waiting(Generic[Item, Result]):
+    item: Item
+    future: asyncio.Future[Result]
 
 
-class MicroBatcher:
-    """Embeds one text per call, gathering concurrent calls into batches for ``embedder``."""
+class Batcher(Generic[Item, Result]):
+    """Runs ``run`` (one result per item, in order) on batches of the items that concurrent callers submit."""
 
-    def __init__(self, embedder: Embedder, *, wait_s: float = 0.003, max_batch: int = 32) -> None:
-        self._embedder = embedder
+    def __init__(
+        self,
+        run: Callable[[list[Item]], Sequence[Result]],
+        *,
+        wait_s: float = 0.003,
+        max_batch: int = 32,
+        executor: Executor | None = None,
+        name: str = "vigil-batch",
+    ) -> None:
+        """``executor`` runs the batches (default: a thread of this batcher's own, started on the first batch)."""
+        self._run_batch = run
         self._wait_s = wait_s
         self._max_batch = max_batch
-        self._waiting: list[_Waiting] = []
+        self._waiting: list[_Waiting[Item, Result]] = []
         self._timer: asyncio.TimerHandle | None = None
         self._busy = False
         self._tasks: set[asyncio.Task[None]] = set()
-        # One thread (started on the first batch): batches run one after another, and the next gathers meanwhile.
-        self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="vigil-embed")
+        self._executor = executor or ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
 
-    async def embed(self, text: str) -> Vectors:
-        """The vector of ``text`` (one row of the batch it joined)."""
+    async def submit(self, item: Item) -> Result:
+        """``item``'s result (one row of the batch it joined)."""
         loop = asyncio.get_running_loop()
-        future: asyncio.Future[Vectors] = loop.create_future()
-        self._waiting.append(_Waiting(text, future))
+        future: asyncio.Future[Result] = loop.create_future()
+        self._waiting.append(_Waiting(item, future))
         if len(self._waiting) >= self._max_batch and not self._busy:
             self._flush()
         elif self._timer is None and not self._busy:
@@ -51,8 +66,8 @@ class MicroBatcher:
         return await future
 
     def _flush(self) -> None:
-        """Send what is waiting (up to ``max_batch``) to the worker, unless it is busy: then the batch leaves when it
-        is free."""
+        """Send what is waiting (up to ``max_batch``) to the worker, unless a batch is running: then this one leaves
+        when it is done."""
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
@@ -68,22 +83,22 @@ class MicroBatcher:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _run(self, batch: list[_Waiting]) -> None:
+    async def _run(self, batch: list[_Waiting[Item, Result]]) -> None:
         try:
             loop = asyncio.get_running_loop()
-            vectors = await loop.run_in_executor(self._worker, self._embedder.embed, [w.text for w in batch])
+            results = await loop.run_in_executor(self._executor, self._run_batch, [w.item for w in batch])
         except asyncio.CancelledError:  # the loop is closing: so are the callers
             for waiting in batch:
                 waiting.future.cancel()
             raise
-        except Exception as exc:  # the model's error is every caller's
+        except Exception as exc:  # the batch's error is every caller's
             for waiting in batch:
                 if not waiting.future.done():
                     waiting.future.set_exception(exc)
         else:
-            for row, waiting in enumerate(batch):
+            for result, waiting in zip(results, batch, strict=True):
                 if not waiting.future.done():
-                    waiting.future.set_result(vectors[row].copy())
+                    waiting.future.set_result(result)
         finally:
             self._busy = False
             self._next()
@@ -93,3 +108,21 @@ class MicroBatcher:
         self._waiting = [w for w in self._waiting if not w.future.done()]
         if self._waiting:
             self._flush()
+
+
+class MicroBatcher:
+    """Embeds one text per call, gathering concurrent calls into batches for ``embedder``."""
+
+    def __init__(self, embedder: Embedder, *, wait_s: float = 0.003, max_batch: int = 32) -> None:
+        self._embedder = embedder
+        self._batcher: Batcher[str, Vectors] = Batcher(
+            self._rows, wait_s=wait_s, max_batch=max_batch, name="vigil-embed"
+        )
+
+    async def embed(self, text: str) -> Vectors:
+        """The vector of ``text`` (one row of the batch it joined)."""
+        return await self._batcher.submit(text)
+
+    def _rows(self, texts: list[str]) -> list[Vectors]:
+        vectors = self._embedder.embed(texts)
+        return [vectors[row].copy() for row in range(len(texts))]  # a row each, not views that keep the batch alive

@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 from collections import OrderedDict, defaultdict
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -33,7 +35,7 @@ from vigil.core.clock import Clock, SystemClock
 from vigil.core.errors import EntryConflict, KnowledgeError, KnowledgeUnavailable, StartupError
 from vigil.db.engine import guarded, migrate, open_engine, upsert
 from vigil.db.settings import DatabaseSettings
-from vigil.knowledge.batching import MicroBatcher
+from vigil.knowledge.batching import Batcher, MicroBatcher
 from vigil.knowledge.documents import Entry, EntryKind, Passage, discover, read
 from vigil.knowledge.embedding import Embedder, Vectors, embedder_for
 from vigil.knowledge.lexical import LexicalHit, LexicalIndex
@@ -162,6 +164,8 @@ class _Snapshot:
     passages: dict[str, _IndexedPassage] = field(default_factory=dict)
     entries: dict[str, _IndexedEntry] = field(default_factory=dict)
     passage_tenants: list[str | None] = field(default_factory=list)  # per passage, in the lexical index's order
+    question_entries: dict[str, str] = field(default_factory=dict)
+    """The entry of each FAQ question's vector, by the vector's id."""
     version: Version = field(default_factory=Version)
     _masks: dict[str | None, np.ndarray] = field(default_factory=dict)
 
@@ -219,6 +223,11 @@ class KnowledgeStore:
         self._engine = engine
         self._embedder = embedder
         self._queries = MicroBatcher(embedder, wait_s=batch_wait_s, max_batch=batch_max)
+        # Vector searches are batched too, per collection and filter; they leave as soon as Chroma is free (no
+        # window: what gathers while it answers a batch is the next batch).
+        self._nearest_batchers: dict[tuple[str, str, int], Batcher[Vectors, list[VectorHit]]] = {}
+        self._vector_threads = ThreadPoolExecutor(max_workers=2, thread_name_prefix="vigil-vectors")
+        self._batch_max = batch_max
         self._recent_vectors: OrderedDict[str, Vectors] = OrderedDict()
         self._clock = clock
         self._chroma_path = chroma_path
@@ -239,6 +248,7 @@ class KnowledgeStore:
             KnowledgeError: Chroma or the database refused a request.
         """
         client = self._client = await asyncio.to_thread(connect, path=self._chroma_path, url=self._chroma_url)
+        self._nearest_batchers.clear()
         self._collections = _Collections(
             passages=await asyncio.to_thread(VectorCollection, client, f"{self._prefix}-passages"),
             questions=await asyncio.to_thread(VectorCollection, client, f"{self._prefix}-questions"),
@@ -250,6 +260,7 @@ class KnowledgeStore:
         """Let go of Chroma: embedded, its files are closed, so the folder may be deleted and opened afresh by this
         process (Chroma keeps one client per folder and process until the last one closes)."""
         client, self._client, self._collections = self._client, None, None
+        self._nearest_batchers.clear()
         if client is not None:
             await asyncio.to_thread(client.close)
 
@@ -294,6 +305,27 @@ class KnowledgeStore:
             refused=KnowledgeError,
             what="the knowledge database",
         )
+
+    async def _nearest(
+        self, collection: VectorCollection, vector: Vectors, k: int, where: Mapping[str, Any]
+    ) -> list[VectorHit]:
+        """The ``k`` nearest vectors of ``collection`` to ``vector`` within ``where``, searched together with the
+        concurrent searches of the same collection and filter, waited for at most the timeout."""
+        key = (collection.name, json.dumps(where, sort_keys=True), k)
+        batcher = self._nearest_batchers.get(key)
+        if batcher is None:
+
+            def search(vectors: list[Vectors]) -> list[list[VectorHit]]:
+                return collection.query(np.stack(vectors), k, where)
+
+            batcher = self._nearest_batchers[key] = Batcher(
+                search, wait_s=0.0, max_batch=max(self._batch_max, 1), executor=self._vector_threads
+            )
+        try:
+            async with asyncio.timeout(self._timeout_s):
+                return await batcher.submit(vector)
+        except TimeoutError as exc:
+            raise KnowledgeUnavailable(f"Chroma did not answer within {self._timeout_s} s") from exc
 
     async def _bounded(self, call: Callable[..., T], *args: Any) -> T:
         """``call(*args)`` on Chroma in a thread, waited for at most the timeout."""
@@ -495,9 +527,16 @@ class KnowledgeStore:
             ).all()
             heads = (
                 await conn.execute(
-                    sa.select(ENTRY.c.id, ENTRY.c.kind, ENTRY.c.title, ENTRY.c.url, ENTRY.c.body, ENTRY.c.tenant).where(
-                        ENTRY.c.status == "active"
-                    )
+                    sa.select(
+                        ENTRY.c.id,
+                        ENTRY.c.kind,
+                        ENTRY.c.title,
+                        ENTRY.c.url,
+                        ENTRY.c.body,
+                        ENTRY.c.tenant,
+                        ENTRY.c.questions,
+                        ENTRY.c.question_vectors,
+                    ).where(ENTRY.c.status == "active")
                 )
             ).all()
         version = await self._version()
@@ -507,6 +546,7 @@ class KnowledgeStore:
             passages={r.id: _IndexedPassage(r.entry_id, r.text) for r in rows},
             entries={h.id: _IndexedEntry(h.kind, h.title, h.url, h.body, h.tenant) for h in heads},
             passage_tenants=[r.tenant for r in rows],
+            question_entries={q: h.id for h in heads for q in _stored_question_ids(h)},
             version=version,
         )
 
@@ -544,7 +584,7 @@ class KnowledgeStore:
         """
         snapshot = self._snapshot
         vector = await self.embed(query) if vector is None else vector
-        dense = await self._bounded(self._passages.query, vector, CANDIDATES, _where(tenant, kinds))
+        dense = await self._nearest(self._passages, vector, CANDIDATES, _where(tenant, kinds))
         lexical = snapshot.lexical.search(query, CANDIDATES, only=snapshot.mask(tenant))
         return _fuse(snapshot, dense, lexical, k, kinds, tenant)
 
@@ -555,10 +595,10 @@ class KnowledgeStore:
         global FAQs and those of ``tenant`` are compared (None: global ones only)."""
         snapshot = self._snapshot
         vector = await self.embed(query) if vector is None else vector
-        near = await self._bounded(self._questions.query, vector, 12, _where(tenant))
+        near = await self._nearest(self._questions, vector, 12, _where(tenant))
         best: dict[str, VectorHit] = {}
         for hit in near:
-            entry_id = str(hit.metadata.get("entry_id", ""))
+            entry_id = snapshot.question_entries.get(hit.id, "")
             if not (entry_id in snapshot.entries and snapshot.visible(entry_id, tenant)):
                 continue
             if entry_id not in best or hit.similarity > best[entry_id].similarity:

@@ -31,7 +31,6 @@ class VectorHit:
 
     id: str
     similarity: float
-    metadata: Mapping[str, Any]
 
 
 # Chroma's own errors that mean "not now": its storage failing under it (a server answering 500), or being throttled.
@@ -94,6 +93,7 @@ class VectorCollection:
     ``KnowledgeUnavailable``) for Chroma's errors."""
 
     def __init__(self, client: Any, name: str) -> None:
+        self.name = name
         with translated(f"opening the collection {name}"):
             self._collection = client.get_or_create_collection(
                 name, embedding_function=None, metadata={"hnsw:space": "cosine"}
@@ -140,21 +140,21 @@ class VectorCollection:
         with translated("counting vectors"):
             return int(self._collection.count())
 
-    def query(self, vector: Vectors, k: int, where: Mapping[str, Any] | None = None) -> list[VectorHit]:
-        """The ``k`` nearest items to one query vector."""
+    def query(self, vectors: Vectors, k: int, where: Mapping[str, Any] | None = None) -> list[list[VectorHit]]:
+        """The ``k`` nearest items to each of ``vectors`` (one row per query), in one call to Chroma: its cost is
+        mostly per call, so a batch of queries costs little more than one. The hits carry no metadata (fetching it
+        costs as much as the search; the caller knows what its ids are)."""
         total = self.count()
         if total == 0:
-            return []
+            return [[] for _ in range(len(vectors))]
         with translated("searching"):
             found = self._collection.query(
-                query_embeddings=vector.reshape(1, -1),
+                query_embeddings=vectors,
                 n_results=min(k, total),
                 where=dict(where) if where else None,
-                include=["distances", "metadatas"],
+                include=["distances"],
             )
         return [
-            VectorHit(item, 1.0 - float(distance), metadata or {})
-            for item, distance, metadata in zip(
-                found["ids"][0], found["distances"][0], found["metadatas"][0], strict=True
-            )
+            [VectorHit(item, 1.0 - float(distance)) for item, distance in zip(ids, distances, strict=True)]
+            for ids, distances in zip(found["ids"], found["distances"], strict=True)
         ]
