@@ -1,20 +1,28 @@
-"""Answers benchmark: how long a customer waits for a suggested answer, and what a big knowledge store costs.
+"""Answers benchmark: how many customer questions one vigil process answers, how fast, and in how much memory.
 
-1. **End to end, over Kafka.** A Tansu broker and ``vigil run`` in its own process (SQLite in a temp dir, answers
-   on, the bundled knowledge imported at start-up). Customer questions, each in a new
-   conversation and stamped with the moment they are sent, are produced at a steady rate (20 and 100 questions/s
-   by default) while a consumer in this process reads the suggestions topic. Latency = time the suggestion is
-   consumed - time its question was produced (``in_reply_to`` links them; one machine clock). Two pools of
-   questions are mixed half and half: the bundled FAQs' questions and alternates (the FAQ path), and hand-written
-   questions that an article answers and no FAQ does (the retrieval path). Each suggestion is counted on the path
-   it took (its first source's kind), questions without a suggestion are counted as silences.
-2. **Query time at scale, in process.** A throwaway knowledge store (``bench.knowledge_env``) with the bundled
+0. **The limits, in the same run.** The embedder alone, in a process of its own with vigil's one thread, embedding
+   the question set in batches of 32 (``bench.embedder.probe``): a process that embeds every question once cannot
+   answer faster. And a bare aiokafka consumer reading the questions topic (``bench.bare``): what the broker and the
+   client allow. vigil's rates are quoted as shares of both.
+1. **Query time at scale, in process.** A throwaway knowledge store (``bench.knowledge_env``) with the bundled
    knowledge plus synthetic passages (sentences of the bundled articles recombined) grown to each of ``--passages``;
-   ``KnowledgeStore.match_faq`` and ``KnowledgeStore.search`` are timed for every question of both pools.
-   Embedding 100k passages with the real model takes far too long on this machine (~50 passages/s on one thread),
-   so synthetic passages get the normalised mean of their sentences' real embeddings; queries use the real model.
+   ``KnowledgeStore.match_faq`` and ``KnowledgeStore.search`` are timed for every question of the set. Synthetic
+   passages get the normalised mean of their sentences' real embeddings (embedding 100k passages with the model
+   takes too long here); queries use the real model.
+2. **End to end, over Kafka.** A Tansu broker and ``vigil run`` in its own process with its default settings
+   (SQLite in a temp dir, answers on, the bundled help centre imported at its first start). Customer questions,
+   each in a new conversation and stamped with the moment it is sent, go to its input topic while a consumer here
+   reads the suggestions topic; latency = suggestion consumed - question produced (``in_reply_to`` links them; one
+   clock). Phases, against the same process: steady rates (``--rates``, 20 and 100 questions/s), a burst
+   (``--burst`` questions at once) and a backlog (``--backlog`` questions at once: vigil works through them at its
+   own pace, which is its sustained rate). Then the process is stopped and started again on the same data, for the
+   ready time of a restart; peak RSS is ``VmHWM`` of the first process at the end.
 
-Run: ``python -m bench.answers`` (about 7 minutes) or ``python -m bench.answers --quick`` (about 3 minutes).
+The question set (``question_set``) is chosen before vigil runs: every customer message of the team's labelled sets
+that needs something, in four companies' voices, and every Brightwave phrasing. What vigil stays silent on is still
+sent and counted. Each suggestion is put on the path it took (its first source's kind: ``faq`` or not).
+
+Run: ``python -m bench.answers`` (about 8 minutes) or ``python -m bench.answers --quick`` (about 4 minutes).
 """
 
 from __future__ import annotations
@@ -25,6 +33,7 @@ import contextlib
 import dataclasses
 import itertools
 import json
+import math
 import random
 import re
 import sys
@@ -42,66 +51,25 @@ import numpy as np
 from aiokafka import AIOKafkaConsumer
 from prometheus_client.parser import text_string_to_metric_families
 
-from bench import databases, report, traffic
+from bench import bare, databases, embedder, report, traffic
 from bench.daemon import VigilProcess
 from bench.knowledge_env import knowledge_store
 from bench.linux import MachineTimes
 from bench.metrics import Snapshot
-from vigil.answers.questions import classify
-from vigil.answers.settings import AnswerSettings
-from vigil.answers.skill import FAQ_MODEL, RETRIEVAL_MODEL, SOURCES, faq_features, retrieval_features
 from vigil.dev.broker import EmbeddedBroker
 from vigil.knowledge.documents import Entry, Passage, discover, read
-from vigil.knowledge.store import KnowledgeStore
 from vigil.transport.kafka import ensure_topics
 from vigil.transport.settings import KafkaSettings
 
 KNOWLEDGE = Path(__file__).resolve().parent.parent / "knowledge"
 KNOWLEDGE_PATHS = (KNOWLEDGE / "articles", KNOWLEDGE / "faqs")
-TARGET_E2E_P99_MS = 150.0
-TARGET_FAQ_P99_MS = 50.0
-
-# Questions an article answers and no FAQ does, written from knowledge/articles (one or two per article).
-RETRIEVAL_QUESTIONS = (
-    "can I join the priority support register if I rely on my broadband for a medical device?",
-    "how do I unlock my My Brightwave account after too many wrong passwords?",
-    "the unlock email never arrived, what now?",
-    "can my daughter talk to you about my account on my behalf?",
-    "should I turn band steering off on the hub for my smart plugs?",
-    "what happens after I order fibre, when does the engineer come?",
-    "which fibre speed do I need for working from home and gaming?",
-    "how do I escalate my complaint to customer relations?",
-    "when can I take my complaint to the ombudsman?",
-    "what are your live chat opening hours?",
-    "how much do I pay if I cancel during the cooling-off period?",
-    "why am I using so much more mobile data than usual?",
-    "how is the early termination charge worked out on my broadband?",
-    "what happens during an engineer visit, do I need to be home?",
-    "the engineer didn't turn up for my appointment, can I get compensation?",
-    "how do I get a free returns bag for my old hub?",
-    "what if my returned hub has not been checked in yet?",
-    "my esim QR code says this code is no longer valid, what do I do?",
-    "what happens if the second payment attempt fails too?",
-    "I'm struggling to pay my bill this month, can you help?",
-    "what does a flashing amber light on the hub mean?",
-    "the hub has a red light, is it broken?",
-    "how quickly will a replacement hub arrive?",
-    "how do I factory reset the hub?",
-    "how do I leave Brightwave TV?",
-    "how long does a PAC code last?",
-    "I found my phone after barring the SIM, can I unbar it?",
-    "how do I protect my bank accounts after my phone was stolen?",
-    "can I keep my broadband if my new address can't get the same speed?",
-    "why does a new-build home need an engineer visit?",
-    "how do I avoid a gap in broadband when I move into a new build?",
-    "how long does a broadband fault take to fix?",
-    "will I get a credit for the outage last week?",
-    "how do I run a proper speed test on my connection?",
-    "how much is the sports pack and can I cancel it any time?",
-    "how do I set up my TV box?",
-    "do you offer a static IP address?",
-    "does World Pass work in the USA and how much is it a day?",
-)
+DATA = Path(__file__).resolve().parent / "data"
+# Issue 11's targets, on this 2-core machine.
+TARGET_SUSTAINED_QPS = 300.0
+TARGET_P99_AT_100_MS = 150.0
+TARGET_BURST_P99_MS = 300.0
+TARGET_PEAK_RSS_MIB = 500.0
+TARGET_READY_S = 5.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,60 +78,42 @@ class Plan:
 
     rates: tuple[float, ...] = (20.0, 100.0)
     seconds: float = 30.0
+    burst: int = 70
+    backlog: int = 6_000
+    """Questions produced at once for the sustained rate: vigil works through the backlog at its own pace."""
     passages: tuple[int, ...] = (10_000, 30_000, 100_000)
     partitions: int = 6
     drain_timeout_s: float = 240.0
+    bare_records: int = 100_000
     settings: tuple[tuple[str, str], ...] = ()
 
 
-QUICK = Plan(seconds=15.0, passages=(10_000,))
+QUICK = Plan(seconds=15.0, backlog=2_000, passages=(10_000,), bare_records=30_000)
 
 
 # --- questions ---------------------------------------------------------------------------------------------------
 
 
-def faq_questions() -> list[str]:
-    """Every bundled FAQ's question and alternates."""
-    entries = [e for path in discover([KNOWLEDGE / "faqs"]) for e in read(path)]
-    return [q for e in entries if e.kind == "faq" for q in e.questions]
+def question_set() -> list[tuple[str, str]]:
+    """(pool, text) for every customer message of the team's labelled sets that needs something
+    (``requests-*.jsonl``: four companies, every style) and every Brightwave phrasing (``brightwave-phrasings``),
+    each text once, in a fixed shuffled order.
 
-
-def heading_questions() -> list[str]:
-    """Article section headings that are already questions in all but the question mark ("How to ...")."""
-    entries = [e for path in discover([KNOWLEDGE / "articles"]) for e in read(path)]
-    starts = ("how ", "what ", "when ", "why ", "which ", "can ", "if ")
-    headings = {p.heading for e in entries for p in e.passages if p.heading}
-    return sorted(h[0].lower() + h[1:].rstrip(".") + "?" for h in headings if h.lower().startswith(starts))
-
-
-async def pools(knowledge: KnowledgeStore) -> tuple[dict[str, list[str]], dict[str, int]]:
-    """The two pools, chosen with vigil's own rules on the bundled knowledge.
-
-    FAQ pool: every FAQ question and alternate that the question detector accepts (the others are silenced by
-    design). Retrieval pool: hand-written questions and question-like headings of the articles that the detector
-    accepts, that no FAQ matches confidently, and whose retrieval answer clears ``min_confidence``; the others are
-    counted in the returned statistics and left out (they would take the FAQ path, or get no suggestion).
+    The set is chosen before vigil runs and nothing vigil does selects from it: a message vigil stays silent on is
+    still sent and still costs what it costs. It holds more distinct texts than the store keeps vectors of
+    (``_RECENT_VECTORS``, 512), so cycling through it in order never meets a text whose vector is still kept.
     """
-    settings = AnswerSettings()
-    faq = [q for q in faq_questions() if classify(q).asks]
-    candidates = list(dict.fromkeys([*RETRIEVAL_QUESTIONS, *heading_questions()]))
-    stats = Counter(candidates=len(candidates), faq_candidates=len(faq_questions()), faq=len(faq))
-    retrieval = []
-    for question in candidates:
-        if not classify(question).asks:
-            stats["not_a_question"] += 1
-            continue
-        match = await knowledge.match_faq(question)
-        if match is not None and FAQ_MODEL.probability(faq_features(match)) >= settings.faq_confidence:
-            stats["faq_matches"] += 1
-            continue
-        hits = await knowledge.search(question, SOURCES)
-        if not hits or RETRIEVAL_MODEL.probability(retrieval_features(hits)) < settings.min_confidence:
-            stats["low_confidence"] += 1
-            continue
-        retrieval.append(question)
-    stats["retrieval"] = len(retrieval)
-    return {"faq": faq, "retrieval": retrieval}, dict(stats)
+    found: dict[str, str] = {}
+    for path in sorted(DATA.glob("requests-*.jsonl")):
+        for line in path.read_text().splitlines():
+            row = json.loads(line)
+            if row.get("needs"):
+                found.setdefault(row["text"], "requests")
+    for line in (DATA / "brightwave-phrasings.jsonl").read_text().splitlines():
+        found.setdefault(json.loads(line)["text"], "phrasings")
+    chosen = [(pool, text) for text, pool in found.items()]
+    random.Random(7).shuffle(chosen)
+    return chosen
 
 
 # --- end to end --------------------------------------------------------------------------------------------------
@@ -211,10 +161,10 @@ class Asked:
     at: float
 
 
-def question_stream(tag: str, mix: list[tuple[str, str]], asked: dict[str, Asked]) -> Iterator[traffic.Event]:
+def question_stream(tag: str, questions: Iterator[tuple[str, str]], asked: dict[str, Asked]) -> Iterator[traffic.Event]:
     """Customer questions, each in a new conversation; records when each is handed to the producer."""
     for n in itertools.count():
-        pool, text = mix[n % len(mix)]
+        pool, text = next(questions)
         conversation = f"{tag}-{n:06d}"
         message_id = f"{conversation}-m1"
         fields = {
@@ -255,7 +205,7 @@ async def _wait_ready(vigil: VigilProcess, timeout_s: float) -> None:
             await vigil.snapshot()  # raises if vigil died
             if (await client.get(f"http://127.0.0.1:{vigil.port}/readyz")).status_code == 200:
                 return
-            await asyncio.sleep(0.2)
+            await asyncio.sleep(0.05)
 
 
 async def _until_handled(vigil: VigilProcess, count: float, timeout_s: float) -> tuple[Snapshot, float]:
@@ -276,173 +226,180 @@ async def _settle(suggestions: Suggestions, quiet_s: float = 1.5) -> None:
         await asyncio.sleep(quiet_s)
 
 
-async def one_rate(
-    vigil: VigilProcess,
-    suggestions: Suggestions,
-    *,
-    bootstrap: str,
-    topic: str,
-    mix: list[tuple[str, str]],
-    rate: float,
-    seconds: float,
-    drain_timeout_s: float,
+@dataclass(frozen=True, slots=True)
+class Feed:
+    """Where the questions go and what reads the suggestions."""
+
+    bootstrap: str
+    topic: str
+    suggestions: Suggestions
+    questions: Iterator[tuple[str, str]]
+    """The question set, cycled: every phase goes on where the one before stopped."""
+
+
+async def phase(
+    vigil: VigilProcess, feed: Feed, *, name: str, rate: float | None, seconds: float, count: int, timeout_s: float
 ) -> dict[str, Any]:
-    """Questions at ``rate`` for ``seconds``; every latency, per path, and what went unanswered."""
+    """Questions at ``rate`` for ``seconds``, or (``rate`` None) ``count`` questions at once; then wait until vigil
+    has handled them all. Every latency, per path, and what went unanswered."""
     asked: dict[str, Asked] = {}
     before = await vigil.snapshot()
     silenced_before = suppressed(await _metrics_text(vigil))
     cpu, machine, start = vigil.cpu_seconds(), MachineTimes.now(), time.monotonic()
-    sent, produce_s = await traffic.produce_paced(
-        bootstrap,
-        topic,
-        question_stream(f"q{rate:g}-{uuid.uuid4().hex[:6]}", mix, asked),
-        rate=rate,
-        duration_s=seconds,
-    )
-    cores = (vigil.cpu_seconds() - cpu) / produce_s
-    machine_cores = MachineTimes.now().busy_cores_since(machine)
+    stream = question_stream(f"{name}-{uuid.uuid4().hex[:6]}", feed.questions, asked)
+    if rate is None:
+        sent, produce_s = await traffic.produce_burst(feed.bootstrap, feed.topic, itertools.islice(stream, count))
+    else:
+        sent, produce_s = await traffic.produce_paced(feed.bootstrap, feed.topic, stream, rate=rate, duration_s=seconds)
     backlog_at_end = sent - ((await vigil.snapshot()).handled - before.handled)
-    after, done = await _until_handled(vigil, before.handled + sent, drain_timeout_s)
-    await _settle(suggestions)
+    after, done = await _until_handled(vigil, before.handled + sent, timeout_s)
+    cores = (vigil.cpu_seconds() - cpu) / (done - start)
+    machine_cores = MachineTimes.now().busy_cores_since(machine)
+    await _settle(feed.suggestions)
     silenced_after = suppressed(await _metrics_text(vigil))
     by_path: dict[str, list[float]] = {}
-    internal: dict[str, list[float]] = {}
+    internal: list[float] = []
     silences: Counter[str] = Counter()
-    crossed: Counter[str] = Counter()
     for message_id, question in asked.items():
-        got = suggestions.arrived.get(message_id)
+        got = feed.suggestions.arrived.get(message_id)
         if got is None:
             silences[question.pool] += 1
             continue
         arrived_at, suggestion = got
         path = "faq" if suggestion["sources"] and suggestion["sources"][0]["kind"] == "faq" else "retrieval"
-        if path != question.pool:
-            crossed[f"{question.pool}->{path}"] += 1
         by_path.setdefault(path, []).append(arrived_at - question.at)
-        internal.setdefault(path, []).append(suggestion["latency_ms"] / 1000)
+        internal.append(suggestion["latency_ms"] / 1000)
     every = [v for values in by_path.values() for v in values]
+    processing = after.processing - before.processing
     row: dict[str, Any] = {
+        "phase": name,
         "rate": rate,
         "sent": sent,
         "achieved_rate": sent / produce_s,
         "handled_rate": sent / (done - start),
         "backlog_at_end_of_producing": backlog_at_end,
-        "drain_s_after_producing": done - start - produce_s,
+        "all_handled_s": done - start,
         "vigil_cores": cores,
         "machine_cores": machine_cores,
         "answered": len(every),
         "silences": dict(silences),
         "silenced_by_reason": {k: v - silenced_before.get(k, 0.0) for k, v in silenced_after.items()},
-        "path_not_pool": dict(crossed),
         "all_p50_ms": report.percentile(every, 0.5) * 1000,
         "all_p99_ms": report.percentile(every, 0.99) * 1000,
+        "all_max_ms": max(every, default=math.nan) * 1000,
+        "vigil_p99_ms": report.percentile(internal, 0.99) * 1000,
+        "processing_p50_ms": processing.quantile(0.5) * 1000,
+        "processing_p99_ms": processing.quantile(0.99) * 1000,
         "dead_lettered": after.dead_lettered - before.dead_lettered,
     }
     for path in ("faq", "retrieval"):
-        values, inside = by_path.get(path, []), internal.get(path, [])
+        values = by_path.get(path, [])
         row[f"{path}_n"] = len(values)
         row[f"{path}_p50_ms"] = report.percentile(values, 0.5) * 1000
         row[f"{path}_p99_ms"] = report.percentile(values, 0.99) * 1000
-        row[f"{path}_max_ms"] = max(values, default=float("nan")) * 1000
-        row[f"{path}_vigil_p50_ms"] = report.percentile(inside, 0.5) * 1000
-        row[f"{path}_vigil_p99_ms"] = report.percentile(inside, 0.99) * 1000
+    _progress(
+        f"{name}: {sent} questions, handled {row['handled_rate']:.1f}/s, answered {len(every)}, p50/p99 "
+        f"{row['all_p50_ms']:.0f}/{row['all_p99_ms']:.0f} ms, vigil {cores:.2f} cores"
+    )
     return row
 
 
-async def end_to_end(
-    plan: Plan, workdir: Path, profile: Path | None, questions: dict[str, list[str]]
-) -> dict[str, Any]:
-    """Start a broker and vigil, run every rate against the same process, stop it."""
-    mix = [("faq", q) for q in questions["faq"]] + [("retrieval", q) for q in questions["retrieval"]]
-    random.Random(7).shuffle(mix)
-    mix = _alternate(mix)
+async def end_to_end(plan: Plan, workdir: Path, profile: Path | None) -> dict[str, Any]:
+    """Start a broker and vigil; steady rates, a burst and a backlog against the same process; restart it for the
+    ready time; a bare consumer on the same topic for the broker's limit."""
+    questions = question_set()
     with EmbeddedBroker(log_path=workdir / "broker.log") as broker, databases.fresh("sqlite", workdir) as db_url:
         topic = f"answers-{uuid.uuid4().hex[:10]}"
         kafka = KafkaSettings(bootstrap_servers=broker.bootstrap)
         await ensure_topics(kafka, [topic, f"{topic}.suggestions", f"{topic}.dlq"], partitions=plan.partitions)
-        settings = {
-            "ANSWERS__ENABLED": "true",
-            "KNOWLEDGE__PATHS": json.dumps([str(p) for p in KNOWLEDGE_PATHS]),
-        } | dict(plan.settings)
-        vigil = VigilProcess(
-            bootstrap=broker.bootstrap,
-            topic=topic,
-            db_url=db_url,
-            workdir=workdir / "vigil",
-            partitions=plan.partitions,
-            settings=settings,
-        )
+        settings = {"KNOWLEDGE__PATHS": json.dumps([str(p) for p in KNOWLEDGE_PATHS])} | dict(plan.settings)
+
+        def process() -> VigilProcess:
+            return VigilProcess(
+                bootstrap=broker.bootstrap,
+                topic=topic,
+                db_url=db_url,
+                workdir=workdir / "vigil",
+                partitions=plan.partitions,
+                settings=settings,
+            )
+
+        vigil = process()
         suggestions = Suggestions(broker.bootstrap, f"{topic}.suggestions")
+        feed = Feed(broker.bootstrap, topic, suggestions, itertools.cycle(questions))
         profiler = None
+        rows = []
         try:
             started = time.monotonic()
             await vigil.start()
             await _wait_ready(vigil, timeout_s=180)
-            ready_s = time.monotonic() - started
-            _progress(f"vigil ready in {ready_s:.1f} s (RSS peak so far {vigil.peak_rss_bytes() / 2**20:.0f} MiB)")
+            first_ready_s = time.monotonic() - started
+            _progress(f"vigil ready in {first_ready_s:.1f} s (first start: the help centre is imported)")
             await suggestions.start()
             # Warm-up (consumer-group join, first model calls): not measured.
-            await one_rate(
-                vigil,
-                suggestions,
-                bootstrap=broker.bootstrap,
-                topic=topic,
-                mix=mix,
-                rate=5,
-                seconds=4,
-                drain_timeout_s=60,
-            )
+            warm_up = await phase(vigil, feed, name="warm-up", rate=5, seconds=4, count=0, timeout_s=60)
             if profile is not None:
                 profiler = vigil.profile(profile / "vigil-answers.txt")
-            rows = []
             for rate in plan.rates:
                 rows.append(
-                    await one_rate(
+                    await phase(
                         vigil,
-                        suggestions,
-                        bootstrap=broker.bootstrap,
-                        topic=topic,
-                        mix=mix,
+                        feed,
+                        name=f"{rate:g}/s",
                         rate=rate,
                         seconds=plan.seconds,
-                        drain_timeout_s=plan.drain_timeout_s,
+                        count=0,
+                        timeout_s=plan.drain_timeout_s,
                     )
                 )
-                r = rows[-1]
-                _progress(
-                    f"{rate:g} q/s: all p50/p99 {r['all_p50_ms']:.0f}/{r['all_p99_ms']:.0f} ms, FAQ p99 "
-                    f"{r['faq_p99_ms']:.0f} ms, retrieval p99 {r['retrieval_p99_ms']:.0f} ms, handled "
-                    f"{r['handled_rate']:.1f}/s, silences {r['silences']}"
+            rows.append(await phase(vigil, feed, name="burst", rate=None, seconds=0, count=plan.burst, timeout_s=60))
+            rows.append(
+                await phase(
+                    vigil,
+                    feed,
+                    name="backlog",
+                    rate=None,
+                    seconds=0,
+                    count=plan.backlog,
+                    timeout_s=plan.drain_timeout_s,
                 )
+            )
             peak_rss = vigil.peak_rss_bytes()
         finally:
             await suggestions.stop()
             exit_code = await vigil.stop()
             if profiler is not None:
                 await asyncio.to_thread(profiler.wait, 60)
+        again = process()
+        started = time.monotonic()
+        try:
+            await again.start()
+            await _wait_ready(again, timeout_s=180)
+            ready_s = time.monotonic() - started
+            restart_rss = again.peak_rss_bytes()
+        finally:
+            await again.stop()
+        _progress(f"restarted: ready in {ready_s:.1f} s")
+        sent = sum(r["sent"] for r in [warm_up, *rows])
+        bare_rate = await bare.measure(broker.bootstrap, topic, sent, plan.bare_records)
+        _progress(f"bare consumer: {bare_rate:,.0f} records/s")
     return {
-        "pools": {k: len(v) for k, v in questions.items()},
+        "questions": {"distinct": len(questions), "pools": dict(Counter(pool for pool, _ in questions))},
+        "first_ready_s": first_ready_s,
         "ready_s": ready_s,
-        "rates": rows,
+        "phases": rows,
         "peak_rss_mib": peak_rss / 2**20,
+        "restart_peak_rss_mib": restart_rss / 2**20,
+        "bare_consumer_per_s": bare_rate,
         "exit_code": exit_code,
     }
 
 
-def _alternate(mix: list[tuple[str, str]]) -> list[tuple[str, str]]:
-    """FAQ and retrieval questions taking turns, so both paths get the same share of every second."""
-    faq = [m for m in mix if m[0] == "faq"]
-    other = [m for m in mix if m[0] != "faq"]
-    length = max(len(faq), len(other))
-    return [
-        m
-        for pair in zip(
-            itertools.islice(itertools.cycle(faq), length),
-            itertools.islice(itertools.cycle(other), length),
-            strict=True,
-        )
-        for m in pair
-    ]
+def embedder_limit(questions: list[str]) -> dict[str, Any]:
+    """The embedder's own throughput on the question set, in a process of its own with vigil's one thread: the
+    most questions/s a process that embeds each question once could answer."""
+    figures = embedder.probe("onnx", questions, min(len(questions), 512), repeats=20, threads=1)
+    return {"batch_32_per_s": figures["rates"][32], "batch_1_per_s": figures["rates"][1], **figures}
 
 
 # --- query time with a big store ---------------------------------------------------------------------------------
@@ -499,19 +456,13 @@ def _synthetic(count: int, start: int, sentences: list[str], headings: list[str]
     return entries, parts
 
 
-async def store_at_scale(
-    sizes: Sequence[int],
-) -> tuple[dict[str, list[str]], dict[str, int], list[dict[str, Any]]]:
-    """Choose the question pools on the bundled knowledge, then time match_faq and search for every question with
-    the store grown to each size in turn."""
-    rows = []
+async def store_at_scale(sizes: Sequence[int], questions: Sequence[str]) -> list[dict[str, Any]]:
+    """Time match_faq and search for every question with the store grown to each size in turn."""
+    rows: list[dict[str, Any]] = []
+    if not sizes:
+        return rows
     async with knowledge_store() as knowledge:
         await knowledge.import_files(list(KNOWLEDGE_PATHS))
-        chosen, selection = await pools(knowledge)
-        _progress(f"question pools: {selection}")
-        questions = chosen["faq"] + chosen["retrieval"]
-        if not sizes:
-            return chosen, selection, rows
         bundled = (await knowledge.stats())["passages"]
         real = knowledge._embedder
         everything = _sentences()
@@ -548,7 +499,7 @@ async def store_at_scale(
                 faq_s.append(t1 - t0)
                 search_s.append(t2 - t1)
                 embed_s.append(t3 - t2)
-            row = {"passages": (await knowledge.stats())["passages"], "queries": len(questions)}
+            row: dict[str, float] = {"passages": (await knowledge.stats())["passages"], "queries": len(questions)}
             for name, values in (("match_faq", faq_s), ("search", search_s), ("embed", embed_s)):
                 row[f"{name}_p50_ms"] = report.percentile(values, 0.5) * 1000
                 row[f"{name}_p99_ms"] = report.percentile(values, 0.99) * 1000
@@ -557,28 +508,37 @@ async def store_at_scale(
                 f"{row['passages']:,} passages: match_faq p50/p99 {row['match_faq_p50_ms']:.1f}/"
                 f"{row['match_faq_p99_ms']:.1f} ms, search {row['search_p50_ms']:.1f}/{row['search_p99_ms']:.1f} ms"
             )
-    return chosen, selection, rows
+    return rows
 
 
 # --- report ------------------------------------------------------------------------------------------------------
 
 
-def tables(live: dict[str, Any], scale: list[dict[str, Any]]) -> str:
+def tables(live: dict[str, Any], limits: dict[str, Any], scale: list[dict[str, Any]]) -> str:
+    embed = limits["embedder"]["batch_32_per_s"]
+    bare_rate = live["bare_consumer_per_s"]
     lines = [
-        "| questions/s (achieved) | handled/s | answered | silences (FAQ / retrieval pool) | all p50 / p99 (ms) "
-        "| FAQ path n, p50 / p99 (ms) | retrieval path n, p50 / p99 (ms) | dead-lettered | vigil CPU (cores) |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| phase | questions | offered/s | handled/s | share of the embedder's batched rate | share of a bare consumer "
+        "| answered | p50 / p99 (ms) | FAQ path n, p99 (ms) | retrieval path n, p99 (ms) | vigil processing p99 (ms) "
+        "| dead-lettered | vigil CPU (cores) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    for r in live["rates"]:
-        s = r["silences"]
+    for r in live["phases"]:
+        offered = f"{r['achieved_rate']:.0f}" if r["rate"] is not None else "at once"
         lines.append(
-            f"| {r['rate']:g} ({r['achieved_rate']:.1f}) | {r['handled_rate']:.1f} | {r['answered']} / {r['sent']} "
-            f"| {s.get('faq', 0)} / {s.get('retrieval', 0)} | {r['all_p50_ms']:.0f} / {r['all_p99_ms']:.0f} "
-            f"| {r['faq_n']}: {r['faq_p50_ms']:.0f} / {r['faq_p99_ms']:.0f} "
-            f"| {r['retrieval_n']}: {r['retrieval_p50_ms']:.0f} / {r['retrieval_p99_ms']:.0f} "
-            f"| {r['dead_lettered']:.0f} | {r['vigil_cores']:.2f} |"
+            f"| {r['phase']} | {r['sent']} | {offered} | {r['handled_rate']:.1f} | {r['handled_rate'] / embed:.2f} "
+            f"| {r['handled_rate'] / bare_rate:.2%} | {r['answered']} | {r['all_p50_ms']:.0f} / {r['all_p99_ms']:.0f} "
+            f"| {r['faq_n']}, {r['faq_p99_ms']:.0f} | {r['retrieval_n']}, {r['retrieval_p99_ms']:.0f} "
+            f"| {r['processing_p99_ms']:.0f} | {r['dead_lettered']:.0f} | {r['vigil_cores']:.2f} |"
         )
-    lines.append(f"\nvigil peak RSS: {live['peak_rss_mib']:.0f} MiB; ready {live['ready_s']:.1f} s after start.")
+    lines.append(
+        f"\nLimits in this run: the embedder alone {embed:.0f} questions/s in batches of 32 "
+        f"({limits['embedder']['batch_1_per_s']:.0f}/s one at a time); a bare consumer {bare_rate:,.0f} records/s."
+    )
+    lines.append(
+        f"vigil peak RSS: {live['peak_rss_mib']:.0f} MiB; ready {live['first_ready_s']:.1f} s after its first start "
+        f"(importing the help centre), {live['ready_s']:.1f} s after a restart."
+    )
     if scale:
         lines += [
             "",
@@ -596,19 +556,27 @@ def tables(live: dict[str, Any], scale: list[dict[str, Any]]) -> str:
 
 
 def verdicts(live: dict[str, Any]) -> list[str]:
+    phases = {r["phase"]: r for r in live["phases"]}
+
+    def line(what: str, ok: bool, value: str) -> str:
+        return f"- {what}: {'met' if ok else 'MISSED'} ({value})"
+
     out = []
-    for r in live["rates"]:
-        if r["rate"] == 20:
-            ok = r["all_p99_ms"] < TARGET_E2E_P99_MS
-            out.append(
-                f"- p99 < {TARGET_E2E_P99_MS:.0f} ms end to end at 20/s: "
-                f"{'met' if ok else 'MISSED'} ({r['all_p99_ms']:.0f} ms)"
-            )
-        ok = r["faq_p99_ms"] < TARGET_FAQ_P99_MS
+    if "backlog" in phases:
+        rate = phases["backlog"]["handled_rate"]
         out.append(
-            f"- FAQ path p99 < {TARGET_FAQ_P99_MS:.0f} ms at {r['rate']:g}/s: "
-            f"{'met' if ok else 'MISSED'} ({r['faq_p99_ms']:.0f} ms)"
+            line(f"sustained >= {TARGET_SUSTAINED_QPS:.0f} questions/s", rate >= TARGET_SUSTAINED_QPS, f"{rate:.0f}/s")
         )
+    if "100/s" in phases:
+        p99 = phases["100/s"]["all_p99_ms"]
+        out.append(line(f"p99 <= {TARGET_P99_AT_100_MS:.0f} ms at 100/s", p99 <= TARGET_P99_AT_100_MS, f"{p99:.0f} ms"))
+    if "burst" in phases:
+        p99 = phases["burst"]["all_p99_ms"]
+        out.append(line(f"burst p99 <= {TARGET_BURST_P99_MS:.0f} ms", p99 <= TARGET_BURST_P99_MS, f"{p99:.0f} ms"))
+    rss = live["peak_rss_mib"]
+    out.append(line(f"peak RSS <= {TARGET_PEAK_RSS_MIB:.0f} MiB", rss <= TARGET_PEAK_RSS_MIB, f"{rss:.0f} MiB"))
+    ready = live["ready_s"]
+    out.append(line(f"ready <= {TARGET_READY_S:.0f} s after a restart", ready <= TARGET_READY_S, f"{ready:.1f} s"))
     return out
 
 
@@ -621,6 +589,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--quick", action="store_true", help="15 s per rate, store at 10k passages only")
     parser.add_argument("--rates", help="comma-separated questions/s (default 20,100)")
     parser.add_argument("--seconds", type=float, help="seconds of questions per rate")
+    parser.add_argument("--burst", type=int, help="questions sent at once for the burst (default 70)")
+    parser.add_argument("--backlog", type=int, help="questions sent at once for the sustained rate (default 6000)")
     parser.add_argument("--passages", help="comma-separated store sizes for the query timing; 0 to skip")
     parser.add_argument("--json", type=Path, help="where to write the results (default bench/results/answers-*.json)")
     parser.add_argument("--profile", type=Path, help="directory for a py-spy profile of vigil during the rates")
@@ -636,6 +606,10 @@ def _plan(args: argparse.Namespace) -> Plan:
         changes["rates"] = tuple(float(r) for r in args.rates.split(","))
     if args.seconds:
         changes["seconds"] = args.seconds
+    if args.burst:
+        changes["burst"] = args.burst
+    if args.backlog:
+        changes["backlog"] = args.backlog
     if args.passages is not None:
         changes["passages"] = tuple(int(p) for p in args.passages.split(",") if int(p) > 0)
     if args.setting:
@@ -643,11 +617,16 @@ def _plan(args: argparse.Namespace) -> Plan:
     return dataclasses.replace(plan, **changes)
 
 
-async def _run(plan: Plan, workdir: Path, profile: Path | None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    questions, selection, scale = await store_at_scale(plan.passages)
-    live = await end_to_end(plan, workdir, profile, questions)
-    live["selection"] = selection
-    return live, scale
+async def _run(
+    plan: Plan, workdir: Path, profile: Path | None
+) -> tuple[dict[str, Any], dict[str, Any], list[dict[str, Any]]]:
+    questions = [text for _, text in question_set()]
+    # The limits first, on a machine where vigil is not running yet.
+    limits = {"embedder": await asyncio.to_thread(embedder_limit, questions)}
+    _progress(f"embedder alone: {limits['embedder']['batch_32_per_s']:.0f} questions/s in batches of 32")
+    scale = await store_at_scale(plan.passages, questions)
+    live = await end_to_end(plan, workdir, profile)
+    return live, limits, scale
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -658,11 +637,11 @@ def main(argv: list[str] | None = None) -> int:
     with contextlib.ExitStack() as stack:
         workdir = args.workdir or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="vigil-bench-")))
         workdir.mkdir(parents=True, exist_ok=True)
-        live, scale = asyncio.run(_run(plan, workdir, args.profile))
-    print(tables(live, scale))
+        live, limits, scale = asyncio.run(_run(plan, workdir, args.profile))
+    print(tables(live, limits, scale))
     print()
     print("\n".join(verdicts(live)))
-    results = {"end_to_end": live, "store_at_scale": scale}
+    results = {"end_to_end": live, "limits": limits, "store_at_scale": scale}
     output = report.save("answers", argv, dataclasses.asdict(plan), results, args.json)
     print(f"\nresults: {output}", file=sys.stderr)
     return 0

@@ -11,13 +11,18 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
+import subprocess
+import sys
 import time
 import uuid
+from pathlib import Path
 
 from aiokafka import AIOKafkaConsumer
 
 from bench.linux import peak_rss_bytes
 
+_ROOT = Path(__file__).resolve().parent.parent
 _FETCH_MAX_RECORDS = 500  # vigil's KafkaSettings.fetch_max_records default
 _SESSION_TIMEOUT_MS = 6000
 
@@ -61,6 +66,20 @@ async def _read(consumer: AIOKafkaConsumer, expect: int, deadline: float) -> tup
             first_at, first_batch = time.monotonic(), count
         seen += count
     return first_at, first_batch
+
+
+async def measure(bootstrap: str, topic: str, events: int, records: int) -> float:
+    """The bare consumer's rate (records/s) on ``topic``, which holds ``events`` records, read in a process of its
+    own until it has read about ``records``."""
+    passes = max(1, math.ceil(records / events))
+    args = ["--bootstrap", bootstrap, "--topic", topic, "--expect", str(events), "--passes", str(passes)]
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "bench.bare", *args, cwd=_ROOT, stdout=subprocess.PIPE
+    )
+    out, _ = await process.communicate()
+    if process.returncode != 0:
+        raise RuntimeError(f"the bare consumer failed with code {process.returncode}")
+    return float(json.loads(out)["events_per_s"])
 
 
 def main() -> None:

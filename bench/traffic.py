@@ -11,7 +11,7 @@ import asyncio
 import json
 import random
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -110,6 +110,21 @@ async def produce_paced(
             await asyncio.sleep(0.002)
         await asyncio.gather(*sends)
         return sent, time.monotonic() - start
+    finally:
+        await producer.stop()
+
+
+async def produce_burst(bootstrap: str, topic: str, events: Iterable[Event]) -> tuple[int, float]:
+    """Send ``events`` as fast as the producer goes (a burst), each stamped with the moment it is handed over.
+
+    Returns how many were sent and how long it took until the broker had them all."""
+    producer = _producer(bootstrap, linger_ms=2)
+    try:
+        await producer.start()
+        start = time.monotonic()
+        sends = [await producer.send(topic, event.encode(datetime.now(UTC)), key=event.key) for event in events]
+        await asyncio.gather(*sends)
+        return len(sends), time.monotonic() - start
     finally:
         await producer.stop()
 

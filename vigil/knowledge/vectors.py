@@ -143,14 +143,12 @@ class VectorCollection:
     def query(self, vectors: Vectors, k: int, where: Mapping[str, Any] | None = None) -> list[list[VectorHit]]:
         """The ``k`` nearest items to each of ``vectors`` (one row per query), in one call to Chroma: its cost is
         mostly per call, so a batch of queries costs little more than one. The hits carry no metadata (fetching it
-        costs as much as the search; the caller knows what its ids are)."""
-        total = self.count()
-        if total == 0:
-            return [[] for _ in range(len(vectors))]
+        costs as much as the search; the caller knows what its ids are). A collection holding fewer than ``k``
+        gives what it holds (Chroma does not refuse a larger ``n_results``, so no count is asked for first)."""
         with translated("searching"):
             found = self._collection.query(
                 query_embeddings=vectors,
-                n_results=min(k, total),
+                n_results=k,
                 where=dict(where) if where else None,
                 include=["distances"],
             )
