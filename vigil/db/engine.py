@@ -31,6 +31,10 @@ def open_engine(settings: DatabaseSettings, *, data_dir: Path) -> AsyncEngine:
     return create_engine(settings.url_in(data_dir), pool_size=settings.pool_size, data_dir=data_dir)
 
 
+_SQLITE_POOL = 8
+"""SQLite connections kept open at least: WAL lets them read at once while the one writer writes."""
+
+
 def create_engine(url: str, *, pool_size: int, data_dir: Path, timeout_s: float = 5.0) -> AsyncEngine:
     """An async engine for a SQLite or PostgreSQL URL; SQLite runs in WAL mode."""
     dialect = sa.make_url(url).get_dialect().name
@@ -52,7 +56,17 @@ def create_engine(url: str, *, pool_size: int, data_dir: Path, timeout_s: float 
     except OSError as exc:
         setting = "VIGIL_DATA_DIR" if folder == data_dir else "VIGIL_DATABASE__URL"
         raise SettingsError(setting, f"cannot create {folder}: {exc.strerror}") from exc
-    engine = create_async_engine(url, hide_parameters=True, connect_args={"timeout": 30})
+    # Every SQLite connection is a thread of aiosqlite's own, opened with the pragmas below. Connections beyond the
+    # pool's size are opened and closed around each use, so under load (dozens of conversations reading at once) a
+    # small pool meant a new thread and connection for most reads; readers wait for a pooled one instead.
+    engine = create_async_engine(
+        url,
+        hide_parameters=True,
+        connect_args={"timeout": 30},
+        pool_size=max(pool_size, _SQLITE_POOL),
+        max_overflow=0,
+        pool_timeout=timeout_s * 6,
+    )
 
     @sa.event.listens_for(engine.sync_engine, "connect")
     def _pragmas(dbapi_connection: Any, _record: Any) -> None:

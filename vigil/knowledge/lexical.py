@@ -81,7 +81,8 @@ class LexicalIndex:
         if only is not None and len(only) != len(self._ids):
             raise ValueError("one mask value per passage")
         k = min(k, len(self._ids))
-        found, scores = self._retriever.retrieve(words, k=k, show_progress=False, n_threads=1, weight_mask=only)
+        # n_threads=0: in this thread (any other number starts a thread pool for the one query, every call)
+        found, scores = self._retriever.retrieve(words, k=k, show_progress=False, n_threads=0, weight_mask=only)
         return [
             LexicalHit(self._ids[int(index)], float(score))
             for index, score in zip(np.asarray(found)[0], np.asarray(scores)[0], strict=True)
