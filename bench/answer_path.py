@@ -156,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     print()
     stats.sort_stats("tottime").print_stats(args.top)
     output = report.save(
-        "answer-path",
+        "answer_path",
         argv,
         {"concurrency": args.concurrency},
         figures | {"profiled_loop_s": loop_s, "profiled_ms_per_question": dict(rows)},
