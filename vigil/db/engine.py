@@ -52,7 +52,10 @@ def create_engine(url: str, *, pool_size: int, data_dir: Path, timeout_s: float 
     except OSError as exc:
         setting = "VIGIL_DATA_DIR" if folder == data_dir else "VIGIL_DATABASE__URL"
         raise SettingsError(setting, f"cannot create {folder}: {exc.strerror}") from exc
-    engine = create_async_engine(url, hide_parameters=True, connect_args={"timeout": 30})
+    # LIFO: the case store's writer, which checks a connection out for every batch, gets the one it just returned,
+    # whose page cache is current. In turn (FIFO), each batch met a cache another connection's commits had made
+    # stale, and read its pages again.
+    engine = create_async_engine(url, hide_parameters=True, connect_args={"timeout": 30}, pool_use_lifo=True)
 
     @sa.event.listens_for(engine.sync_engine, "connect")
     def _pragmas(dbapi_connection: Any, _record: Any) -> None:
