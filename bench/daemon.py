@@ -131,13 +131,14 @@ class VigilProcess:
             await process.wait()
             raise
 
-    def profile(self, output: Path) -> subprocess.Popen[bytes]:
-        """Sample vigil with py-spy until it exits, writing collapsed stacks to ``output`` (flamegraph input)."""
+    def profile(self, output: Path, rate: int = 100) -> subprocess.Popen[bytes]:
+        """Sample vigil with py-spy ``rate`` times a second until it exits (or py-spy gets SIGINT), writing
+        collapsed stacks to ``output`` (flamegraph input)."""
         beside = Path(sys.executable).parent / "py-spy"
         found = str(beside) if beside.is_file() else shutil.which("py-spy")
         if found is None:
             raise FileNotFoundError("--profile needs py-spy: pip install py-spy")
-        command = [found, "record", "--pid", str(self.pid), "--rate", "100", "--nonblocking", "--format", "raw"]
+        command = [found, "record", "--pid", str(self.pid), "--rate", str(rate), "--nonblocking", "--format", "raw"]
         return subprocess.Popen(
             [*command, "--output", str(output)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
         )

@@ -1,6 +1,8 @@
 """Ingest benchmark: how fast vigil takes the conversation stream into its case store, and how quickly.
 
-For each repeat and database (SQLite, PostgreSQL), on a Tansu broker and a fresh database of the benchmark's own:
+For each repeat, traffic mix (``--mixes``: ``full``, ``non-questions``; see ``bench.traffic``), vigil configuration
+(``--variants``: ``default``, ``answers-off``, ``no-knowledge``; see ``VARIANTS``) and database (SQLite, PostgreSQL),
+on a Tansu broker and a fresh database of the benchmark's own:
 
 1. **Throughput**: ``--events`` realistic v1 events (``bench.traffic``) are produced to a new 6-partition topic;
    then ``vigil run`` starts in its own process and drains it. The window runs from the first event handled (the
@@ -10,10 +12,10 @@ For each repeat and database (SQLite, PostgreSQL), on a Tansu broker and a fresh
    produce-to-stored time from the rows' ``sent_at`` against when they became visible (``bench.watcher``).
 3. **Memory**: vigil's peak RSS (``VmHWM``) at the end.
 
-Each repeat also runs a bare aiokafka consumer on the same content (``bench.bare``): vigil's throughput is quoted
-as a share of it. Results are medians over repeats; a JSON file keeps every run.
+Each repeat also runs a bare aiokafka consumer on the same content (``bench.bare``), once per mix: vigil's
+throughput is quoted as a share of it. Results are medians over repeats; a JSON file keeps every run.
 
-Run: ``python -m bench.ingest`` (about 5 minutes) or ``python -m bench.ingest --quick`` (a smoke run).
+Run: ``python -m bench.ingest`` (about 25 minutes) or ``python -m bench.ingest --quick`` (a smoke run).
 """
 
 from __future__ import annotations
@@ -22,14 +24,18 @@ import argparse
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import json
 import math
+import os
+import signal
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -42,7 +48,19 @@ from vigil.transport.kafka import ensure_topics
 from vigil.transport.settings import KafkaSettings
 
 _ROOT = Path(__file__).resolve().parent.parent
-_SHORTEST_CONVERSATION = 11  # events in the shortest demo conversation
+_KNOWLEDGE = _ROOT / "knowledge"
+_PROFILE_RATE = 250  # py-spy samples/s: a window of a few seconds needs more than the default 100
+
+VARIANTS: dict[str, dict[str, str]] = {
+    # What `vigil run` does with nothing set (answers on, implicit requests on, the ONNX embedder), with the bundled
+    # help centre as its knowledge, imported at start-up as `vigil demo` (`make run`) does: `vigil run` itself
+    # imports no knowledge unless VIGIL_KNOWLEDGE__PATHS names some.
+    "default": {"KNOWLEDGE__PATHS": json.dumps([str(_KNOWLEDGE / "articles"), str(_KNOWLEDGE / "faqs")])},
+    "answers-off": {"ANSWERS__ENABLED": "false"},
+    # `vigil run` exactly as shipped: answers on, but no knowledge to answer from.
+    "no-knowledge": {},
+}
+"""vigil's configurations, as settings (environment variables without ``VIGIL_``) on top of its defaults."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,11 +73,14 @@ class Plan:
     latency_s: float = 20.0
     repeats: int = 3
     databases: tuple[str, ...] = databases.KINDS
+    mixes: tuple[str, ...] = traffic.MIXES
+    variants: tuple[str, ...] = ("default", "answers-off")
     partitions: int = 6
     bare_records: int = 200_000
     """The bare consumer re-reads the topic until it has read this many records (one pass is too short to time)."""
     settings: tuple[tuple[str, str], ...] = ()
-    """More vigil settings for every run, e.g. ``("KAFKA__FETCH_MAX_RECORDS", "200")``."""
+    """More vigil settings for every run (after the variant's), e.g. ``("KAFKA__FETCH_MAX_RECORDS", "200")``."""
+    drain_timeout_s: float = 600.0
 
 
 QUICK = Plan(events=5_000, conversations=330, latency_s=5.0, repeats=1, bare_records=50_000)
@@ -75,35 +96,56 @@ class _Feed:
     live: list[traffic.Event]
 
 
-async def run(plan: Plan, workdir: Path, profile: Path | None) -> tuple[list[dict[str, Any]], list[float]]:
-    """Every repeat of every database; returns one row per vigil run and the bare consumer's rate per repeat."""
-    templates = traffic.load_templates()
-    backlog = traffic.stream(conversations=plan.conversations, prefix="conv", seed=1, templates=templates)
-    backlog = backlog[: plan.events]
-    live_conversations = math.ceil(plan.rate * plan.latency_s * 1.2 / _SHORTEST_CONVERSATION) + 1
+@dataclass(frozen=True, slots=True)
+class _Cell:
+    """One vigil run's configuration: its variant, its traffic mix and its database."""
+
+    variant: str
+    mix: str
+    database: str
+
+    @property
+    def name(self) -> str:
+        return f"{self.variant}-{self.mix}-{self.database}"
+
+
+async def run(plan: Plan, workdir: Path, profile: Path | None) -> tuple[list[dict[str, Any]], dict[str, list[float]]]:
+    """Every repeat of every mix, variant and database; returns one row per vigil run and the bare consumer's rate
+    per mix and repeat."""
+    everything = traffic.load_templates()
     rows: list[dict[str, Any]] = []
-    bare: list[float] = []
+    bare: dict[str, list[float]] = {mix: [] for mix in plan.mixes}
     with EmbeddedBroker(log_path=workdir / "broker.log") as broker:
         for repeat in range(plan.repeats):
-            order = plan.databases if repeat % 2 == 0 else plan.databases[::-1]  # spread drift over both
-            topics = {kind: await _filled_topic(broker.bootstrap, backlog, plan.partitions) for kind in order}
-            bare.append(await _bare(broker.bootstrap, topics[order[0]], len(backlog), plan.bare_records))
-            _progress(f"repeat {repeat + 1}: bare consumer {bare[-1]:,.0f} events/s")
-            for kind in order:
-                prefix = f"live{repeat}{kind[:2]}"
-                live = traffic.stream(conversations=live_conversations, prefix=prefix, seed=repeat, templates=templates)
-                feed = _Feed(broker.bootstrap, topics[kind], len(backlog), live)
-                one = await _vigil_run(kind, repeat, feed, plan, workdir, profile)
-                rows.append(one.row(bare[-1]))
-                _progress(f"repeat {repeat + 1}: {kind} {rows[-1]['events_per_s']:,.0f} events/s")
+            for mix in plan.mixes:
+                templates = traffic.mixed(everything, mix)
+                backlog = traffic.stream(conversations=plan.conversations, prefix="conv", seed=1, templates=templates)
+                backlog = backlog[: plan.events]
+                shortest = min(len(t) for t in templates)
+                live_conversations = math.ceil(plan.rate * plan.latency_s * 1.2 / shortest) + 1
+                cells = [_Cell(v, mix, d) for v in plan.variants for d in plan.databases]
+                order = cells if repeat % 2 == 0 else cells[::-1]  # spread drift over all of them
+                topics = {cell: await _filled_topic(broker.bootstrap, backlog, plan.partitions) for cell in order}
+                bare[mix].append(await _bare(broker.bootstrap, topics[order[0]], len(backlog), plan.bare_records))
+                _progress(f"repeat {repeat + 1}, {mix}: bare consumer {bare[mix][-1]:,.0f} events/s")
+                for number, cell in enumerate(order):
+                    prefix = f"live{repeat}-{number}-{mix[:3]}"
+                    live = traffic.stream(
+                        conversations=live_conversations, prefix=prefix, seed=repeat, templates=templates
+                    )
+                    feed = _Feed(broker.bootstrap, topics[cell], len(backlog), live)
+                    one = await _vigil_run(cell, repeat, feed, plan, workdir, profile)
+                    rows.append({"variant": cell.variant, "mix": mix} | one.row(bare[mix][-1]))
+                    _progress(f"repeat {repeat + 1}: {cell.name} {rows[-1]['events_per_s']:,.0f} events/s")
     return rows, bare
 
 
 async def _vigil_run(
-    kind: str, repeat: int, feed: _Feed, plan: Plan, root: Path, profile: Path | None
+    cell: _Cell, repeat: int, feed: _Feed, plan: Plan, root: Path, profile: Path | None
 ) -> report.VigilRun:
     """Start vigil on a fresh database, drain the backlog, follow the live feed, stop it, count what it stored."""
-    workdir = root / f"{repeat}-{kind}"
+    kind = cell.database
+    workdir = root / f"{repeat}-{cell.name}"
     with databases.fresh(kind, workdir) as db_url:
         vigil = VigilProcess(
             bootstrap=feed.bootstrap,
@@ -111,14 +153,16 @@ async def _vigil_run(
             db_url=db_url,
             workdir=workdir,
             partitions=plan.partitions,
-            settings=dict(plan.settings),
+            settings=VARIANTS[cell.variant] | dict(plan.settings),
         )
-        profiler: subprocess.Popen[bytes] | None = None
         try:
             await vigil.start()
-            if profile is not None:
-                profiler = vigil.profile(profile / f"vigil-{kind}-{repeat}.txt")
-            throughput = await phases.drain(vigil, feed.backlog, timeout_s=300)
+            window = (
+                functools.partial(_profiled, vigil, profile / f"vigil-{cell.name}-{repeat}.txt")
+                if profile is not None
+                else contextlib.nullcontext
+            )
+            throughput = await phases.drain(vigil, feed.backlog, timeout_s=plan.drain_timeout_s, window=window)
             latency = await phases.follow(
                 vigil,
                 db_url=db_url,
@@ -131,12 +175,21 @@ async def _vigil_run(
             final, peak_rss = await vigil.snapshot(), vigil.peak_rss_bytes()
         finally:
             exit_code = await vigil.stop()
-            if profiler is not None:
-                await asyncio.to_thread(profiler.wait, 60)
         stored = databases.stored_events(db_url)
     return report.VigilRun(
         kind, repeat, throughput, latency, peak_rss, final.dead_lettered, stored, feed.backlog + latency.sent, exit_code
     )
+
+
+@contextlib.contextmanager
+def _profiled(vigil: VigilProcess, output: Path) -> Iterator[None]:
+    """py-spy on vigil while the throughput window is open (not start-up, not the latency phase)."""
+    profiler = vigil.profile(output, rate=_PROFILE_RATE)
+    try:
+        yield
+    finally:
+        profiler.send_signal(signal.SIGINT)
+        profiler.wait(60)
 
 
 async def _filled_topic(bootstrap: str, backlog: list[traffic.Event], partitions: int) -> str:
@@ -170,8 +223,14 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--latency-s", type=float, help="seconds of the latency phase")
     parser.add_argument("--repeats", type=int, help="runs per database (the table shows medians)")
     parser.add_argument("--databases", help="comma-separated: sqlite,postgresql")
+    parser.add_argument("--mixes", help=f"comma-separated traffic mixes: {','.join(traffic.MIXES)} (default both)")
+    parser.add_argument(
+        "--variants", help=f"comma-separated vigil configurations: {','.join(VARIANTS)} (default: default,answers-off)"
+    )
     parser.add_argument("--json", type=Path, help="where to write every run (default bench/results/ingest-*.json)")
-    parser.add_argument("--profile", type=Path, help="directory for py-spy profiles of each vigil run")
+    parser.add_argument(
+        "--profile", type=Path, help="directory for py-spy profiles of each vigil run's throughput window"
+    )
     parser.add_argument("--workdir", type=Path, help="keep the broker's and vigil's logs here (default: a temp dir)")
     parser.add_argument(
         "--setting",
@@ -190,8 +249,12 @@ def _plan(args: argparse.Namespace) -> Plan:
     }
     if args.events:
         changes["conversations"] = max(1, round(args.events / 15))
-    if args.databases:
-        changes["databases"] = tuple(args.databases.split(","))
+    for name, known in (("databases", databases.KINDS), ("mixes", traffic.MIXES), ("variants", tuple(VARIANTS))):
+        if getattr(args, name):
+            chosen = tuple(getattr(args, name).split(","))
+            if unknown := [c for c in chosen if c not in known]:
+                raise SystemExit(f"--{name}: unknown {', '.join(unknown)}; use {','.join(known)}")
+            changes[name] = chosen
     if args.setting:
         changes["settings"] = tuple(tuple(item.split("=", 1)) for item in args.setting)
     return dataclasses.replace(plan, **changes)
@@ -203,16 +266,24 @@ def main(argv: list[str] | None = None) -> int:
     plan = _plan(args)
     if args.profile:
         args.profile.mkdir(parents=True, exist_ok=True)
+    load_before = os.getloadavg()
     with contextlib.ExitStack() as stack:
         workdir = args.workdir or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="vigil-bench-")))
         workdir.mkdir(parents=True, exist_ok=True)
         rows, bare = asyncio.run(run(plan, workdir, args.profile))
-    summary = report.medians(rows)
-    bare_median = statistics.median(bare)
-    print(report.table(summary, bare_median, plan.repeats, plan.rate))
+    summary = report.medians(rows, by=("variant", "mix", "database"))
+    bare_medians = {mix: statistics.median(rates) for mix, rates in bare.items()}
+    print(report.side_by_side(summary, bare_medians, plan.repeats))
+    print()
+    print(report.table(summary, bare_medians, plan.repeats, plan.rate))
     print()
     print("\n".join(report.verdicts(summary)))
-    results = {"bare_events_per_s": bare, "runs": rows, "medians": summary | {"bare": {"events_per_s": bare_median}}}
+    results = {
+        "load_average": {"before": load_before, "after": os.getloadavg()},
+        "bare_events_per_s": bare,
+        "runs": rows,
+        "medians": summary | {f"bare/{mix}": {"events_per_s": rate} for mix, rate in bare_medians.items()},
+    }
     output = report.save("ingest", argv, dataclasses.asdict(plan), results, args.json)
     print(f"\nevery run: {output}", file=sys.stderr)
     return 0

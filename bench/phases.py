@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -45,13 +46,20 @@ class Latency:
     machine_cores: float
 
 
-async def drain(vigil: VigilProcess, expect: int, timeout_s: float) -> Throughput:
-    """Wait until vigil has handled ``expect`` events, timing from the first one handled."""
+async def drain(
+    vigil: VigilProcess,
+    expect: int,
+    timeout_s: float,
+    window: Callable[[], contextlib.AbstractContextManager[object]] = contextlib.nullcontext,
+) -> Throughput:
+    """Wait until vigil has handled ``expect`` events, timing from the first one handled; ``window`` is entered
+    while the window is open (a profiler)."""
     async with asyncio.timeout(timeout_s):
         first = await _until(vigil, lambda s: s.handled > 0)
-        started, cpu, machine = time.monotonic(), vigil.cpu_seconds(), MachineTimes.now()
-        await _until(vigil, lambda s: s.handled >= expect)
-    seconds = time.monotonic() - started
+        with window():
+            started, cpu, machine = time.monotonic(), vigil.cpu_seconds(), MachineTimes.now()
+            await _until(vigil, lambda s: s.handled >= expect)
+            seconds = time.monotonic() - started
     return Throughput(
         events=expect - first.handled,
         seconds=seconds,

@@ -3,6 +3,10 @@
 Each benchmark conversation copies one of the bundled demo conversations (customer, analyst, bot and system
 messages of real length, with their case events) under fresh ids. Conversations start at random moments and
 overlap, as on a busy support platform, so consecutive records mostly belong to different conversations.
+
+Two mixes (``MIXES``): ``full``, every event of the demo conversations (43% of them customer messages), and
+``non-questions``, the same conversations without their customer messages: analyst, bot and system messages and
+case events only, none of which the answers capability reads beyond its first check.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from aiokafka import AIOKafkaProducer
 TEMPLATES = Path(__file__).resolve().parent.parent / "knowledge" / "demo" / "conversations.jsonl"
 _ID_FIELDS = {"message": "message_id", "case": "event_id"}
 _TIME_FIELDS = {"message": "sent_at", "case": "at"}
+MIXES = ("full", "non-questions")
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +54,16 @@ def load_templates(path: Path = TEMPLATES) -> list[list[dict[str, Any]]]:
         if event["type"] in _ID_FIELDS:
             conversations.setdefault(event["conversation_id"], []).append(event)
     return list(conversations.values())
+
+
+def mixed(templates: list[list[dict[str, Any]]], mix: str) -> list[list[dict[str, Any]]]:
+    """The templates of ``mix``: all of them as they are (``full``), or without customer messages
+    (``non-questions``: what an answers-on vigil has no question to answer in)."""
+    if mix == "full":
+        return templates
+    if mix == "non-questions":
+        return [[e for e in template if e.get("role") != "customer"] for template in templates]
+    raise ValueError(f"unknown mix {mix!r}; use one of {MIXES}")
 
 
 def stream(*, conversations: int, prefix: str, seed: int, templates: list[list[dict[str, Any]]]) -> list[Event]:

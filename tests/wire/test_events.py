@@ -343,6 +343,24 @@ def test_a_rejection_deep_inside_still_names_its_path():
     assert caught.value.detail == "metadata.a[1].b: contains a NUL character"
 
 
+@pytest.mark.parametrize("literal", ["1e999", "-1e400", "1" + "0" * 400 + ".5"])
+def test_a_number_too_large_for_a_float_is_refused_naming_its_path(literal: str):
+    raw = encode(message(metadata={"a": [1, {"b": 0}]})).replace(b'"b": 0', b'"b": ' + literal.encode())
+    with pytest.raises(Rejected) as caught:
+        parse(raw, **LIMITS)
+    assert caught.value.reason == "invalid_field"
+    assert caught.value.detail == "metadata.a[1].b: not a finite number"
+
+
+@pytest.mark.parametrize("escaped", ["\\u0000", "\\ud800"])
+def test_a_nul_or_a_lone_surrogate_written_as_an_escape_is_refused_naming_its_path(escaped: str):
+    raw = encode(message(metadata={"a": {"b": "x"}})).replace(b'"b": "x"', b'"b": "x' + escaped.encode() + b'"')
+    with pytest.raises(Rejected) as caught:
+        parse(raw, **LIMITS)
+    assert caught.value.reason == "invalid_field"
+    assert caught.value.detail.startswith("metadata.a.b: contains a")
+
+
 @pytest.mark.parametrize("depth", [500, 9_000, 100_000])
 def test_a_deeply_nested_megabyte_is_refused_as_too_deep_in_bounded_memory(depth: int):
     # json.loads parses 500 levels on every Python version, 9,000 on 3.13 only (its C recursion limit is about

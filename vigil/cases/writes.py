@@ -22,9 +22,27 @@ from vigil.db.schema import metadata
 from vigil.flow.case import CaseState, Recorded
 from vigil.wire.events import CaseEvent, Event, Feedback, Message
 
+_CASE_COLUMNS = tuple(
+    CONVERSATION.c[name]
+    for name in (
+        "id",
+        "tenant",
+        "status",
+        "assignee",
+        "priority",
+        "opened_at",
+        "updated_at",
+        "closed_at",
+        "message_count",
+        "last_customer_at",
+        "last_analyst_at",
+    )
+)
+"""The columns of ``conversation`` that ``case_state`` reads."""
+
 
 def case_state(row: sa.Row[Any]) -> CaseState:
-    """A case's state from its ``conversation`` row."""
+    """A case's state from its ``conversation`` row (``_CASE_COLUMNS`` of it, at least)."""
     m = row._mapping
     return CaseState(
         conversation_id=m["id"],
@@ -221,7 +239,7 @@ def _upsert_conversations(dialect: str, shape: _Shape) -> Any:
             )
     return stmt.on_conflict_do_update(
         index_elements=[c.id], set_=changes, where=(c.tenant == new.tenant) if checked else None
-    ).returning(*CONVERSATION.c)
+    ).returning(*_CASE_COLUMNS)
 
 
 async def _feedback(conn: AsyncConnection, f: Feedback, received_at: datetime) -> Recorded:

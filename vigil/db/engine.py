@@ -59,6 +59,9 @@ def create_engine(url: str, *, pool_size: int, data_dir: Path, timeout_s: float 
     # Every SQLite connection is a thread of aiosqlite's own, opened with the pragmas below. Connections beyond the
     # pool's size are opened and closed around each use, so under load (dozens of conversations reading at once) a
     # small pool meant a new thread and connection for most reads; readers wait for a pooled one instead.
+    # LIFO: the case store's writer, which checks a connection out for every batch, gets the one it just returned,
+    # whose page cache is current. In turn (FIFO), each batch met a cache another connection's commits had made
+    # stale, and read its pages again.
     engine = create_async_engine(
         url,
         hide_parameters=True,
@@ -66,6 +69,7 @@ def create_engine(url: str, *, pool_size: int, data_dir: Path, timeout_s: float 
         pool_size=max(pool_size, _SQLITE_POOL),
         max_overflow=0,
         pool_timeout=timeout_s * 6,
+        pool_use_lifo=True,
     )
 
     @sa.event.listens_for(engine.sync_engine, "connect")

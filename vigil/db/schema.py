@@ -11,6 +11,7 @@ name it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -35,6 +36,19 @@ class UTCDateTime(sa.types.TypeDecorator[datetime]):
             raise ValueError("naive datetime given to the case store")
         value = value.astimezone(UTC)
         return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def bind_processor(self, dialect: sa.Dialect) -> Callable[[Any], Any] | None:
+        if dialect.name != "sqlite":
+            return super().bind_processor(dialect)
+        utc = self.process_bind_param
+
+        # SQLite keeps the text of SQLAlchemy's DATETIME ("2026-11-02 09:00:00.000000"), which isoformat writes in
+        # one call: a few microseconds less for each timestamp of each row than the two processors in turn.
+        def process(value: datetime | None) -> str | None:
+            naive = utc(value, dialect)
+            return None if naive is None else naive.isoformat(" ", "microseconds")
+
+        return process
 
     def process_result_value(self, value: datetime | None, dialect: sa.Dialect) -> datetime | None:
         if value is not None and value.tzinfo is None:

@@ -5,12 +5,16 @@ reason, or if that cannot be written within ``dead_letter_attempts`` tries while
 skipped. A valid event
 joins its conversation's lane: lanes run concurrently (at most ``max_in_flight`` records in all), each lane one event
 at a time in arrival order. A record is acknowledged only once fully handled.
+
+A lane is a queue with one task working through it, started by the first event of a conversation that has nothing in
+flight and ended when its queue is empty: the events behind it cost no task of their own.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections import deque
 from collections.abc import Callable, Sequence
 from functools import partial
 
@@ -53,9 +57,11 @@ class Ingest:
         self._backoff = backoff
         self._reachable = reachable
         self._slots = asyncio.Semaphore(settings.max_in_flight)
-        self._lanes: dict[str, asyncio.Task[None]] = {}
+        self._lanes: dict[str, deque[_Work]] = {}  # per conversation, its events in flight: the first is being handled
         self._messages: dict[str, int] = {}  # messages received and not yet handled, per conversation
         self._tasks: set[asyncio.Task[None]] = set()
+        self._unfinished = 0  # records started and not yet finished (acknowledged)
+        self._consumed = {kind: metrics.events_consumed.labels(kind) for kind in ("message", "case", "feedback")}
 
     async def run(self) -> None:
         """Take records from every source until their intake stops."""
@@ -70,6 +76,7 @@ class Ingest:
 
     def _start(self, delivery: Delivery, received: float) -> None:
         self._metrics.in_flight.inc()
+        self._unfinished += 1
         record = delivery.record
         try:
             event = parse(
@@ -81,25 +88,41 @@ class Ingest:
         except Rejected as rejection:
             self._track(asyncio.create_task(self._reject(delivery, rejection, received)))
             return
-        self._metrics.events_consumed.labels(event.type).inc()
+        consumed = self._consumed.get(event.type)
+        (consumed or self._metrics.events_consumed.labels(event.type)).inc()
         key = event.conversation_id
-        ahead = self._lanes.get(key)
         if isinstance(event, Message):
             self._messages[key] = self._messages.get(key, 0) + 1
-        task = asyncio.create_task(self._process(ahead, delivery, event, received))
-        self._lanes[key] = task
-        task.add_done_callback(lambda t: self._settle(key, t, isinstance(event, Message)))
-        self._track(task)
+        work = (delivery, event, received)
+        lane = self._lanes.get(key)
+        if lane is not None:
+            lane.append(work)  # its task takes it when the events ahead of it are done
+            return
+        lane = self._lanes[key] = deque((work,))
+        self._track(asyncio.create_task(self._work_through(key, lane)))
 
-    def _settle(self, key: str, task: asyncio.Task[None], was_message: bool) -> None:
-        if self._lanes.get(key) is task:
-            del self._lanes[key]
-        if was_message:
-            left = self._messages[key] - 1
-            if left:
-                self._messages[key] = left
-            else:
-                del self._messages[key]
+    async def _work_through(self, key: str, lane: deque[_Work]) -> None:
+        """Handle a conversation's events one at a time, in arrival order, until its lane is empty."""
+        try:
+            while lane:
+                delivery, event, received = lane[0]
+                try:
+                    await self._process(delivery, event, received)
+                except Exception:  # _process lets nothing through; should it, the events behind must still go on
+                    log.exception("failed on %s %s", event.type, event.id)
+                lane.popleft()
+                if isinstance(event, Message):
+                    self._handled_message(key)
+        finally:
+            if self._lanes.get(key) is lane:
+                del self._lanes[key]
+
+    def _handled_message(self, key: str) -> None:
+        left = self._messages[key] - 1
+        if left:
+            self._messages[key] = left
+        else:
+            del self._messages[key]
 
     def _superseded(self, event: Event) -> Callable[[], bool]:
         """Whether a message newer than ``event`` has arrived in its conversation's lane."""
@@ -110,16 +133,8 @@ class Ingest:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _process(
-        self,
-        ahead: asyncio.Task[None] | None,
-        delivery: Delivery,
-        event: Event,
-        received: float,
-    ) -> None:
+    async def _process(self, delivery: Delivery, event: Event, received: float) -> None:
         try:
-            if ahead is not None:
-                await asyncio.wait([ahead])
             # handle() is idempotent, so a step that failed for a passing reason is retried whole.
             await self._backoff.retry(
                 "handling an event", partial(self._pipeline.handle, event, received, self._superseded(event))
@@ -165,6 +180,7 @@ class Ingest:
 
     def _finish(self, delivery: Delivery, received: float) -> None:
         delivery.ack()
+        self._unfinished -= 1
         self._metrics.in_flight.dec()
         self._metrics.event_processing.observe(self._clock.monotonic() - received)
         self._slots.release()
@@ -174,14 +190,18 @@ class Ingest:
         pending = set(self._tasks)
         if pending:
             # Said before the wait, so an operator sees why the process has not exited yet.
-            log.info("shutdown: waiting up to %.1fs for %d records in flight", timeout_s, len(pending))
+            log.info("shutdown: waiting up to %.1fs for %d records in flight", timeout_s, self._unfinished)
             _, pending = await asyncio.wait(pending, timeout=timeout_s)
         for task in pending:
             task.cancel()
         if pending:
-            log.warning(
-                "shutdown: %d records did not finish in %.1fs; they will be re-delivered", len(pending), timeout_s
-            )
             await asyncio.gather(*pending, return_exceptions=True)
-            self._metrics.in_flight.dec(len(pending))
+            log.warning(
+                "shutdown: %d records did not finish in %.1fs; they will be re-delivered", self._unfinished, timeout_s
+            )
+            self._metrics.in_flight.dec(self._unfinished)
         return not pending
+
+
+_Work = tuple[Delivery, Event, float]
+"""A record waiting in its lane: its delivery, its event and when it was received."""

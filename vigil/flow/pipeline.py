@@ -19,6 +19,8 @@ from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Protocol
 
+from prometheus_client import Counter
+
 from vigil.core.clock import Clock
 from vigil.core.errors import Unavailable
 from vigil.core.metrics import Metrics
@@ -95,6 +97,7 @@ class Pipeline:
         self._metrics = metrics
         self._backoff = backoff
         self._unavailable_attempts = unavailable_attempts
+        self._suppressed: dict[str, Counter] = {}  # the counter of each reason, looked up once
 
     async def handle(self, event: Event, received: float, superseded: Callable[[], bool] = lambda: False) -> None:
         """Handle one event; ``received`` is the clock's monotonic time when its record arrived, and
@@ -131,7 +134,7 @@ class Pipeline:
         gate = self._gates[skill.kind]
         admitted = await self._backoff.retry("consulting the gate", lambda: gate.admit(skill.kind, event, case))
         if not admitted.speak:
-            self._metrics.suggestions_suppressed.labels(admitted.reason).inc()
+            self._silenced(admitted.reason)
             return []
         try:
             proposals = await self._backoff.retry(
@@ -148,7 +151,7 @@ class Pipeline:
                 exc,
                 extra={"conversation_id": event.conversation_id},
             )
-            self._metrics.suggestions_suppressed.labels(exc.reason).inc()
+            self._silenced(exc.reason)
             return []
         except Exception:
             log.exception(
@@ -166,10 +169,17 @@ class Pipeline:
                 "consulting the gate", partial(self._gates[proposal.kind].review, proposal, event, case)
             )
             if not decision.speak:
-                self._metrics.suggestions_suppressed.labels(decision.reason).inc()
+                self._silenced(decision.reason)
                 continue
             said.append(self._suggestion(proposal, event, case, f"{skill.name}/{index}", received))
         return said
+
+    def _silenced(self, reason: str, count: int = 1) -> None:
+        """Count ``count`` suggestions kept quiet for ``reason`` (most events are: every one no skill answers)."""
+        counter = self._suppressed.get(reason)
+        if counter is None:
+            counter = self._suppressed[reason] = self._metrics.suggestions_suppressed.labels(reason)
+        counter.inc(count)
 
     def _suggestion(
         self,
@@ -209,7 +219,7 @@ class Pipeline:
             if decision.speak:
                 kept.update(s.suggestion_id for s in of_kind)
             else:
-                self._metrics.suggestions_suppressed.labels(decision.reason).inc(len(of_kind))
+                self._silenced(decision.reason, len(of_kind))
         return [s for s in suggestions if s.suggestion_id in kept]
 
     async def _publish(self, suggestions: list[Suggestion], received: float) -> None:

@@ -251,11 +251,12 @@ def parse(raw: bytes | None, *, max_event_bytes: int, max_text_bytes: int) -> Ev
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise Rejected("invalid_utf8", f"byte {exc.start}: {exc.reason}") from exc
-    obj = _load_json(text)
+    obj, overflowed = _load_json(text)
     if not isinstance(obj, dict):
         raise Rejected("not_an_object", f"the value is a JSON {type(obj).__name__}, not an object")
     _check_envelope(obj)
-    _check_values(obj)
+    if overflowed or _may_hold_refused_values(text):
+        _check_values(obj)
     try:
         event = _EVENT.validate_json(text, strict=True)
     except ValidationError as exc:
@@ -316,12 +317,33 @@ def check_id(value: str, *, field: str, tenant: bool = False) -> None:
         raise Rejected("invalid_field", f"{field}: {problem}") from exc
 
 
-def _load_json(text: str) -> object:
-    def no_constants(name: str) -> object:
-        raise ValueError(f"{name} is not valid JSON")
+class _Overflow(Exception):
+    """A number too large for a float: it would read as infinite."""
 
+
+def _no_constants(name: str) -> object:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def _finite(literal: str) -> float:
+    value = float(literal)
+    if not math.isfinite(value):
+        raise _Overflow
+    return value
+
+
+# Built once: json.loads with options builds a decoder per call.
+_DECODER = json.JSONDecoder(parse_constant=_no_constants, parse_float=_finite)
+_OVERFLOWING_DECODER = json.JSONDecoder(parse_constant=_no_constants)
+
+
+def _load_json(text: str) -> tuple[object, bool]:
+    """The JSON value of ``text``, and whether a number in it was too large for a float (it reads as infinite)."""
     try:
-        return json.loads(text, parse_constant=no_constants)
+        try:
+            return _DECODER.decode(text), False
+        except _Overflow:
+            return _OVERFLOWING_DECODER.decode(text), True
     except RecursionError as exc:
         # json.loads recurses once per level, up to the interpreter's limit (about 1,000 levels on 3.11 and 3.12,
         # about 10,000 on 3.13): deeper than that is too deep by any measure.
@@ -349,6 +371,14 @@ class _Refused(Exception):
         self.reason = reason
         self.problem = problem
         self.path: list[str | int] = []
+
+
+def _may_hold_refused_values(text: str) -> bool:
+    """Whether the JSON ``text`` (decoded from valid UTF-8, its numbers finite) could hold what ``_check_values``
+    refuses. Its strings can hold a NUL or a lone surrogate only as a ``\\u`` escape (UTF-8 has no surrogates, and
+    JSON no raw control characters), and it nests at most as deep as it has ``{`` and ``[``: without either, there
+    is nothing to walk."""
+    return "\\u" in text or text.count("{") + text.count("[") > MAX_DEPTH
 
 
 def _check_values(obj: dict[str, Any]) -> None:
