@@ -49,7 +49,7 @@ from bench.linux import MachineTimes
 from bench.metrics import Snapshot
 from vigil.answers.questions import classify
 from vigil.answers.settings import AnswerSettings
-from vigil.answers.skill import FAQ_MODEL, RETRIEVAL_MODEL, SOURCES, faq_features, retrieval_features
+from vigil.answers.skill import FAQ_MODEL, RETRIEVAL_MODEL, SOURCES, features
 from vigil.dev.broker import EmbeddedBroker
 from vigil.knowledge.documents import Entry, Passage, discover, read
 from vigil.knowledge.store import KnowledgeStore
@@ -153,12 +153,11 @@ async def pools(knowledge: KnowledgeStore) -> tuple[dict[str, list[str]], dict[s
         if not classify(question).asks:
             stats["not_a_question"] += 1
             continue
-        match = await knowledge.match_faq(question)
-        if match is not None and FAQ_MODEL.probability(faq_features(match)) >= settings.faq_confidence:
+        hits = await knowledge.search(question, SOURCES)
+        if hits and hits[0].kind == "faq" and FAQ_MODEL.probability(features(hits)) >= settings.faq_confidence:
             stats["faq_matches"] += 1
             continue
-        hits = await knowledge.search(question, SOURCES)
-        if not hits or RETRIEVAL_MODEL.probability(retrieval_features(hits)) < settings.min_confidence:
+        if not hits or hits[0].kind == "faq" or RETRIEVAL_MODEL.probability(features(hits)) < settings.min_confidence:
             stats["low_confidence"] += 1
             continue
         retrieval.append(question)

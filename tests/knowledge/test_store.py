@@ -125,6 +125,16 @@ async def test_search_finds_the_article_that_answers(knowledge: KnowledgeStore):
     assert {h.entry_id for h in articles} & {"roaming-europe", "world-pass"}
 
 
+async def test_search_puts_the_entry_whose_telling_words_match_before_the_near_miss(knowledge: KnowledgeStore):
+    await knowledge.upsert(help_centre())
+    # A customer's words, not an FAQ question or alternate: steady (solid), not blinking (flashing).
+    hits = await knowledge.search("my router has a steady orange light that isn't blinking, and no internet", 5)
+    assert hits[0].entry_id in {"faq-hub-solid-amber", "no-internet-amber-light"}
+    flashing = next(h for h in hits if h.entry_id == "faq-hub-flashing-amber")
+    # The near miss is found, by its questions too, but the words that tell it from the first side against it.
+    assert flashing.question > 0.4 and flashing.agreement < 0 < hits[0].agreement
+
+
 async def test_faq_match_uses_questions_and_alternates(knowledge: KnowledgeStore):
     await knowledge.upsert(help_centre())
     match = await knowledge.match_faq("wen do u take the money")

@@ -33,10 +33,12 @@ from vigil.core.clock import Clock, SystemClock
 from vigil.core.errors import EntryConflict, KnowledgeError, KnowledgeUnavailable, StartupError
 from vigil.db.engine import guarded, migrate, open_engine, upsert
 from vigil.db.settings import DatabaseSettings
+from vigil.knowledge import ranking
 from vigil.knowledge.batching import MicroBatcher
 from vigil.knowledge.documents import Entry, EntryKind, Passage, discover, read
 from vigil.knowledge.embedding import Embedder, Vectors, embedder_for
 from vigil.knowledge.lexical import LexicalHit, LexicalIndex
+from vigil.knowledge.ranking import Candidate, fusion, rerank
 from vigil.knowledge.settings import KnowledgeSettings
 from vigil.knowledge.tables import ENTRY, PASSAGE
 from vigil.knowledge.vectors import VectorCollection, VectorHit, connect
@@ -45,10 +47,6 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 CANDIDATES = 50
-RRF_K = 5
-# Weights of the two rankings in the fusion: tuned on the tau2 banking dev tasks (docs/evaluation.md).
-DENSE_WEIGHT = 0.7
-LEXICAL_WEIGHT = 1.0
 # A vector's ``tenant`` metadata for a global entry (Chroma metadata cannot be None; no tenant id is empty).
 GLOBAL = ""
 
@@ -74,11 +72,16 @@ class Hit:
     passage_id: str
     passage: str
     score: float
-    """Reciprocal-rank fusion of the dense and lexical ranks (higher is better)."""
+    """The ranking's score (``ranking.py``: fused ranks relative to the first, moved by the agreement; higher is
+    better)."""
     dense: float
     """Cosine similarity of the best passage (0 if only the lexical side found it)."""
     lexical: float
     """BM25 score of the best passage (0 if only the dense side found it)."""
+    question: float = 0.0
+    """For an FAQ, cosine similarity of its nearest question or alternate (0 if not among the nearest)."""
+    agreement: float = 0.0
+    """How far the words that tell the first candidates apart side with this entry (``ranking.agreement``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +123,8 @@ class _IndexedEntry:
     body: str
     tenant: str | None
     """The one tenant that may see it; None for every tenant."""
+    questions: tuple[str, ...] = ()
+    """An FAQ's question and alternates."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,6 +167,7 @@ class _Snapshot:
     passages: dict[str, _IndexedPassage] = field(default_factory=dict)
     entries: dict[str, _IndexedEntry] = field(default_factory=dict)
     passage_tenants: list[str | None] = field(default_factory=list)  # per passage, in the lexical index's order
+    first_passages: dict[str, str] = field(default_factory=dict)  # by entry: where an FAQ found by a question ranks
     version: Version = field(default_factory=Version)
     _masks: dict[str | None, np.ndarray] = field(default_factory=dict)
 
@@ -495,9 +501,15 @@ class KnowledgeStore:
             ).all()
             heads = (
                 await conn.execute(
-                    sa.select(ENTRY.c.id, ENTRY.c.kind, ENTRY.c.title, ENTRY.c.url, ENTRY.c.body, ENTRY.c.tenant).where(
-                        ENTRY.c.status == "active"
-                    )
+                    sa.select(
+                        ENTRY.c.id,
+                        ENTRY.c.kind,
+                        ENTRY.c.title,
+                        ENTRY.c.url,
+                        ENTRY.c.body,
+                        ENTRY.c.tenant,
+                        ENTRY.c.questions,
+                    ).where(ENTRY.c.status == "active")
                 )
             ).all()
         version = await self._version()
@@ -505,8 +517,11 @@ class KnowledgeStore:
         self._snapshot = _Snapshot(
             lexical=lexical,
             passages={r.id: _IndexedPassage(r.entry_id, r.text) for r in rows},
-            entries={h.id: _IndexedEntry(h.kind, h.title, h.url, h.body, h.tenant) for h in heads},
+            entries={
+                h.id: _IndexedEntry(h.kind, h.title, h.url, h.body, h.tenant, tuple(h.questions or ())) for h in heads
+            },
             passage_tenants=[r.tenant for r in rows],
+            first_passages=_first_passages(rows),
             version=version,
         )
 
@@ -538,21 +553,29 @@ class KnowledgeStore:
         vector: Vectors | None = None,
         tenant: str | None = None,
     ) -> list[Hit]:
-        """The ``k`` best entries for ``query``: dense and lexical rankings of passages, fused, one hit per entry.
+        """The ``k`` best entries for ``query``, one hit per entry, as ``ranking.py`` ranks them: passages by dense
+        similarity and by BM25 and FAQs by their nearest question, fused, then the first few compared word by word.
+        The answer skill answers from the first hit, so what `vigil kb search` lists first is what it answers from.
 
         Only global entries and those of ``tenant`` are searched (None: global entries only).
         """
         snapshot = self._snapshot
         vector = await self.embed(query) if vector is None else vector
         dense = await self._bounded(self._passages.query, vector, CANDIDATES, _where(tenant, kinds))
+        questions: list[VectorHit] = []
+        if not kinds or "faq" in kinds:
+            questions = await self._bounded(self._questions.query, vector, CANDIDATES, _where(tenant))
         lexical = snapshot.lexical.search(query, CANDIDATES, only=snapshot.mask(tenant))
-        return _fuse(snapshot, dense, lexical, k, kinds, tenant)
+        return _fuse(snapshot, query, dense, lexical, questions, k, kinds, tenant)
 
     async def match_faq(
         self, query: str, *, vector: Vectors | None = None, tenant: str | None = None
     ) -> FaqMatch | None:
         """The FAQ nearest to ``query`` by its questions and alternates, or None when there are no FAQs; only
-        global FAQs and those of ``tenant`` are compared (None: global ones only)."""
+        global FAQs and those of ``tenant`` are compared (None: global ones only).
+
+        A look-up by question vectors alone, not a ranking: what to answer from is ``search``'s first hit, which
+        weighs these same question vectors with the passages and the words."""
         snapshot = self._snapshot
         vector = await self.embed(query) if vector is None else vector
         near = await self._bounded(self._questions.query, vector, 12, _where(tenant))
@@ -628,43 +651,77 @@ def _question_id(entry_id: str, number: int) -> str:
 
 def _fuse(
     snapshot: _Snapshot,
+    query: str,
     dense: Sequence[VectorHit],
     lexical: Sequence[LexicalHit],
+    questions: Sequence[VectorHit],
     k: int,
     kinds: Sequence[EntryKind] | None,
     tenant: str | None,
 ) -> list[Hit]:
-    """Reciprocal-rank fusion of the two passage rankings, then the best passage per entry."""
+    """The three rankings fused (``ranking.fusion``), the best passage per entry, the first ``RERANK`` entries
+    compared word by word (``ranking.rerank``), and the ``k`` best as hits."""
     fused: dict[str, float] = defaultdict(float)
     similarity = {h.id: h.similarity for h in dense}
     bm25 = {h.passage_id: h.score for h in lexical}
     for rank, hit in enumerate(dense):
-        fused[hit.id] += DENSE_WEIGHT / (RRF_K + rank + 1)
+        fused[hit.id] += fusion(rank, ranking.DENSE_WEIGHT)
     for rank, lexical_hit in enumerate(lexical):
-        fused[lexical_hit.passage_id] += LEXICAL_WEIGHT / (RRF_K + rank + 1)
-    hits: dict[str, Hit] = {}
+        fused[lexical_hit.passage_id] += fusion(rank, ranking.LEXICAL_WEIGHT)
+    nearest: dict[str, float] = {}  # FAQ -> similarity of its nearest question, nearest first
+    for hit in questions:
+        entry_id = str(hit.metadata.get("entry_id", ""))
+        if entry_id not in nearest:
+            nearest[entry_id] = hit.similarity
+    asked: dict[str, float] = {}
+    for rank, entry_id in enumerate(nearest):
+        asked[entry_id] = fusion(rank, ranking.QUESTION_WEIGHT)
+    best: dict[str, tuple[str, float]] = {}  # entry -> its best passage and the entry's fused score
     for passage_id, score in sorted(fused.items(), key=lambda item: -item[1]):
         if passage_id not in snapshot.passages:
             continue  # removed since the vector index was queried
-        passage = snapshot.passages[passage_id]
-        entry_id = passage.entry_id
-        entry = snapshot.entries[entry_id]
-        if entry_id in hits or (kinds and entry.kind not in kinds) or not snapshot.visible(entry_id, tenant):
+        entry_id = snapshot.passages[passage_id].entry_id
+        if entry_id not in best:
+            best[entry_id] = (passage_id, score)
+    for entry_id in asked:
+        if entry_id not in best and entry_id in snapshot.first_passages:
+            best[entry_id] = (snapshot.first_passages[entry_id], 0.0)
+    candidates: list[Candidate] = []
+    for entry_id, (passage_id, score) in best.items():
+        entry = snapshot.entries.get(entry_id)
+        if entry is None or (kinds and entry.kind not in kinds) or not snapshot.visible(entry_id, tenant):
             continue
-        hits[entry_id] = Hit(
-            entry_id=entry_id,
-            kind=entry.kind,
-            title=entry.title,
-            url=entry.url,
-            passage_id=passage_id,
-            passage=passage.text,
-            score=score,
-            dense=similarity.get(passage_id, 0.0),
-            lexical=bm25.get(passage_id, 0.0),
+        text = "\n".join((entry.title, *entry.questions[1:], snapshot.passages[passage_id].text))
+        candidates.append(Candidate(entry_id, score + asked.get(entry_id, 0.0), text))
+    hits: list[Hit] = []
+    for ranked in rerank(query, sorted(candidates, key=lambda c: -c.fused)[: max(k, ranking.RERANK)])[:k]:
+        entry = snapshot.entries[ranked.entry_id]
+        passage_id = best[ranked.entry_id][0]
+        hits.append(
+            Hit(
+                entry_id=ranked.entry_id,
+                kind=entry.kind,
+                title=entry.title,
+                url=entry.url,
+                passage_id=passage_id,
+                passage=snapshot.passages[passage_id].text,
+                score=ranked.score,
+                dense=similarity.get(passage_id, 0.0),
+                lexical=bm25.get(passage_id, 0.0),
+                question=nearest.get(ranked.entry_id, 0.0),
+                agreement=ranked.agreement,
+            )
         )
-        if len(hits) == k:
-            break
-    return list(hits.values())
+    return hits
+
+
+def _first_passages(rows: Sequence[Any]) -> dict[str, str]:
+    """Each entry's first passage (by id), from the passage rows."""
+    first: dict[str, str] = {}
+    for row in rows:
+        if row.entry_id not in first or row.id < first[row.entry_id]:
+            first[row.entry_id] = row.id
+    return first
 
 
 def _entry_row(e: Entry, now: Any) -> dict[str, Any]:
