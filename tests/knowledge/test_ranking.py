@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from vigil.knowledge import ranking
-from vigil.knowledge.ranking import Candidate, agreement, fusion, polarities, rerank
+from vigil.knowledge.ranking import Candidate, agreement, polarities, rerank, rrf_share
 
 
 def test_words_are_stemmed_and_stop_words_dropped():
@@ -62,9 +62,9 @@ def test_agreement_is_zero_for_one_text_or_a_query_of_stop_words():
 def test_rerank_moves_a_near_miss_below_the_entry_whose_words_match(monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setattr(ranking, "AGREEMENT_WEIGHT", 4.0)  # the tune half's best; shipped at 0 (docs/evaluation.md)
     candidates = [
-        Candidate("faq-flashing", fusion(0, 1.0), "My Hub light is flashing amber. A software update."),
-        Candidate("faq-solid", fusion(1, 1.0), "A solid amber light on the Hub: no signal from the fibre line."),
-        Candidate("article-tv", fusion(2, 1.0), "Setting up the TV box."),
+        Candidate("faq-flashing", rrf_share(0, 1.0), "My Hub light is flashing amber. A software update."),
+        Candidate("faq-solid", rrf_share(1, 1.0), "A solid amber light on the Hub: no signal from the fibre line."),
+        Candidate("article-tv", rrf_share(2, 1.0), "Setting up the TV box."),
     ]
     order = [r.entry_id for r in rerank("the hub light is solid amber", candidates)]
     assert order[0] == "faq-solid"
@@ -73,11 +73,11 @@ def test_rerank_moves_a_near_miss_below_the_entry_whose_words_match(monkeypatch:
 
 
 def test_without_telling_words_the_fused_order_stands(monkeypatch: pytest.MonkeyPatch):
-    candidates = [Candidate(f"e{n}", fusion(n, 1.0), "the same words") for n in range(8)]
+    candidates = [Candidate(f"e{n}", rrf_share(n, 1.0), "the same words") for n in range(8)]
     assert [r.entry_id for r in rerank("the same words", candidates)] == [f"e{n}" for n in range(8)]
     # Only the first RERANK are compared: a candidate beyond them is never moved, however well its words match.
     monkeypatch.setattr(ranking, "RERANK", 2)
-    candidates.append(Candidate("far", fusion(9, 1.0), "solid amber"))
+    candidates.append(Candidate("far", rrf_share(9, 1.0), "solid amber"))
     assert [r.entry_id for r in rerank("solid amber", candidates)][-1] == "far"
     assert rerank("anything", []) == []
 
@@ -85,8 +85,8 @@ def test_without_telling_words_the_fused_order_stands(monkeypatch: pytest.Monkey
 def test_at_weight_zero_the_order_is_the_fusions_and_the_agreement_is_still_told(monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setattr(ranking, "AGREEMENT_WEIGHT", 0.0)
     candidates = [
-        Candidate("faq-flashing", fusion(0, 1.0), "My Hub light is flashing amber. A software update."),
-        Candidate("faq-solid", fusion(1, 1.0), "A solid amber light on the Hub: no signal from the fibre line."),
+        Candidate("faq-flashing", rrf_share(0, 1.0), "My Hub light is flashing amber. A software update."),
+        Candidate("faq-solid", rrf_share(1, 1.0), "A solid amber light on the Hub: no signal from the fibre line."),
     ]
     flashing, solid = rerank("the hub light is solid amber", candidates)
     assert (flashing.entry_id, solid.entry_id) == ("faq-flashing", "faq-solid")

@@ -41,9 +41,9 @@ QUESTION_WEIGHT = 0.0
 RERANK = 5
 """How many of the fusion's first candidates the near-miss stage compares."""
 AGREEMENT_WEIGHT = 0.0
+"""How far a full agreement moves a candidate, in units of the first candidate's fused score."""
 NEAR = 0.15
 """How alike two candidates' words must be (cosine) for the near-miss stage to compare them."""
-"""How far a full agreement moves a candidate, in units of the first candidate's fused score."""
 
 _TOKEN = re.compile(r"[a-z0-9]+(?:'[a-z]+)?|[.,;:!?()\n]")
 _HYPHENATED = re.compile(r"(?<=\w)-(?=\w)")
@@ -85,7 +85,7 @@ class Ranked:
     """How far the words that tell the candidates apart side with this one, in -1..1 (0: no such word)."""
 
 
-def fusion(rank: int, weight: float) -> float:
+def rrf_share(rank: int, weight: float) -> float:
     """A ranking's share of the fused score for an item at ``rank`` (0 is first)."""
     return weight / (RRF_K + rank + 1)
 

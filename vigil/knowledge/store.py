@@ -38,7 +38,7 @@ from vigil.knowledge.batching import MicroBatcher
 from vigil.knowledge.documents import Entry, EntryKind, Passage, discover, read
 from vigil.knowledge.embedding import Embedder, Vectors, embedder_for
 from vigil.knowledge.lexical import LexicalHit, LexicalIndex
-from vigil.knowledge.ranking import Candidate, fusion, rerank
+from vigil.knowledge.ranking import Candidate, rerank, rrf_share
 from vigil.knowledge.settings import KnowledgeSettings
 from vigil.knowledge.tables import ENTRY, PASSAGE
 from vigil.knowledge.vectors import VectorCollection, VectorHit, connect
@@ -659,15 +659,15 @@ def _fuse(
     kinds: Sequence[EntryKind] | None,
     tenant: str | None,
 ) -> list[Hit]:
-    """The three rankings fused (``ranking.fusion``), the best passage per entry, the first ``RERANK`` entries
+    """The three rankings fused (``ranking.rrf_share``), the best passage per entry, the first ``RERANK`` entries
     compared word by word (``ranking.rerank``), and the ``k`` best as hits."""
     fused: dict[str, float] = defaultdict(float)
     similarity = {h.id: h.similarity for h in dense}
     bm25 = {h.passage_id: h.score for h in lexical}
     for rank, hit in enumerate(dense):
-        fused[hit.id] += fusion(rank, ranking.DENSE_WEIGHT)
+        fused[hit.id] += rrf_share(rank, ranking.DENSE_WEIGHT)
     for rank, lexical_hit in enumerate(lexical):
-        fused[lexical_hit.passage_id] += fusion(rank, ranking.LEXICAL_WEIGHT)
+        fused[lexical_hit.passage_id] += rrf_share(rank, ranking.LEXICAL_WEIGHT)
     nearest: dict[str, float] = {}  # FAQ -> similarity of its nearest question, nearest first
     for hit in questions:
         entry_id = str(hit.metadata.get("entry_id", ""))
@@ -675,7 +675,7 @@ def _fuse(
             nearest[entry_id] = hit.similarity
     asked: dict[str, float] = {}
     for rank, entry_id in enumerate(nearest):
-        asked[entry_id] = fusion(rank, ranking.QUESTION_WEIGHT)
+        asked[entry_id] = rrf_share(rank, ranking.QUESTION_WEIGHT)
     best: dict[str, tuple[str, float]] = {}  # entry -> its best passage and the entry's fused score
     for passage_id, score in sorted(fused.items(), key=lambda item: -item[1]):
         if passage_id not in snapshot.passages:
