@@ -26,16 +26,15 @@ from __future__ import annotations
 import asyncio
 import json
 from collections import defaultdict
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
-from bench.eval_phrasings import help_centre, phrasings, split_of
+from bench.eval_phrasings import held_out_faqs, help_centre, phrasings, split_of
 from bench.eval_questions import load as load_labelled
 from bench.eval_questions import split_of as thread_split
 from bench.knowledge_env import BANKING, banking_documents, knowledge_store
 from vigil.answers.calibration import brier_score, calibration_error, fit, out_of_fold
 from vigil.answers.skill import features
-from vigil.knowledge.documents import Entry
 from vigil.knowledge.store import KnowledgeStore
 
 KNOWLEDGE = Path(__file__).resolve().parent.parent / "knowledge"
@@ -56,19 +55,6 @@ class Example:
 
 def off_topic_questions() -> list[str]:
     return [r.text for r in load_labelled() if r.asks and thread_split(r.thread_id) == "dev"]
-
-
-def held_out_faqs() -> tuple[list[Entry], dict[str, str]]:
-    """The help centre with the last alternate of each FAQ removed, and those alternates by FAQ id."""
-    held_out: dict[str, str] = {}
-    indexed = []
-    for entry in help_centre():
-        if entry.kind == "faq" and len(entry.questions) > 2:
-            held_out[entry.id] = entry.questions[-1]
-            indexed.append(replace(entry, questions=entry.questions[:-1]))
-        else:
-            indexed.append(entry)
-    return indexed, held_out
 
 
 async def example(knowledge: KnowledgeStore, query: str, right: set[str], source: str, group: str) -> Example | None:

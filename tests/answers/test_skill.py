@@ -67,12 +67,14 @@ async def test_a_paraphrased_faq_is_answered_from_the_faq(knowledge: KnowledgeSt
 
 
 @pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
-async def test_other_questions_get_an_extract_of_the_best_article(knowledge: KnowledgeStore):
-    skill = AnswerSkill(knowledge, AnswerSettings(faq_confidence=0.99))
+async def test_below_the_faq_confidence_the_answer_is_an_extract_of_the_best_entry(knowledge: KnowledgeStore):
+    # faq_confidence 1: never an FAQ's answer whole, always the extract (a probability never reaches 1).
+    skill = AnswerSkill(knowledge, AnswerSettings(faq_confidence=1.0))
     (proposal,) = await skill.propose(
         customer("my hub has a flashing amber light and no internet, what do I do?"), case()
     )
-    assert proposal.sources[0].id in {"hub-lights", "no-internet-amber-light"}
+    # The entries the team's phrasings label as answering a flashing amber light (bench/data).
+    assert proposal.sources[0].id in {"faq-hub-flashing-amber", "hub-lights"}
     assert len(proposal.text) <= AnswerSettings().max_chars and "amber" in proposal.text.lower()
     # The help centre says nothing on this: it still gets the nearest passage, with a confidence the gate refuses.
     (unrelated,) = await skill.propose(customer("which wine goes best with grilled salmon?", n=2), case())
@@ -145,6 +147,38 @@ async def test_near_misses_are_answered_right_or_not_with_confidence(
 ):
     (proposal,) = await AnswerSkill(knowledge, AnswerSettings()).propose(customer(paraphrase(question)), case())
     assert proposal.sources[0].id in right or proposal.confidence < 0.8, proposal
+
+
+# Real paraphrases, none of them an FAQ question or alternate, and what must come first for each: the FAQ asked in
+# other words, or, for the near misses of issue 11 (solid vs flashing, keep vs leave), an entry that answers it.
+IN_OTHER_WORDS = [
+    ("when is the money taken from my account", {"faq-bill-date"}),
+    ("what date does my direct debit go out", {"faq-bill-date"}),  # an article ranked first without the rule
+    ("how do I change the name of my wifi", {"faq-change-wifi-name"}),
+    ("I want to leave Brightwave mobile but I don't need my number", {"faq-leave-without-number"}),
+    # Near "How do I leave Brightwave Mobile without keeping my number?" (cosine 0.91), but it asks the opposite.
+    (
+        "can I keep my mobile number if I leave Brightwave",
+        {"faq-get-pac", "leaving-mobile-pac-stac", "leaving-brightwave"},
+    ),
+    (
+        "my router has a steady orange light that isn't blinking, and no internet",
+        {"faq-hub-solid-amber", "no-internet-amber-light"},
+    ),
+    ("the orange light on my router keeps blinking on and off, should I switch it off?", {"faq-hub-flashing-amber"}),
+]
+
+
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+async def test_an_faq_asked_in_other_words_comes_first_and_a_near_miss_does_not(knowledge: KnowledgeStore):
+    skill = AnswerSkill(knowledge, AnswerSettings())
+    wrong = []
+    for n, (question, right) in enumerate(IN_OTHER_WORDS):
+        first = (await knowledge.search(paraphrase(question), 5))[0].entry_id
+        (proposal,) = await skill.propose(customer(question, n=n), case())
+        if first not in right or proposal.sources[0].id != first:
+            wrong.append((question, first, proposal.sources[0].id))
+    assert not wrong
 
 
 @pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
@@ -320,11 +354,6 @@ def test_an_answer_drops_its_yes_or_no_when_the_question_is_not_a_yes_or_no_one(
 
 
 @pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 11, open: with one ranking, 'how do I rename my wifi network?' ranks faq-smart-device-24ghz first "
-    "(the old FAQ fast path matched the nearest question)",
-)
 async def test_a_how_question_matched_to_a_yes_faq_is_not_answered_yes(knowledge: KnowledgeStore):
     skill = AnswerSkill(knowledge, AnswerSettings())
     (how,) = await skill.propose(customer("how do I rename my wifi network?"), case())
@@ -336,7 +365,7 @@ async def test_a_how_question_matched_to_a_yes_faq_is_not_answered_yes(knowledge
 @pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
 async def test_why_gives_no_raw_similarity_beside_the_calibrated_confidence(knowledge: KnowledgeStore):
     (faq,) = await AnswerSkill(knowledge, AnswerSettings()).propose(customer("Can I change my Wi-Fi name?"), case())
-    (article,) = await AnswerSkill(knowledge, AnswerSettings(faq_confidence=0.99)).propose(
+    (article,) = await AnswerSkill(knowledge, AnswerSettings(faq_confidence=1.0)).propose(
         customer("my hub has a flashing amber light, what do I do?", n=2), case()
     )
     for proposal in (faq, article):

@@ -91,3 +91,36 @@ def test_at_weight_zero_the_order_is_the_fusions_and_the_agreement_is_still_told
     flashing, solid = rerank("the hub light is solid amber", candidates)
     assert (flashing.entry_id, solid.entry_id) == ("faq-flashing", "faq-solid")
     assert flashing.agreement < 0 < solid.agreement  # what the confidence reads
+
+
+def test_an_faq_asked_nearly_word_for_word_is_named_when_well_ahead_of_every_other():
+    assert ranking.question_first({"faq-bill-date": 1.0, "faq-refund-time": 0.43}) == "faq-bill-date"
+    # Near, but not near enough.
+    assert ranking.question_first({"faq-bill-date": ranking.QUESTION_FIRST - 0.01, "other": 0.1}) is None
+    # Near, but a near miss is about as near: two FAQs on the amber light; the fusion and the words decide.
+    assert ranking.question_first({"faq-hub-flashing-amber": 0.86, "faq-hub-solid-amber": 0.8}) is None
+    assert ranking.question_first({}) is None
+
+
+def test_the_faq_asked_word_for_word_comes_first_whatever_the_fusion_said():
+    candidates = [
+        Candidate("refunds", rrf_share(0, 1.0), "Refunds: when will I get my money back"),
+        Candidate("article-bill", rrf_share(1, 1.0), "Your bill and payment date"),
+        *(Candidate(f"e{n}", rrf_share(n, 1.0), "other words") for n in range(2, 9)),
+        Candidate("faq-bill-date", rrf_share(9, 1.0), "When is my bill taken? wen do u take the money"),
+    ]
+    ranked = rerank("wen do u take the money", candidates, first="faq-bill-date")
+    assert [r.entry_id for r in ranked[:3]] == ["faq-bill-date", "refunds", "article-bill"]
+    assert ranked[0].score == max(r.score for r in ranked)
+    # An FAQ that is not a candidate (another kind was asked for) changes nothing.
+    assert [r.entry_id for r in rerank("x", candidates[:2], first="faq-bill-date")] == ["refunds", "article-bill"]
+
+
+def test_an_faq_whose_telling_words_side_against_the_query_is_not_put_first():
+    candidates = [
+        Candidate("article-leaving", rrf_share(0, 1.0), "Leaving: text PAC to keep your number"),
+        Candidate("faq-keep", rrf_share(1, 1.0), "What is a PAC code? how do i keep my number"),
+        Candidate("faq-without", rrf_share(2, 1.0), "How do I leave Brightwave Mobile without keeping my number?"),
+    ]
+    ranked = rerank("can I keep my mobile number if I leave Brightwave", candidates, first="faq-without")
+    assert ranked[0].entry_id == "article-leaving" and ranked[-1].entry_id == "faq-without"

@@ -19,6 +19,15 @@ words contradict is not stated with confidence. How far it also moves the order 
 the team's phrasings, a bag of words moves as many right answers down as up ("lost my job" is not "lost my phone"),
 so it is 0 and the order is the fusion's (docs/evaluation.md has the sweep). Likewise ``QUESTION_WEIGHT``: an FAQ's
 nearest question is a feature of the confidence but, as a third ranking in the fusion, it lost.
+
+One exception to the fusion's order: a query that is one of an FAQ's questions or alternates, or nearly
+(``question_first``: its nearest question at cosine ``QUESTION_FIRST`` or more, ahead of every other FAQ's by
+``QUESTION_LEAD``), puts that FAQ first. The FAQ was written for that question; a longer article that shares more of
+its words ("wen do u take the money" and the refunds article) must not outrank it. The lead keeps most near misses out:
+two FAQs about the amber light have questions about as near to the query as each other, so the rule does not fire
+and the fusion decides; and where the words that tell the FAQ from its near misses side against it (its agreement is
+below ``QUESTION_VETO``: "keep my number if I leave" against "leave without keeping my number"), it does not fire
+either.
 """
 
 from __future__ import annotations
@@ -31,13 +40,21 @@ from dataclasses import dataclass
 
 from vigil.knowledge.lexical import stem
 
-# Weights of the rankings in the fusion. Dense and lexical: tuned on the tau2 banking dev tasks; questions and the
-# near-miss stage: on the tune half of the team's Brightwave phrasings (`python -m bench.eval_phrasings --split tune
-# --grid`; docs/evaluation.md).
+# Weights of the rankings in the fusion. Dense and lexical: tuned on the tau2 banking dev tasks; questions, the
+# question-first rule and the near-miss stage: on the tune half of the team's Brightwave phrasings (with, for the
+# rule, the held-out alternates of the tune half's FAQs) (`python -m bench.eval_phrasings --split tune --grid`;
+# docs/evaluation.md).
 RRF_K = 5
 DENSE_WEIGHT = 0.7
 LEXICAL_WEIGHT = 1.0
 QUESTION_WEIGHT = 0.0
+QUESTION_FIRST = 0.75
+"""An FAQ whose nearest question is at least this near the query (cosine) comes first, if ``QUESTION_LEAD`` ahead."""
+QUESTION_LEAD = 0.1
+"""How far the FAQ's nearest question must be ahead of the nearest question of any other FAQ."""
+QUESTION_VETO = -0.1
+"""An agreement below this (the words that tell the FAQ from its near misses side against it) keeps it from being put
+first (-1 or less: never)."""
 RERANK = 5
 """How many of the fusion's first candidates the near-miss stage compares."""
 AGREEMENT_WEIGHT = 0.0
@@ -90,19 +107,39 @@ def rrf_share(rank: int, weight: float) -> float:
     return weight / (RRF_K + rank + 1)
 
 
-def rerank(query: str, candidates: Sequence[Candidate]) -> list[Ranked]:
+def question_first(nearest: Mapping[str, float]) -> str | None:
+    """The FAQ that the query asks nearly word for word, if one does: ``nearest`` maps each FAQ to the cosine of its
+    nearest question or alternate. Its best must be ``QUESTION_FIRST`` or more and ``QUESTION_LEAD`` ahead of the
+    next FAQ's."""
+    ordered = sorted(nearest.items(), key=lambda item: -item[1])
+    if not ordered:
+        return None
+    entry_id, best = ordered[0]
+    runner_up = ordered[1][1] if len(ordered) > 1 else 0.0
+    return entry_id if best >= QUESTION_FIRST and best - runner_up >= QUESTION_LEAD else None
+
+
+def rerank(query: str, candidates: Sequence[Candidate], *, first: str | None = None) -> list[Ranked]:
     """``candidates`` (in fused order) in their final order: the first ``RERANK`` moved by their agreement with the
-    query's distinguishing words, the rest after them as fused."""
-    ordered = sorted(candidates, key=lambda c: -c.fused)
+    query's distinguishing words, the rest after them as fused. ``first`` (``question_first``'s FAQ), when among
+    the candidates, is placed first at the first's score, unless the words that tell it from its near misses side
+    against it (its agreement is below ``QUESTION_VETO``: "keep my number if I leave" is near "leave without keeping
+    my number").
+    """
+    ordered = sorted(candidates, key=lambda c: (c.entry_id != first, -c.fused))
     head, tail = ordered[:RERANK], ordered[RERANK:]
     if not head:
         return []
-    top = head[0].fused or 1.0
+    top = max(c.fused for c in head) or 1.0
     agreements = agreement(query, [c.text for c in head])
+    if first is not None and head[0].entry_id == first and agreements[0] < QUESTION_VETO:
+        first = None  # the words that tell it from its near misses say otherwise: the fusion decides
     ranked = sorted(
         (Ranked(c.entry_id, c.fused / top + AGREEMENT_WEIGHT * a, a) for c, a in zip(head, agreements, strict=True)),
-        key=lambda r: -r.score,
+        key=lambda r: (r.entry_id != first, -r.score),
     )
+    if ranked[0].entry_id == first and len(ranked) > 1:
+        ranked[0] = Ranked(first, max(r.score for r in ranked), ranked[0].agreement)
     return ranked + [Ranked(c.entry_id, c.fused / top, 0.0) for c in tail]
 
 

@@ -554,8 +554,9 @@ class KnowledgeStore:
         tenant: str | None = None,
     ) -> list[Hit]:
         """The ``k`` best entries for ``query``, one hit per entry, as ``ranking.py`` ranks them: passages by dense
-        similarity and by BM25 and FAQs by their nearest question, fused, then the first few compared word by word.
-        The answer skill answers from the first hit, so what `vigil kb search` lists first is what it answers from.
+        similarity and by BM25 and FAQs by their nearest question, fused; an FAQ asked nearly word for word first; then
+        the first few compared word by word. The answer skill answers from the first hit, so what `vigil kb search`
+        lists first is what it answers from.
 
         Only global entries and those of ``tenant`` are searched (None: global entries only).
         """
@@ -659,8 +660,9 @@ def _fuse(
     kinds: Sequence[EntryKind] | None,
     tenant: str | None,
 ) -> list[Hit]:
-    """The three rankings fused (``ranking.rrf_share``), the best passage per entry, the first ``RERANK`` entries
-    compared word by word (``ranking.rerank``), and the ``k`` best as hits."""
+    """The three rankings fused (``ranking.rrf_share``), the best passage per entry, an FAQ asked nearly word for
+    word put first (``ranking.question_first``), the first ``RERANK`` entries compared word by word
+    (``ranking.rerank``), and the ``k`` best as hits."""
     fused: dict[str, float] = defaultdict(float)
     similarity = {h.id: h.similarity for h in dense}
     bm25 = {h.passage_id: h.score for h in lexical}
@@ -693,8 +695,10 @@ def _fuse(
             continue
         text = "\n".join((entry.title, *entry.questions[1:], snapshot.passages[passage_id].text))
         candidates.append(Candidate(entry_id, score + asked.get(entry_id, 0.0), text))
+    first = ranking.question_first({e: s for e, s in nearest.items() if e in snapshot.entries})
+    shortlist = sorted(candidates, key=lambda c: (c.entry_id != first, -c.fused))[: max(k, ranking.RERANK)]
     hits: list[Hit] = []
-    for ranked in rerank(query, sorted(candidates, key=lambda c: -c.fused)[: max(k, ranking.RERANK)])[:k]:
+    for ranked in rerank(query, shortlist, first=first)[:k]:
         entry = snapshot.entries[ranked.entry_id]
         passage_id = best[ranked.entry_id][0]
         hits.append(
