@@ -19,14 +19,14 @@ from vigil.answers.questions import asks_yes_or_no
 from vigil.answers.settings import AnswerSettings
 from vigil.flow.case import CaseState
 from vigil.flow.skills import Proposal
+from vigil.knowledge import ranking
 from vigil.knowledge.store import Hit, KnowledgeStore
 from vigil.wire.events import Event, Message, SourceRef, SuggestionKind
 
-# Fitted by `python -m bench.calibrate` on the tune half of the team's Brightwave phrasings, held-out FAQ alternates,
-# real off-topic questions and the tau2 banking dev tasks; see docs/evaluation.md. Features: see features(). The FAQ
-# model speaks when the first hit is an FAQ, the retrieval model otherwise.
-FAQ_MODEL = Logistic(weights=(17.158, -8.297, -0.034, 8.150, 4.241), bias=-8.072)
-RETRIEVAL_MODEL = Logistic(weights=(9.611, -2.863, -0.242, 7.014, 0.843), bias=-4.079)
+# Fitted by `python -m bench.calibrate` on the tune half of the team's Brightwave phrasings, held-out FAQ alternates
+# and real off-topic questions; see docs/evaluation.md. Features: see features(). One model for FAQs and articles
+# (whether the first hit is an FAQ is one of its features).
+MODEL = Logistic(weights=(7.903, -2.109, -0.099, 2.251, 1.678, 1.740, -0.088), bias=-3.669)
 SOURCES = 3
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(*])|\n+")
@@ -38,10 +38,12 @@ _STOP = frozenset(
 )
 
 
-def features(hits: Sequence[Hit]) -> tuple[float, float, float, float, float]:
-    """What the confidence models read from a ranking: the first hit's similarity (an FAQ's nearest question, or
+def features(hits: Sequence[Hit]) -> tuple[float, float, float, float, float, float, float]:
+    """What the confidence model reads from a ranking: the first hit's similarity (an FAQ's nearest question, or
     its passage if nearer; an article's passage), its lead over the second hit's, log(1 + its BM25 score), its
-    agreement with the words that tell the first candidates apart, and its agreement's lead over the second's."""
+    agreement with the words that tell the first candidates apart, its agreement's lead over the second's, whether
+    it is an FAQ asked nearly word for word (its nearest question at ``ranking.QUESTION_FIRST`` or more), and
+    whether it is an FAQ at all."""
     top = hits[0]
     second = hits[1] if len(hits) > 1 else None
     similarity = _similarity(top)
@@ -51,6 +53,8 @@ def features(hits: Sequence[Hit]) -> tuple[float, float, float, float, float]:
         math.log1p(top.lexical),
         top.agreement,
         top.agreement - (second.agreement if second is not None else 0.0),
+        float(top.kind == "faq" and top.question >= ranking.QUESTION_FIRST),
+        float(top.kind == "faq"),
     )
 
 
@@ -69,15 +73,13 @@ class AnswerSkill:
         knowledge: KnowledgeStore,
         settings: AnswerSettings,
         *,
-        faq_model: Logistic = FAQ_MODEL,
-        retrieval_model: Logistic = RETRIEVAL_MODEL,
+        model: Logistic = MODEL,
         drafter: Drafter | None = None,
     ) -> None:
         self._knowledge = knowledge
         self._drafter = drafter
         self._settings = settings
-        self._faq_model = faq_model
-        self._retrieval_model = retrieval_model
+        self._model = model
 
     async def propose(self, event: Event, case: CaseState | None) -> Sequence[Proposal]:
         if not isinstance(event, Message):
@@ -89,8 +91,7 @@ class AnswerSkill:
         if not hits:
             return ()
         top = hits[0]
-        model = self._faq_model if top.kind == "faq" else self._retrieval_model
-        confidence = model.probability(features(hits))
+        confidence = self._model.probability(features(hits))
         if top.kind == "faq" and confidence >= self._settings.faq_confidence:
             source = SourceRef(kind="faq", id=top.entry_id, title=top.title, score=round(top.score, 4))
             answer = top.passage.split("\n", 1)[-1]  # an FAQ's one passage is its question, then its answer
