@@ -49,7 +49,7 @@ from bench.linux import MachineTimes
 from bench.metrics import Snapshot
 from vigil.answers.questions import classify
 from vigil.answers.settings import AnswerSettings
-from vigil.answers.skill import MODEL, SOURCES, features
+from vigil.answers.skill import MODELS, SOURCES, features
 from vigil.dev.broker import EmbeddedBroker
 from vigil.knowledge.documents import Entry, Passage, discover, read
 from vigil.knowledge.store import KnowledgeStore
@@ -149,15 +149,16 @@ async def pools(knowledge: KnowledgeStore) -> tuple[dict[str, list[str]], dict[s
     candidates = list(dict.fromkeys([*RETRIEVAL_QUESTIONS, *heading_questions()]))
     stats = Counter(candidates=len(candidates), faq_candidates=len(faq_questions()), faq=len(faq))
     retrieval = []
+    model = MODELS[knowledge.ranking]
     for question in candidates:
         if not classify(question).asks:
             stats["not_a_question"] += 1
             continue
         hits = await knowledge.search(question, SOURCES)
-        if hits and hits[0].kind == "faq" and MODEL.probability(features(hits)) >= settings.faq_confidence:
+        if hits and hits[0].kind == "faq" and model.probability(features(hits)) >= settings.faq_confidence:
             stats["faq_matches"] += 1
             continue
-        if not hits or hits[0].kind == "faq" or MODEL.probability(features(hits)) < settings.min_confidence:
+        if not hits or hits[0].kind == "faq" or model.probability(features(hits)) < settings.min_confidence:
             stats["low_confidence"] += 1
             continue
         retrieval.append(question)

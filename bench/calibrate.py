@@ -1,6 +1,7 @@
 """Fit the answer skill's confidence model (``vigil/answers/skill.py``) and report how well calibrated it is.
 
-    python -m bench.calibrate
+    python -m bench.calibrate                                            # the hybrid ranking's model
+    VIGIL_KNOWLEDGE__RANKING=cross_validated python -m bench.calibrate   # the cross-validated ranking's
 
 The skill answers from the ranking's first hit (``vigil/knowledge/ranking.py``) and states the probability of one
 logistic model over ``skill.features`` of the ranking (whether the first hit is an FAQ is one of them). Each example
@@ -39,6 +40,7 @@ from bench.eval_questions import split_of as thread_split
 from bench.knowledge_env import BANKING, banking_documents, knowledge_store
 from vigil.answers.calibration import brier_score, calibration_error, fit, out_of_fold, reliability
 from vigil.answers.skill import features
+from vigil.app.settings import Settings
 from vigil.knowledge.store import KnowledgeStore
 
 KNOWLEDGE = Path(__file__).resolve().parent.parent / "knowledge"
@@ -111,13 +113,13 @@ async def examples() -> list[Example]:
     return [e for e in found if e is not None]
 
 
-def report(found: list[Example]) -> None:
+def report(found: list[Example], ranking: str) -> None:
     fitted = found
     x = [list(e.features) for e in fitted]
     y = [e.right for e in fitted]
     model = fit(x, y, l2=L2)
     weights = ", ".join(f"{w:.3f}" for w in model.weights)
-    print(f"MODEL = Logistic(weights=({weights}), bias={model.bias:.3f})")
+    print(f'"{ranking}": Logistic(weights=({weights}), bias={model.bias:.3f}),  # MODELS in vigil/answers/skill.py')
     print(f"  {len(y)} examples, {sum(y)} right, L2 {L2}")
     held = out_of_fold(x, y, [e.group for e in fitted], l2=L2)
     by_source: dict[str, list[int]] = defaultdict(list)
@@ -146,7 +148,7 @@ def report(found: list[Example]) -> None:
 
 
 async def main() -> None:
-    report(await examples())
+    report(await examples(), Settings(_env_file=None).knowledge.ranking)
 
 
 if __name__ == "__main__":

@@ -20,13 +20,19 @@ from vigil.answers.settings import AnswerSettings
 from vigil.flow.case import CaseState
 from vigil.flow.skills import Proposal
 from vigil.knowledge import ranking
+from vigil.knowledge.settings import RankingName
 from vigil.knowledge.store import Hit, KnowledgeStore
 from vigil.wire.events import Event, Message, SourceRef, SuggestionKind
 
-# Fitted by `python -m bench.calibrate` on the tune half of the team's Brightwave phrasings, held-out FAQ alternates
-# and real off-topic questions; see docs/evaluation.md. Features: see features(). One model for FAQs and articles
-# (whether the first hit is an FAQ is one of its features).
-MODEL = Logistic(weights=(7.903, -2.109, -0.099, 2.251, 1.678, 1.740, -0.088), bias=-3.669)
+# Fitted by `python -m bench.calibrate` (with VIGIL_KNOWLEDGE__RANKING set to each ranking) on the tune half of the
+# team's Brightwave phrasings, held-out FAQ alternates, real off-topic questions and the tau2 banking dev tasks; see
+# docs/evaluation.md. Features: see features(). One model for FAQs and articles (whether the first hit is an FAQ is
+# one of its features), per ranking: what a ranking puts first, and so how often it is right, differs.
+MODELS: dict[RankingName, Logistic] = {
+    "hybrid": Logistic(weights=(7.903, -2.109, -0.099, 2.251, 1.678, 1.740, -0.088), bias=-3.669),
+    "cross_validated": Logistic(weights=(7.569, -2.121, 0.158, 1.927, 1.104, 1.684, -0.029), bias=-3.863),
+}
+MODEL = MODELS["hybrid"]
 SOURCES = 3
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(*])|\n+")
@@ -73,13 +79,13 @@ class AnswerSkill:
         knowledge: KnowledgeStore,
         settings: AnswerSettings,
         *,
-        model: Logistic = MODEL,
+        model: Logistic | None = None,
         drafter: Drafter | None = None,
     ) -> None:
         self._knowledge = knowledge
         self._drafter = drafter
         self._settings = settings
-        self._model = model
+        self._model = model if model is not None else MODELS[knowledge.ranking]
 
     async def propose(self, event: Event, case: CaseState | None) -> Sequence[Proposal]:
         if not isinstance(event, Message):
