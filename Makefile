@@ -70,6 +70,7 @@ eval: $(DEV_STAMP)
 	$(BIN)/python -m bench.eval_questions --split test
 	$(BIN)/python -m bench.eval_retrieval --cv 5 --seeds 0 1 2
 	$(BIN)/python -m bench.calibrate
+	$(BIN)/python -m bench.eval_phrasings --split test
 
 # The panel's screenshots in docs/ (vigil demo in Debian's Chromium; needs `apt-get install chromium`).
 screenshots: $(DEV_STAMP)

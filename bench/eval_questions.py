@@ -16,11 +16,12 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench.knowledge_env import SHARED
 from vigil.answers.questions import classify
 
 ROOT = Path(__file__).resolve().parent.parent
 LABELS = ROOT / "bench" / "data" / "question-labels.jsonl"
-THREADS = ROOT.parent / "shared" / "data" / "ubuntu-irc" / "threads-train.jsonl.gz"
+THREADS = SHARED / "ubuntu-irc" / "threads-train.jsonl.gz"
 
 
 @dataclass(frozen=True)

@@ -43,10 +43,9 @@ async def rankings(knowledge: KnowledgeStore, query: str) -> dict[str, list[str]
     snapshot = knowledge._snapshot
     hybrid = [h.entry_id for h in await knowledge.search(query, 10)]
     lexical = _entries(snapshot.passages, [h.passage_id for h in snapshot.lexical.search(query, 200)])
-    vector = (await asyncio.to_thread(knowledge._embedder.embed, [query]))[0]
-    dense = _entries(
-        snapshot.passages, [h.id for h in await asyncio.to_thread(knowledge._passages.query, vector, 200, None)]
-    )
+    vectors = await asyncio.to_thread(knowledge._embedder.embed, [query])
+    (nearest,) = await asyncio.to_thread(knowledge._passages.query, vectors, 200, None)
+    dense = _entries(snapshot.passages, [h.id for h in nearest])
     return {"hybrid (vigil)": hybrid, "BM25 only": lexical, "dense only": dense}
 
 

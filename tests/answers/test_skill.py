@@ -56,24 +56,146 @@ def case(status: str = "open") -> CaseState:
 @pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
 async def test_a_paraphrased_faq_is_answered_from_the_faq(knowledge: KnowledgeStore):
     skill = AnswerSkill(knowledge, AnswerSettings())
-    (proposal,) = await skill.propose(customer("wen do u take the money"), case())
-    assert proposal.sources[0] == SourceRef(
-        kind="faq", id="faq-bill-date", title=proposal.sources[0].title, score=proposal.sources[0].score
-    )
+    # A paraphrase, not one of the FAQ's alternates ("what day do you take payment", "wen do u take the money").
+    question = "what day of the month do you collect my payment"
+    assert question not in {q.lower() for e in help_centre() for q in e.questions}
+    (proposal,) = await skill.propose(customer(question), case())
+    # Either FAQ states the date ("Can I change the date my payment is taken?" answers with it too).
+    assert proposal.sources[0].kind == "faq"
+    assert proposal.sources[0].id in {"faq-bill-date", "faq-change-payment-date"}
     assert "1st" in proposal.text and 0.7 <= proposal.confidence <= 1
 
 
 @pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
-async def test_other_questions_get_an_extract_of_the_best_article(knowledge: KnowledgeStore):
-    skill = AnswerSkill(knowledge, AnswerSettings(faq_confidence=0.99))
+async def test_below_the_faq_confidence_the_answer_is_an_extract_of_the_best_entry(knowledge: KnowledgeStore):
+    # faq_confidence 1: never an FAQ's answer whole, always the extract (a probability never reaches 1).
+    skill = AnswerSkill(knowledge, AnswerSettings(faq_confidence=1.0))
     (proposal,) = await skill.propose(
         customer("my hub has a flashing amber light and no internet, what do I do?"), case()
     )
-    assert proposal.sources[0].id in {"hub-lights", "no-internet-amber-light"}
+    # The entries the team's phrasings label as answering a flashing amber light (bench/data).
+    assert proposal.sources[0].id in {"faq-hub-flashing-amber", "hub-lights"}
     assert len(proposal.text) <= AnswerSettings().max_chars and "amber" in proposal.text.lower()
     # The help centre says nothing on this: it still gets the nearest passage, with a confidence the gate refuses.
     (unrelated,) = await skill.propose(customer("which wine goes best with grilled salmon?", n=2), case())
     assert proposal.confidence >= AnswerSettings().min_confidence > unrelated.confidence
+
+
+# Real paraphrases of the issue's near misses, none of them an FAQ question or alternate: the entry whose telling
+# words match comes before the near-miss FAQ.
+NEAR_MISSES = [
+    (
+        "my router has a steady orange light that isn't blinking, and no internet",
+        {"faq-hub-solid-amber", "no-internet-amber-light"},
+        "faq-hub-flashing-amber",
+    ),
+    pytest.param(
+        "I'm moving to another network and want to keep my phone number",
+        {"faq-get-pac", "leaving-mobile-pac-stac"},
+        "faq-leave-without-number",
+        marks=pytest.mark.xfail(
+            strict=True, reason="issue 11, open: porting a number in (port-number-in-pac) ranks first"
+        ),
+    ),
+]
+# And the other side of each pair, with the entries that answer it: right, or not stated with confidence.
+NEVER_CONFIDENTLY_WRONG = [
+    (
+        "my router has a steady orange light that isn't blinking, and no internet",
+        {"faq-hub-solid-amber", "no-internet-amber-light"},
+    ),
+    ("I'm moving to another network and want to keep my phone number", {"faq-get-pac", "leaving-mobile-pac-stac"}),
+    (
+        "the orange light on my router keeps blinking on and off, should I switch it off?",
+        {"faq-hub-flashing-amber", "hub-lights"},
+    ),
+    (
+        "switching to another network, I don't need to keep this number",
+        {"faq-leave-without-number", "leaving-mobile-pac-stac"},
+    ),
+    pytest.param(
+        "my hub light is a solid orange, does that mean it's updating?",
+        {"faq-hub-solid-amber", "no-internet-amber-light", "hub-lights"},
+        marks=pytest.mark.xfail(
+            strict=True, reason="issue 11, open: answered from the flashing-amber FAQ at 0.99 ('updating')"
+        ),
+    ),
+    ("leaving for another network but I want my number to come with me", {"faq-get-pac", "leaving-mobile-pac-stac"}),
+]
+
+
+def paraphrase(question: str) -> str:
+    assert question.lower() not in {q.lower() for e in help_centre() for q in e.questions}, question
+    return question
+
+
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+@pytest.mark.parametrize(("question", "right", "near_miss"), NEAR_MISSES)
+async def test_a_near_miss_faq_loses_to_the_entry_whose_words_match(
+    knowledge: KnowledgeStore, question: str, right: set[str], near_miss: str
+):
+    (proposal,) = await AnswerSkill(knowledge, AnswerSettings()).propose(customer(paraphrase(question)), case())
+    assert proposal.sources[0].id in right
+    ranked = [h.entry_id for h in await knowledge.search(question, 5)]
+    assert near_miss not in ranked[: ranked.index(proposal.sources[0].id) + 1]
+
+
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+@pytest.mark.parametrize(("question", "right"), NEVER_CONFIDENTLY_WRONG)
+async def test_near_misses_are_answered_right_or_not_with_confidence(
+    knowledge: KnowledgeStore, question: str, right: set[str]
+):
+    (proposal,) = await AnswerSkill(knowledge, AnswerSettings()).propose(customer(paraphrase(question)), case())
+    assert proposal.sources[0].id in right or proposal.confidence < 0.8, proposal
+
+
+# Real paraphrases, none of them an FAQ question or alternate, and what must come first for each: the FAQ asked in
+# other words, or, for the near misses of issue 11 (solid vs flashing, keep vs leave), an entry that answers it.
+IN_OTHER_WORDS = [
+    ("when is the money taken from my account", {"faq-bill-date"}),
+    ("what date does my direct debit go out", {"faq-bill-date"}),  # an article ranked first without the rule
+    ("how do I change the name of my wifi", {"faq-change-wifi-name"}),
+    ("I want to leave Brightwave mobile but I don't need my number", {"faq-leave-without-number"}),
+    # Near "How do I leave Brightwave Mobile without keeping my number?" (cosine 0.91), but it asks the opposite.
+    (
+        "can I keep my mobile number if I leave Brightwave",
+        {"faq-get-pac", "leaving-mobile-pac-stac", "leaving-brightwave"},
+    ),
+    (
+        "my router has a steady orange light that isn't blinking, and no internet",
+        {"faq-hub-solid-amber", "no-internet-amber-light"},
+    ),
+    ("the orange light on my router keeps blinking on and off, should I switch it off?", {"faq-hub-flashing-amber"}),
+]
+
+
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+async def test_an_faq_asked_in_other_words_comes_first_and_a_near_miss_does_not(knowledge: KnowledgeStore):
+    skill = AnswerSkill(knowledge, AnswerSettings())
+    wrong = []
+    for n, (question, right) in enumerate(IN_OTHER_WORDS):
+        first = (await knowledge.search(paraphrase(question), 5))[0].entry_id
+        (proposal,) = await skill.propose(customer(question, n=n), case())
+        if first not in right or proposal.sources[0].id != first:
+            wrong.append((question, first, proposal.sources[0].id))
+    assert not wrong
+
+
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+async def test_kb_search_and_the_skill_put_the_same_entry_first(knowledge: KnowledgeStore):
+    skill = AnswerSkill(knowledge, AnswerSettings())
+    questions = [
+        "what day of the month do you collect my payment",
+        "my router has a steady orange light that isn't blinking, and no internet",
+        "the orange light on my hub keeps flashing, is it broken?",
+        "I'm moving to another network and want to keep my phone number",
+        "switching to another network, I don't need to keep this number",
+        "which wine goes best with grilled salmon?",
+    ]
+    for n, question in enumerate(questions):
+        (proposal,) = await skill.propose(customer(question, n=n), case())
+        # `vigil kb search` lists five; the skill cites three: the same ranking, so the same first.
+        assert proposal.sources[0].id == (await knowledge.search(question, 5))[0].entry_id, question
 
 
 def test_extract_keeps_the_sentences_that_answer():
@@ -243,7 +365,7 @@ async def test_a_how_question_matched_to_a_yes_faq_is_not_answered_yes(knowledge
 @pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
 async def test_why_gives_no_raw_similarity_beside_the_calibrated_confidence(knowledge: KnowledgeStore):
     (faq,) = await AnswerSkill(knowledge, AnswerSettings()).propose(customer("Can I change my Wi-Fi name?"), case())
-    (article,) = await AnswerSkill(knowledge, AnswerSettings(faq_confidence=0.99)).propose(
+    (article,) = await AnswerSkill(knowledge, AnswerSettings(faq_confidence=1.0)).propose(
         customer("my hub has a flashing amber light, what do I do?", n=2), case()
     )
     for proposal in (faq, article):

@@ -38,7 +38,8 @@ from vigil.knowledge.documents import Entry, KnowledgeFileError, Passage
 from vigil.knowledge.embedding import Vectors
 from vigil.knowledge.lexical import LexicalIndex
 from vigil.knowledge.onnx_embedding import OnnxEmbedder
-from vigil.knowledge.store import EntryConflict, KnowledgeStore, chroma_folder, standalone
+from vigil.knowledge.settings import KnowledgeSettings
+from vigil.knowledge.store import EntryConflict, KnowledgeStore, chroma_folder, open_knowledge_store, standalone
 from vigil.knowledge.tables import ENTRY
 from vigil.knowledge.vectors import VectorCollection, connect
 from vigil.panel.overview import overview
@@ -152,6 +153,16 @@ async def test_search_finds_the_article_that_answers(knowledge: KnowledgeStore):
     articles = await knowledge.search("roaming charges in Spain", 5, kinds=["article"])
     assert articles and all(h.kind == "article" for h in articles)
     assert {h.entry_id for h in articles} & {"roaming-europe", "world-pass"}
+
+
+async def test_search_puts_the_entry_whose_telling_words_match_before_the_near_miss(knowledge: KnowledgeStore):
+    await knowledge.upsert(help_centre())
+    # A customer's words, not an FAQ question or alternate: steady (solid), not blinking (flashing).
+    hits = await knowledge.search("my router has a steady orange light that isn't blinking, and no internet", 5)
+    assert hits[0].entry_id in {"faq-hub-solid-amber", "no-internet-amber-light"}
+    flashing = next(h for h in hits if h.entry_id == "faq-hub-flashing-amber")
+    # The near miss is found, by its questions too, but the words that tell it from the first side against it.
+    assert flashing.question > 0.4 and flashing.agreement < 0 < hits[0].agreement
 
 
 async def test_faq_match_uses_questions_and_alternates(knowledge: KnowledgeStore):
@@ -330,6 +341,56 @@ async def test_retrieval_for_a_tenant_sees_global_entries_and_its_own_never_anot
     assert {owner(h.entry_id) for h in await tenanted.search(question, 10)} == {None}
     nobody = await tenanted.match_faq(question)
     assert nobody is not None and nobody.entry_id == "faq-password"
+
+
+async def test_the_cross_validated_ranking_keeps_to_the_tenants_entries_too(
+    tenanted: KnowledgeStore, store: CaseStore, tmp_path: Path, embedder: RememberingEmbedder
+):
+    # VIGIL_KNOWLEDGE__RANKING=cross_validated: each sentence searched too, and a ranking of titles ("Globex
+    # refunds" names the other tenant), over the same knowledge.
+    settings = KnowledgeSettings(ranking="cross_validated")
+    ranked = open_knowledge_store(
+        settings, store.engine, data_dir=tmp_path, clock=SystemClock(), timeout_s=5.0, embedder=embedder
+    )
+    await ranked.open()
+    try:
+        for tenant, other in (("acme", "globex"), ("globex", "acme")):
+            question = f"Hello. How long does a refund take? Is it like the {other.title()} refunds?"
+            hits = await ranked.search(question, 10, tenant=tenant)
+            assert {owner(h.entry_id) for h in hits} == {None, tenant}, hits
+            assert hits[0].entry_id in (f"{tenant}-refunds", f"faq-{tenant}-refund")
+        assert {owner(h.entry_id) for h in await ranked.search("Globex refunds. Acme refunds.", 10)} == {None}
+    finally:
+        await ranked.close()
+
+
+async def test_the_cross_validated_ranking_prefers_an_entry_that_several_passages_and_sentences_match(
+    store: CaseStore, tmp_path: Path, embedder: RememberingEmbedder
+):
+    # A long message: the request in its last sentences. The hybrid answers from the FAQ (one passage); the
+    # cross-validated ranking sums an entry's three best passages, and the eSIM article has several that match.
+    message = (
+        "Hi. I ordered the eSIM yesterday evening. The email arrived with a QR code. My phone froze halfway "
+        "through scanning it and now it says the code is invalid."
+    )
+    firsts = {}
+    for ranking in ("hybrid", "cross_validated"):
+        knowledge = open_knowledge_store(
+            KnowledgeSettings(ranking=ranking),  # type: ignore[arg-type]
+            store.engine,
+            data_dir=tmp_path / ranking,
+            clock=SystemClock(),
+            timeout_s=5.0,
+            embedder=embedder,
+        )
+        await knowledge.open()
+        try:
+            if ranking == "hybrid":
+                await knowledge.upsert(help_centre())
+            firsts[ranking] = (await knowledge.search(message, 5))[0].entry_id
+        finally:
+            await knowledge.close()
+    assert firsts == {"hybrid": "faq-esim-code-invalid", "cross_validated": "esim-setup"}
 
 
 async def test_the_answer_skill_answers_a_conversation_from_its_tenants_knowledge(tenanted: KnowledgeStore):

@@ -7,6 +7,7 @@ with, and how they were fitted, are recorded in ``docs/evaluation.md``; ``bench/
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import math
 from collections.abc import Sequence
@@ -51,21 +52,82 @@ def fit(
     return Logistic(weights=tuple(float(w) for w in theta[:-1]), bias=float(theta[-1]))
 
 
-def brier(model: Logistic, features: Sequence[Sequence[float]], labels: Sequence[bool]) -> float:
+def out_of_fold(
+    features: Sequence[Sequence[float]],
+    labels: Sequence[bool],
+    groups: Sequence[str],
+    *,
+    folds: int = 5,
+    l2: float = 1e-2,
+) -> list[float]:
+    """Each example's probability from a model fitted without its group: cross-validation by group, so that
+    near-duplicates (paraphrases of one FAQ) never sit on both sides. Groups go to folds by a stable hash."""
+    if not len(features) == len(labels) == len(groups):
+        raise ValueError("one feature row and one group per label")
+    fold_of = [int(hashlib.sha256(g.encode()).hexdigest(), 16) % folds for g in groups]
+    probabilities = [0.0] * len(labels)
+    for fold in range(folds):
+        inside = [i for i, f in enumerate(fold_of) if f != fold]
+        if not any(f == fold for f in fold_of):
+            continue
+        model = fit([features[i] for i in inside], [labels[i] for i in inside], l2=l2)
+        for i, f in enumerate(fold_of):
+            if f == fold:
+                probabilities[i] = model.probability(features[i])
+    return probabilities
+
+
+@dataclass(frozen=True, slots=True)
+class Bin:
+    """One bin of a reliability diagram: the probabilities stated in it, on average, and how often they were right."""
+
+    low: float
+    high: float
+    confidence: float
+    accuracy: float
+    count: int
+
+
+def reliability(probabilities: Sequence[float], labels: Sequence[bool], bins: int = 10) -> list[Bin]:
+    """The reliability diagram as a table: for each non-empty bin of stated probability, the mean probability, the
+    share that was right, and how many. Calibrated means the first two agree in every bin."""
+    p = np.asarray(probabilities, dtype=np.float64)
+    y = np.asarray(labels, dtype=np.float64)
+    if len(p) != len(y):
+        raise ValueError("one probability per label")
+    table = []
+    for low, high in itertools.pairwise(np.linspace(0.0, 1.0, bins + 1)):
+        inside = (p >= low) & ((p < high) | (high == 1.0))
+        if inside.any():
+            table.append(
+                Bin(float(low), float(high), float(p[inside].mean()), float(y[inside].mean()), int(inside.sum()))
+            )
+    return table
+
+
+def brier_score(probabilities: Sequence[float], labels: Sequence[bool]) -> float:
     """Mean squared error of the probabilities (0 is perfect; 0.25 is a coin)."""
-    return float(np.mean([(model.probability(f) - float(y)) ** 2 for f, y in zip(features, labels, strict=True)]))
+    p = np.asarray(probabilities, dtype=np.float64)
+    y = np.asarray(labels, dtype=np.float64)
+    if len(p) != len(y) or len(p) == 0:
+        raise ValueError("one probability per label")
+    return float(np.mean((p - y) ** 2))
+
+
+def calibration_error(probabilities: Sequence[float], labels: Sequence[bool], bins: int = 10) -> float:
+    """Expected calibration error: how far stated probability is from observed accuracy, averaged over bins
+    weighted by how many examples each holds."""
+    total = len(labels)
+    return sum(b.count / total * abs(b.confidence - b.accuracy) for b in reliability(probabilities, labels, bins))
+
+
+def brier(model: Logistic, features: Sequence[Sequence[float]], labels: Sequence[bool]) -> float:
+    """Mean squared error of the model's probabilities (0 is perfect; 0.25 is a coin)."""
+    return brier_score([model.probability(f) for f in features], labels)
 
 
 def expected_calibration_error(
     model: Logistic, features: Sequence[Sequence[float]], labels: Sequence[bool], bins: int = 10
 ) -> float:
-    """How far stated confidence is from observed accuracy, averaged over confidence bins."""
-    p = np.asarray([model.probability(f) for f in features])
-    y = np.asarray(labels, dtype=np.float64)
-    edges = np.linspace(0.0, 1.0, bins + 1)
-    total = 0.0
-    for low, high in itertools.pairwise(edges):
-        inside = (p >= low) & ((p < high) | (high == 1.0))
-        if inside.any():
-            total += float(inside.mean()) * abs(float(p[inside].mean()) - float(y[inside].mean()))
-    return total
+    """How far the model's stated confidence is from observed accuracy, averaged over confidence bins."""
+    return calibration_error([model.probability(f) for f in features], labels, bins)

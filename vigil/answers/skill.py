@@ -1,9 +1,10 @@
 """The answer skill: the customer asked something; suggest the answer, with its sources.
 
-FAQ first: when the question is a paraphrase of an FAQ (its question or one of its alternates), the FAQ's answer
-goes out at once. Otherwise retrieval over articles, documents and mined case knowledge, and an extractive
-answer: the best passage, trimmed to the sentences that answer the question. Confidence is a calibrated
-probability (``calibration.py``), not a raw similarity.
+One ranking: the skill answers from the knowledge store's first hit, exactly what `vigil kb search` lists first
+(``vigil/knowledge/ranking.py``). When that is an FAQ and the skill is confident, the FAQ's answer goes out whole;
+otherwise an extractive answer: the best passage, trimmed to the sentences that answer the question. Confidence is
+a calibrated probability (``calibration.py``), not a raw similarity, and it weighs whether the words that tell the
+first candidates apart side with the answer: a near miss the words contradict is not stated with confidence.
 """
 
 from __future__ import annotations
@@ -18,13 +19,20 @@ from vigil.answers.questions import asks_yes_or_no
 from vigil.answers.settings import AnswerSettings
 from vigil.flow.case import CaseState
 from vigil.flow.skills import Proposal
-from vigil.knowledge.store import FaqMatch, Hit, KnowledgeStore
+from vigil.knowledge import ranking
+from vigil.knowledge.settings import RankingName
+from vigil.knowledge.store import Hit, KnowledgeStore
 from vigil.wire.events import Event, Message, SourceRef, SuggestionKind
 
-# Fitted by `python -m bench.calibrate` on held-out FAQ paraphrases and real off-topic questions (FAQ) and on the
-# tau2 banking dev tasks (retrieval); see docs/evaluation.md. Features: see faq_features / retrieval_features.
-FAQ_MODEL = Logistic(weights=(12.925, 10.080), bias=-8.562)
-RETRIEVAL_MODEL = Logistic(weights=(7.006, 0.327, -1.887), bias=-5.328)
+# Fitted by `python -m bench.calibrate` (with VIGIL_KNOWLEDGE__RANKING set to each ranking) on the tune half of the
+# team's Brightwave phrasings, held-out FAQ alternates, real off-topic questions and the tau2 banking dev tasks; see
+# docs/evaluation.md. Features: see features(). One model for FAQs and articles (whether the first hit is an FAQ is
+# one of its features), per ranking: what a ranking puts first, and so how often it is right, differs.
+MODELS: dict[RankingName, Logistic] = {
+    "hybrid": Logistic(weights=(7.903, -2.109, -0.099, 2.251, 1.678, 1.740, -0.088), bias=-3.669),
+    "cross_validated": Logistic(weights=(7.569, -2.121, 0.158, 1.927, 1.104, 1.684, -0.029), bias=-3.863),
+}
+MODEL = MODELS["hybrid"]
 SOURCES = 3
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(*])|\n+")
@@ -36,16 +44,28 @@ _STOP = frozenset(
 )
 
 
-def faq_features(match: FaqMatch) -> tuple[float, float]:
-    """Similarity of the nearest FAQ question, and its margin over the next FAQ."""
-    return (match.similarity, match.margin)
-
-
-def retrieval_features(hits: Sequence[Hit]) -> tuple[float, float, float]:
-    """Dense similarity and lexical score of the best hit, and its dense lead over the second."""
+def features(hits: Sequence[Hit]) -> tuple[float, float, float, float, float, float, float]:
+    """What the confidence model reads from a ranking: the first hit's similarity (an FAQ's nearest question, or
+    its passage if nearer; an article's passage), its lead over the second hit's, log(1 + its BM25 score), its
+    agreement with the words that tell the first candidates apart, its agreement's lead over the second's, whether
+    it is an FAQ asked nearly word for word (its nearest question at ``ranking.QUESTION_FIRST`` or more), and
+    whether it is an FAQ at all."""
     top = hits[0]
-    second = hits[1].dense if len(hits) > 1 else 0.0
-    return (top.dense, math.log1p(top.lexical), top.dense - second)
+    second = hits[1] if len(hits) > 1 else None
+    similarity = _similarity(top)
+    return (
+        similarity,
+        similarity - (_similarity(second) if second is not None else 0.0),
+        math.log1p(top.lexical),
+        top.agreement,
+        top.agreement - (second.agreement if second is not None else 0.0),
+        float(top.kind == "faq" and top.question >= ranking.QUESTION_FIRST),
+        float(top.kind == "faq"),
+    )
+
+
+def _similarity(hit: Hit) -> float:
+    return max(hit.dense, hit.question)
 
 
 class AnswerSkill:
@@ -59,15 +79,13 @@ class AnswerSkill:
         knowledge: KnowledgeStore,
         settings: AnswerSettings,
         *,
-        faq_model: Logistic = FAQ_MODEL,
-        retrieval_model: Logistic = RETRIEVAL_MODEL,
+        model: Logistic | None = None,
         drafter: Drafter | None = None,
     ) -> None:
         self._knowledge = knowledge
         self._drafter = drafter
         self._settings = settings
-        self._faq_model = faq_model
-        self._retrieval_model = retrieval_model
+        self._model = model if model is not None else MODELS[knowledge.ranking]
 
     async def propose(self, event: Event, case: CaseState | None) -> Sequence[Proposal]:
         if not isinstance(event, Message):
@@ -75,26 +93,23 @@ class AnswerSkill:
         question = event.text
         # The conversation's tenant sees the global knowledge and its own, never another tenant's.
         tenant = case.tenant if case is not None else event.tenant
-        vector = await self._knowledge.embed(question)
-        faq = await self._knowledge.match_faq(question, vector=vector, tenant=tenant)
-        if faq is not None:
-            confidence = self._faq_model.probability(faq_features(faq))
-            if confidence >= self._settings.faq_confidence:
-                source = SourceRef(kind="faq", id=faq.entry_id, title=faq.question, score=round(faq.similarity, 4))
-                return (
-                    Proposal(
-                        kind="answer",
-                        text=fit_to_question(question, faq.answer),
-                        confidence=round(confidence, 4),
-                        sources=(source,),
-                        why=f"matches the FAQ “{faq.question}”",
-                    ),
-                )
-        hits = await self._knowledge.search(question, SOURCES, vector=vector, tenant=tenant)
+        hits = await self._knowledge.search(question, SOURCES, tenant=tenant)
         if not hits:
             return ()
-        confidence = self._retrieval_model.probability(retrieval_features(hits))
         top = hits[0]
+        confidence = self._model.probability(features(hits))
+        if top.kind == "faq" and confidence >= self._settings.faq_confidence:
+            source = SourceRef(kind="faq", id=top.entry_id, title=top.title, score=round(top.score, 4))
+            answer = top.passage.split("\n", 1)[-1]  # an FAQ's one passage is its question, then its answer
+            return (
+                Proposal(
+                    kind="answer",
+                    text=fit_to_question(question, answer),
+                    confidence=round(confidence, 4),
+                    sources=(source,),
+                    why=f"matches the FAQ “{top.title}”",
+                ),
+            )
         sources = tuple(SourceRef(kind=h.kind, id=h.entry_id, title=h.title, score=round(h.score, 4)) for h in hits)
         text = fit_to_question(question, extract(question, top.passage, self._settings.max_chars))
         # The card's one number is the calibrated confidence: a raw similarity beside it reads as a second one.

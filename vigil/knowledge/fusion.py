@@ -267,13 +267,18 @@ def rank(
 ) -> list[tuple[str, float]]:
     """Entries, best first, with their scores: the passages fused (``passage_scores``), folded per entry
     (``aggregate``), and a title ranking (``titles``: entry ids, best first) added with ``recipe.title_weight``."""
-    entries = aggregate(
-        passage_scores(whole, parts, recipe),
-        entry_of,
-        rule=recipe.rule,
-        top=recipe.top,
-        temperature=recipe.temperature,
-    )
+    return entry_scores(passage_scores(whole, parts, recipe), entry_of, recipe, titles=titles)
+
+
+def entry_scores(
+    passages: Mapping[str, float],
+    entry_of: Callable[[str], str | None],
+    recipe: Recipe,
+    *,
+    titles: Sequence[str] = (),
+) -> list[tuple[str, float]]:
+    """``rank`` from fused passage scores (``passage_scores``): folded per entry, the title ranking added."""
+    entries = aggregate(passages, entry_of, rule=recipe.rule, top=recipe.top, temperature=recipe.temperature)
     if recipe.title_weight <= 0 or not titles:
         return entries
     known = dict(entries)

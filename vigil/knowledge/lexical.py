@@ -27,6 +27,12 @@ def _stemmer() -> Stemmer.Stemmer:
     return Stemmer.Stemmer("english")
 
 
+@functools.lru_cache(maxsize=65536)
+def stem(word: str) -> str:
+    """One lower-case word stemmed as the index stems it ("flashing" and "flashes" are "flash")."""
+    return str(_stemmer().stemWord(word))
+
+
 _HYPHENATED = re.compile(r"(?<=\w)-(?=\w)")
 
 

@@ -7,6 +7,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, field_validator
 
+RankingName = Literal["hybrid", "cross_validated"]
+
 
 class KnowledgeSettings(BaseModel):
     """The knowledge store: help articles, FAQs, documents and knowledge mined from cases."""
@@ -28,6 +30,11 @@ class KnowledgeSettings(BaseModel):
         default=0.003, ge=0, le=1, description="How long a question waits for others to embed with it in one batch."
     )
     batch_max: int = Field(default=32, ge=1, description="The most questions embedded in one batch.")
+    ranking: RankingName = Field(
+        default="hybrid",
+        description="How search fuses passages: the whole query's dense and BM25 rankings (hybrid), or with its "
+        "sentences', a title ranking and the sum of an entry's top passages (cross_validated; docs/evaluation.md).",
+    )
 
     @field_validator("paths")
     @classmethod

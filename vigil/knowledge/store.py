@@ -35,11 +35,14 @@ from vigil.core.clock import Clock, SystemClock
 from vigil.core.errors import EntryConflict, KnowledgeError, KnowledgeUnavailable, StartupError
 from vigil.db.engine import guarded, migrate, open_engine, upsert
 from vigil.db.settings import DatabaseSettings
+from vigil.knowledge import ranking
 from vigil.knowledge.batching import Batcher, MicroBatcher
 from vigil.knowledge.documents import Entry, EntryKind, Passage, discover, read
 from vigil.knowledge.embedding import Embedder, Vectors, embedder_for
-from vigil.knowledge.lexical import LexicalHit, LexicalIndex
-from vigil.knowledge.settings import KnowledgeSettings
+from vigil.knowledge.fusion import CROSS_VALIDATED, Rankings, Recipe, entry_scores, passage_scores, sentences
+from vigil.knowledge.lexical import LexicalIndex
+from vigil.knowledge.ranking import Candidate, rerank, rrf_share
+from vigil.knowledge.settings import KnowledgeSettings, RankingName
 from vigil.knowledge.tables import ENTRY, PASSAGE
 from vigil.knowledge.vectors import VectorCollection, VectorHit, connect
 
@@ -47,10 +50,10 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 CANDIDATES = 50
-RRF_K = 5
-# Weights of the two rankings in the fusion: tuned on the tau2 banking dev tasks (docs/evaluation.md).
-DENSE_WEIGHT = 0.7
-LEXICAL_WEIGHT = 1.0
+HYBRID = Recipe()
+"""Dense and BM25 of the whole query, RRF k 5, dense weight 0.7, an entry where its best passage is."""
+RECIPES: dict[RankingName, Recipe] = {"hybrid": HYBRID, "cross_validated": CROSS_VALIDATED}
+"""The passage fusions ``VIGIL_KNOWLEDGE__RANKING`` names (``vigil.knowledge.fusion``; docs/evaluation.md)."""
 # A vector's ``tenant`` metadata for a global entry (Chroma metadata cannot be None; no tenant id is empty).
 GLOBAL = ""
 
@@ -76,11 +79,16 @@ class Hit:
     passage_id: str
     passage: str
     score: float
-    """Reciprocal-rank fusion of the dense and lexical ranks (higher is better)."""
+    """The ranking's score (``ranking.py``: fused ranks relative to the first, moved by the agreement; higher is
+    better)."""
     dense: float
     """Cosine similarity of the best passage (0 if only the lexical side found it)."""
     lexical: float
     """BM25 score of the best passage (0 if only the dense side found it)."""
+    question: float = 0.0
+    """For an FAQ, cosine similarity of its nearest question or alternate (0 if not among the nearest)."""
+    agreement: float = 0.0
+    """How far the words that tell the first candidates apart side with this entry (``ranking.agreement``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +130,8 @@ class _IndexedEntry:
     body: str
     tenant: str | None
     """The one tenant that may see it; None for every tenant."""
+    questions: tuple[str, ...] = ()
+    """An FAQ's question and alternates."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,8 +176,12 @@ class _Snapshot:
     passage_tenants: list[str | None] = field(default_factory=list)  # per passage, in the lexical index's order
     question_entries: dict[str, str] = field(default_factory=dict)
     """The entry of each FAQ question's vector, by the vector's id."""
+    first_passages: dict[str, str] = field(default_factory=dict)  # by entry: where an FAQ found by a question ranks
+    titles: LexicalIndex = field(default_factory=lambda: LexicalIndex([], []))  # entry titles, by entry id
+    title_tenants: list[str | None] = field(default_factory=list)  # per entry, in the title index's order
     version: Version = field(default_factory=Version)
     _masks: dict[str | None, np.ndarray] = field(default_factory=dict)
+    _title_masks: dict[str | None, np.ndarray] = field(default_factory=dict)
 
     def visible(self, entry_id: str, tenant: str | None) -> bool:
         """Whether a search for ``tenant`` (None: global entries only) may see the entry."""
@@ -178,10 +192,18 @@ class _Snapshot:
     def mask(self, tenant: str | None) -> np.ndarray:
         """1 for each passage a search for ``tenant`` may see, 0 for the others (made once per snapshot)."""
         if tenant not in self._masks:
-            self._masks[tenant] = np.array(
-                [1.0 if owner is None or owner == tenant else 0.0 for owner in self.passage_tenants], dtype=np.float32
-            )
+            self._masks[tenant] = _visible_to(tenant, self.passage_tenants)
         return self._masks[tenant]
+
+    def title_mask(self, tenant: str | None) -> np.ndarray:
+        """``mask`` for the title index: 1 for each entry a search for ``tenant`` may see."""
+        if tenant not in self._title_masks:
+            self._title_masks[tenant] = _visible_to(tenant, self.title_tenants)
+        return self._title_masks[tenant]
+
+
+def _visible_to(tenant: str | None, owners: Sequence[str | None]) -> np.ndarray:
+    return np.array([1.0 if owner is None or owner == tenant else 0.0 for owner in owners], dtype=np.float32)
 
 
 _RECENT_VECTORS = 512  # about the messages in flight at once (VIGIL_INGEST__MAX_IN_FLIGHT)
@@ -219,8 +241,11 @@ class KnowledgeStore:
         timeout_s: float = 5.0,
         batch_wait_s: float = 0.003,
         batch_max: int = 32,
+        ranking: RankingName = "hybrid",
     ) -> None:
         self._engine = engine
+        self._ranking: RankingName = ranking
+        self._recipe = RECIPES[ranking]
         self._embedder = embedder
         self._queries = MicroBatcher(embedder, wait_s=batch_wait_s, max_batch=batch_max)
         # Vector searches are batched too, per collection and filter; they leave as soon as Chroma is free (no
@@ -541,14 +566,26 @@ class KnowledgeStore:
             ).all()
         version = await self._version()
         lexical = await asyncio.to_thread(LexicalIndex, [r.id for r in rows], [r.text for r in rows])
+        titles = await asyncio.to_thread(LexicalIndex, [h.id for h in heads], [h.title for h in heads])
         self._snapshot = _Snapshot(
             lexical=lexical,
             passages={r.id: _IndexedPassage(r.entry_id, r.text) for r in rows},
-            entries={h.id: _IndexedEntry(h.kind, h.title, h.url, h.body, h.tenant) for h in heads},
+            entries={
+                h.id: _IndexedEntry(h.kind, h.title, h.url, h.body, h.tenant, tuple(h.questions or ())) for h in heads
+            },
             passage_tenants=[r.tenant for r in rows],
             question_entries={q: h.id for h in heads for q in _stored_question_ids(h)},
+            first_passages=_first_passages(rows),
+            titles=titles,
+            title_tenants=[h.tenant for h in heads],
             version=version,
         )
+
+    @property
+    def ranking(self) -> RankingName:
+        """How search fuses passages (``VIGIL_KNOWLEDGE__RANKING``): the answer skill's confidence model is fitted
+        for each."""
+        return self._ranking
 
     @property
     def embedder_name(self) -> str:
@@ -578,21 +615,67 @@ class KnowledgeStore:
         vector: Vectors | None = None,
         tenant: str | None = None,
     ) -> list[Hit]:
-        """The ``k`` best entries for ``query``: dense and lexical rankings of passages, fused, one hit per entry.
+        """The ``k`` best entries for ``query``, one hit per entry, as ``ranking.py`` ranks them: passages by dense
+        similarity and by BM25 and FAQs by their nearest question, fused; an FAQ asked nearly word for word first; then
+        the first few compared word by word. The answer skill answers from the first hit, so what `vigil kb search`
+        lists first is what it answers from.
 
         Only global entries and those of ``tenant`` are searched (None: global entries only).
         """
         snapshot = self._snapshot
         vector = await self.embed(query) if vector is None else vector
         dense = await self._nearest(self._passages, vector, CANDIDATES, _where(tenant, kinds))
+        questions: list[VectorHit] = []
+        if not kinds or "faq" in kinds:
+            questions = await self._nearest(self._questions, vector, CANDIDATES, _where(tenant))
         lexical = snapshot.lexical.search(query, CANDIDATES, only=snapshot.mask(tenant))
-        return _fuse(snapshot, dense, lexical, k, kinds, tenant)
+        whole = Rankings([h.id for h in dense], [h.passage_id for h in lexical])
+        parts = await self._sentence_rankings(snapshot, query, whole, kinds, tenant)
+        titles: list[str] = []
+        if self._recipe.title_weight > 0:
+            titles = [h.passage_id for h in snapshot.titles.search(query, CANDIDATES, only=snapshot.title_mask(tenant))]
+        scores = _Scores(
+            passages=passage_scores(whole, parts, self._recipe),
+            dense={h.id: h.similarity for h in dense},
+            bm25={h.passage_id: h.score for h in lexical},
+        )
+        return _fuse(snapshot, query, scores, questions, k, kinds, tenant, recipe=self._recipe, titles=titles)
+
+    async def _sentence_rankings(
+        self,
+        snapshot: _Snapshot,
+        query: str,
+        whole: Rankings,
+        kinds: Sequence[EntryKind] | None,
+        tenant: str | None,
+    ) -> list[Rankings]:
+        """Each sentence's dense and BM25 rankings, when the recipe weighs sentences (none otherwise). A query that
+        is one sentence is its own: its rankings are the whole query's, not searched again."""
+        if self._recipe.sentence_weight <= 0:
+            return []
+        split = sentences(query)
+        if len(split) == 1 and split[0] == " ".join(query.split()):
+            return [whole]
+        vectors = await asyncio.gather(*(self.embed(sentence) for sentence in split))
+        found = await asyncio.gather(
+            *(self._nearest(self._passages, v, CANDIDATES, _where(tenant, kinds)) for v in vectors)
+        )
+        mask = snapshot.mask(tenant)
+        return [
+            Rankings(
+                [h.id for h in hits], [h.passage_id for h in snapshot.lexical.search(sentence, CANDIDATES, only=mask)]
+            )
+            for sentence, hits in zip(split, found, strict=True)
+        ]
 
     async def match_faq(
         self, query: str, *, vector: Vectors | None = None, tenant: str | None = None
     ) -> FaqMatch | None:
         """The FAQ nearest to ``query`` by its questions and alternates, or None when there are no FAQs; only
-        global FAQs and those of ``tenant`` are compared (None: global ones only)."""
+        global FAQs and those of ``tenant`` are compared (None: global ones only).
+
+        A look-up by question vectors alone, not a ranking: what to answer from is ``search``'s first hit, which
+        weighs these same question vectors with the passages and the words."""
         snapshot = self._snapshot
         vector = await self.embed(query) if vector is None else vector
         near = await self._nearest(self._questions, vector, 12, _where(tenant))
@@ -666,45 +749,95 @@ def _question_id(entry_id: str, number: int) -> str:
     return f"{entry_id}?{number}"
 
 
+@dataclass(frozen=True, slots=True)
+class _Scores:
+    """A query's passages: fused (``fusion.passage_scores``), and the whole query's cosine and BM25 of each."""
+
+    passages: dict[str, float]
+    dense: dict[str, float]
+    bm25: dict[str, float]
+
+
 def _fuse(
     snapshot: _Snapshot,
-    dense: Sequence[VectorHit],
-    lexical: Sequence[LexicalHit],
+    query: str,
+    scores: _Scores,
+    questions: Sequence[VectorHit],
     k: int,
     kinds: Sequence[EntryKind] | None,
     tenant: str | None,
+    *,
+    recipe: Recipe,
+    titles: Sequence[str],
 ) -> list[Hit]:
-    """Reciprocal-rank fusion of the two passage rankings, then the best passage per entry."""
-    fused: dict[str, float] = defaultdict(float)
-    similarity = {h.id: h.similarity for h in dense}
-    bm25 = {h.passage_id: h.score for h in lexical}
-    for rank, hit in enumerate(dense):
-        fused[hit.id] += DENSE_WEIGHT / (RRF_K + rank + 1)
-    for rank, lexical_hit in enumerate(lexical):
-        fused[lexical_hit.passage_id] += LEXICAL_WEIGHT / (RRF_K + rank + 1)
-    hits: dict[str, Hit] = {}
-    for passage_id, score in sorted(fused.items(), key=lambda item: -item[1]):
-        if passage_id not in snapshot.passages:
-            continue  # removed since the vector index was queried
-        passage = snapshot.passages[passage_id]
-        entry_id = passage.entry_id
-        entry = snapshot.entries[entry_id]
-        if entry_id in hits or (kinds and entry.kind not in kinds) or not snapshot.visible(entry_id, tenant):
+    """The fused passages folded into entries with the title ranking (``fusion.entry_scores``) and the FAQs'
+    nearest questions (``ranking.rrf_share``), an FAQ asked nearly word for word put first
+    (``ranking.question_first``), the first ``RERANK`` entries compared word by word (``ranking.rerank``), and the
+    ``k`` best as hits, each with its best passage."""
+
+    def entry_of(passage_id: str) -> str | None:
+        passage = snapshot.passages.get(passage_id)  # None: removed since the vector index was queried
+        return passage.entry_id if passage is not None else None
+
+    best: dict[str, str] = {}  # entry -> its best passage
+    order: dict[str, int] = {}  # entry -> where its best passage ranks: ties between entries go to the better one
+    for passage_id, _ in sorted(scores.passages.items(), key=lambda item: -item[1]):
+        entry_id = entry_of(passage_id)
+        if entry_id is not None and entry_id not in best:
+            best[entry_id] = passage_id
+            order[entry_id] = len(order)
+    fused = dict(entry_scores(scores.passages, entry_of, recipe, titles=titles))
+    nearest: dict[str, float] = {}  # FAQ -> similarity of its nearest question, nearest first
+    for hit in questions:
+        entry_id = snapshot.question_entries.get(hit.id, "")
+        if entry_id not in nearest:
+            nearest[entry_id] = hit.similarity
+    for rank, entry_id in enumerate(nearest):
+        fused[entry_id] = fused.get(entry_id, 0.0) + rrf_share(rank, ranking.QUESTION_WEIGHT)
+    candidates: list[Candidate] = []
+    for entry_id, score in fused.items():
+        entry = snapshot.entries.get(entry_id)
+        chosen = best.get(entry_id) or snapshot.first_passages.get(entry_id)
+        if entry is None or chosen is None or (kinds and entry.kind not in kinds):
             continue
-        hits[entry_id] = Hit(
-            entry_id=entry_id,
-            kind=entry.kind,
-            title=entry.title,
-            url=entry.url,
-            passage_id=passage_id,
-            passage=passage.text,
-            score=score,
-            dense=similarity.get(passage_id, 0.0),
-            lexical=bm25.get(passage_id, 0.0),
+        if not snapshot.visible(entry_id, tenant):
+            continue
+        best[entry_id] = chosen
+        order.setdefault(entry_id, len(order))  # an FAQ found by its questions alone, in their order
+        text = "\n".join((entry.title, *entry.questions[1:], snapshot.passages[chosen].text))
+        candidates.append(Candidate(entry_id, score, text))
+    first = ranking.question_first({e: s for e, s in nearest.items() if e in snapshot.entries})
+    shortlist = sorted(candidates, key=lambda c: (c.entry_id != first, -c.fused, order[c.entry_id]))
+    shortlist = shortlist[: max(k, ranking.RERANK)]
+    hits: list[Hit] = []
+    for ranked in rerank(query, shortlist, first=first)[:k]:
+        entry = snapshot.entries[ranked.entry_id]
+        passage_id = best[ranked.entry_id]
+        hits.append(
+            Hit(
+                entry_id=ranked.entry_id,
+                kind=entry.kind,
+                title=entry.title,
+                url=entry.url,
+                passage_id=passage_id,
+                passage=snapshot.passages[passage_id].text,
+                score=ranked.score,
+                dense=scores.dense.get(passage_id, 0.0),
+                lexical=scores.bm25.get(passage_id, 0.0),
+                question=nearest.get(ranked.entry_id, 0.0),
+                agreement=ranked.agreement,
+            )
         )
-        if len(hits) == k:
-            break
-    return list(hits.values())
+    return hits
+
+
+def _first_passages(rows: Sequence[Any]) -> dict[str, str]:
+    """Each entry's first passage (by id), from the passage rows."""
+    first: dict[str, str] = {}
+    for row in rows:
+        if row.entry_id not in first or row.id < first[row.entry_id]:
+            first[row.entry_id] = row.id
+    return first
 
 
 def _entry_row(e: Entry, now: Any) -> dict[str, Any]:
@@ -776,6 +909,7 @@ def open_knowledge_store(
         timeout_s=timeout_s,
         batch_wait_s=knowledge.batch_wait_s,
         batch_max=knowledge.batch_max,
+        ranking=knowledge.ranking,
     )
 
 
