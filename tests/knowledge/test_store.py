@@ -135,7 +135,7 @@ async def test_the_vector_searches_of_concurrent_conversations_go_to_chroma_toge
     together = await asyncio.gather(
         *(knowledge.search(q, 3, vector=v) for q, v in zip(questions, vectors, strict=True))
     )
-    assert calls == [3]
+    assert calls == [3, 3]  # one call per collection (passages, FAQ questions), each with the three queries
     assert together == alone
     calls.clear()
     faqs = await asyncio.gather(*(knowledge.match_faq(q, vector=v) for q, v in zip(questions, vectors, strict=True)))
