@@ -169,12 +169,14 @@ def agreement(query: str, texts: Sequence[str]) -> list[float]:
 def _cosine(a: Mapping[str, float], b: Mapping[str, float], *, absolute: bool = False) -> float:
     """The cosine of two polarity vectors; with ``absolute``, of the words alone (what they are about, not whether
     they are said or negated)."""
-    size = math.sqrt(sum(v * v for v in a.values())) * math.sqrt(sum(v * v for v in b.values()))
+    size = math.hypot(*a.values()) * math.hypot(*b.values())
     if size == 0:
         return 0.0
+    if len(b) < len(a):
+        a, b = b, a  # both are symmetric: walk the shorter (a question's few words, not a passage's hundred)
     if absolute:
-        return sum(abs(v) * abs(b.get(w, 0.0)) for w, v in a.items()) / size
-    return sum(v * b.get(w, 0.0) for w, v in a.items()) / size
+        return sum(abs(v) * abs(b.get(w, 0.0)) for w, v in a.items() if w in b) / size
+    return sum(v * b.get(w, 0.0) for w, v in a.items() if w in b) / size
 
 
 @functools.lru_cache(maxsize=4096)

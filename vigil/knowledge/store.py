@@ -624,11 +624,17 @@ class KnowledgeStore:
         """
         snapshot = self._snapshot
         vector = await self.embed(query) if vector is None else vector
-        dense = await self._nearest(self._passages, vector, CANDIDATES, _where(tenant, kinds))
-        questions: list[VectorHit] = []
+        # Both collections at once (each search joins its collection's batch), and BM25 meanwhile.
+        nearest = [asyncio.ensure_future(self._nearest(self._passages, vector, CANDIDATES, _where(tenant, kinds)))]
         if not kinds or "faq" in kinds:
-            questions = await self._nearest(self._questions, vector, CANDIDATES, _where(tenant))
-        lexical = snapshot.lexical.search(query, CANDIDATES, only=snapshot.mask(tenant))
+            nearest.append(asyncio.ensure_future(self._nearest(self._questions, vector, CANDIDATES, _where(tenant))))
+        try:
+            lexical = snapshot.lexical.search(query, CANDIDATES, only=snapshot.mask(tenant))
+            found = await asyncio.gather(*nearest)
+        finally:
+            for search in nearest:
+                search.cancel()  # nothing, once done; one left running if the other or BM25 failed
+        dense, questions = found[0], (found[1] if len(found) > 1 else [])
         whole = Rankings([h.id for h in dense], [h.passage_id for h in lexical])
         parts = await self._sentence_rankings(snapshot, query, whole, kinds, tenant)
         titles: list[str] = []
