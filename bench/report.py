@@ -91,6 +91,8 @@ def save(
         "command": " ".join([f"python -m bench.{kind}", *(argv if argv is not None else sys.argv[1:])]),
         "plan": plan,
         "revision": revision(),
+        # vigil's own processes import vigil from here first (the bench's revision() reads the checkout it runs in).
+        "pythonpath": os.environ.get("PYTHONPATH"),
         "machine": machine(),
         **results,
     }
