@@ -180,8 +180,18 @@ class _Snapshot:
     titles: LexicalIndex = field(default_factory=lambda: LexicalIndex([], []))  # entry titles, by entry id
     title_tenants: list[str | None] = field(default_factory=list)  # per entry, in the title index's order
     version: Version = field(default_factory=Version)
+    owners: frozenset[str | None] = frozenset()
+    """The tenants whose entries have vectors (None: global entries), whatever the entries' status."""
     _masks: dict[str | None, np.ndarray] = field(default_factory=dict)
     _title_masks: dict[str | None, np.ndarray] = field(default_factory=dict)
+
+    def where(self, tenant: str | None, kinds: Sequence[EntryKind] | None = None) -> dict[str, Any] | None:
+        """Chroma's filter for a search by ``tenant``, or None when it would keep every vector anyway (the store
+        holds only global entries and the tenant's own): Chroma filters by scanning, ~60 ms a query at 30,000
+        passages, where the nearest neighbours alone take ~1.5 ms."""
+        if not kinds and self.owners <= {None, tenant}:
+            return None
+        return _where(tenant, kinds)
 
     def visible(self, entry_id: str, tenant: str | None) -> bool:
         """Whether a search for ``tenant`` (None: global entries only) may see the entry."""
@@ -332,7 +342,7 @@ class KnowledgeStore:
         )
 
     async def _nearest(
-        self, collection: VectorCollection, vector: Vectors, k: int, where: Mapping[str, Any]
+        self, collection: VectorCollection, vector: Vectors, k: int, where: Mapping[str, Any] | None
     ) -> list[VectorHit]:
         """The ``k`` nearest vectors of ``collection`` to ``vector`` within ``where``, searched together with the
         concurrent searches of the same collection and filter, waited for at most the timeout."""
@@ -564,6 +574,7 @@ class KnowledgeStore:
                     ).where(ENTRY.c.status == "active")
                 )
             ).all()
+            owners = frozenset((await conn.execute(sa.select(ENTRY.c.tenant).distinct())).scalars())
         version = await self._version()
         lexical = await asyncio.to_thread(LexicalIndex, [r.id for r in rows], [r.text for r in rows])
         titles = await asyncio.to_thread(LexicalIndex, [h.id for h in heads], [h.title for h in heads])
@@ -579,6 +590,7 @@ class KnowledgeStore:
             titles=titles,
             title_tenants=[h.tenant for h in heads],
             version=version,
+            owners=owners,
         )
 
     @property
@@ -625,9 +637,13 @@ class KnowledgeStore:
         snapshot = self._snapshot
         vector = await self.embed(query) if vector is None else vector
         # Both collections at once (each search joins its collection's batch), and BM25 meanwhile.
-        nearest = [asyncio.ensure_future(self._nearest(self._passages, vector, CANDIDATES, _where(tenant, kinds)))]
+        nearest = [
+            asyncio.ensure_future(self._nearest(self._passages, vector, CANDIDATES, snapshot.where(tenant, kinds)))
+        ]
         if not kinds or "faq" in kinds:
-            nearest.append(asyncio.ensure_future(self._nearest(self._questions, vector, CANDIDATES, _where(tenant))))
+            nearest.append(
+                asyncio.ensure_future(self._nearest(self._questions, vector, CANDIDATES, snapshot.where(tenant)))
+            )
         try:
             lexical = snapshot.lexical.search(query, CANDIDATES, only=snapshot.mask(tenant))
             found = await asyncio.gather(*nearest)
@@ -664,7 +680,7 @@ class KnowledgeStore:
             return [whole]
         vectors = await asyncio.gather(*(self.embed(sentence) for sentence in split))
         found = await asyncio.gather(
-            *(self._nearest(self._passages, v, CANDIDATES, _where(tenant, kinds)) for v in vectors)
+            *(self._nearest(self._passages, v, CANDIDATES, snapshot.where(tenant, kinds)) for v in vectors)
         )
         mask = snapshot.mask(tenant)
         return [
@@ -684,7 +700,7 @@ class KnowledgeStore:
         weighs these same question vectors with the passages and the words."""
         snapshot = self._snapshot
         vector = await self.embed(query) if vector is None else vector
-        near = await self._nearest(self._questions, vector, 12, _where(tenant))
+        near = await self._nearest(self._questions, vector, 12, snapshot.where(tenant))
         best: dict[str, VectorHit] = {}
         for hit in near:
             entry_id = snapshot.question_entries.get(hit.id, "")
