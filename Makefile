@@ -62,8 +62,10 @@ test-pythons:
 	  PYTHONPATH=$(CURDIR) $$env/bin/python -m pytest tests/wire/test_events.py -q -p no:cacheprovider --noconftest || exit 1; \
 	done
 
+# Speed and memory (docs/benchmarks.md): ingest on both databases, then the answer path's capacity and latency.
 bench: $(DEV_STAMP)
 	$(BIN)/python -m bench.ingest
+	$(BIN)/python -m bench.answers
 
 # Quality on data written by others (../shared/data): question detection, retrieval, confidence calibration.
 eval: $(DEV_STAMP)
