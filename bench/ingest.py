@@ -30,7 +30,6 @@ import math
 import os
 import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -42,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import databases, phases, report, traffic
+from bench.bare import measure as measure_bare
 from bench.daemon import VigilProcess
 from vigil.dev.broker import EmbeddedBroker
 from vigil.transport.kafka import ensure_topics
@@ -126,7 +126,9 @@ async def run(plan: Plan, workdir: Path, profile: Path | None) -> tuple[list[dic
                 cells = [_Cell(v, mix, d) for v in plan.variants for d in plan.databases]
                 order = cells if repeat % 2 == 0 else cells[::-1]  # spread drift over all of them
                 topics = {cell: await _filled_topic(broker.bootstrap, backlog, plan.partitions) for cell in order}
-                bare[mix].append(await _bare(broker.bootstrap, topics[order[0]], len(backlog), plan.bare_records))
+                bare[mix].append(
+                    await measure_bare(broker.bootstrap, topics[order[0]], len(backlog), plan.bare_records)
+                )
                 _progress(f"repeat {repeat + 1}, {mix}: bare consumer {bare[mix][-1]:,.0f} events/s")
                 for number, cell in enumerate(order):
                     prefix = f"live{repeat}-{number}-{mix[:3]}"
@@ -197,18 +199,6 @@ async def _filled_topic(bootstrap: str, backlog: list[traffic.Event], partitions
     await ensure_topics(KafkaSettings(bootstrap_servers=bootstrap), [topic], partitions=partitions)
     await traffic.produce_all(bootstrap, topic, backlog, datetime.now(UTC) - timedelta(days=1))
     return topic
-
-
-async def _bare(bootstrap: str, topic: str, events: int, records: int) -> float:
-    passes = max(1, math.ceil(records / events))
-    args = ["--bootstrap", bootstrap, "--topic", topic, "--expect", str(events), "--passes", str(passes)]
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "bench.bare", *args, cwd=_ROOT, stdout=subprocess.PIPE
-    )
-    out, _ = await process.communicate()
-    if process.returncode != 0:
-        raise RuntimeError(f"the bare consumer failed with code {process.returncode}")
-    return float(json.loads(out)["events_per_s"])
 
 
 def _progress(message: str) -> None:

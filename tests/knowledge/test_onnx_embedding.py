@@ -100,17 +100,24 @@ def test_long_texts_are_cut_at_the_models_256_word_pieces(onnx_path: OnnxEmbedde
     assert largest_difference(onnx_path.embed([article]), onnx_path.embed([with_more])) == 0.0
 
 
-def test_a_batch_is_padded_to_its_longest_text_and_lengths_far_apart_are_encoded_apart(
-    onnx_path: OnnxEmbedder, monkeypatch: pytest.MonkeyPatch
-):
-    widths: list[tuple[int, int]] = []
+@pytest.fixture
+def shapes(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int]]:
+    """The (rows, word pieces) of each batch that goes through the model."""
+    seen: list[tuple[int, int]] = []
     real_run = onnxruntime.InferenceSession.run
 
     def recording(self: Any, outputs: Sequence[str], feeds: dict[str, np.ndarray], *args: Any) -> Any:
-        widths.append(feeds["input_ids"].shape)
+        seen.append(feeds["input_ids"].shape)
         return real_run(self, outputs, feeds, *args)
 
     monkeypatch.setattr(onnxruntime.InferenceSession, "run", recording)
+    return seen
+
+
+def test_a_batch_is_padded_to_its_longest_text_and_lengths_far_apart_are_encoded_apart(
+    onnx_path: OnnxEmbedder, shapes: list[tuple[int, int]]
+):
+    widths = shapes
     onnx_path.embed(["how do I reset my password"])  # [CLS] how do i reset my password [SEP]
     onnx_path.embed(["when is my bill taken", "Hub has a solid amber light", "how do I reset my password"])  # 7, 8, 8
     # Lengths far apart are encoded apart: a short question is not padded to an article's 256 word pieces.
@@ -119,18 +126,10 @@ def test_a_batch_is_padded_to_its_longest_text_and_lengths_far_apart_are_encoded
 
 
 def test_long_texts_go_through_the_model_a_few_at_a_time_and_short_ones_many_at_a_time(
-    onnx_path: OnnxEmbedder, monkeypatch: pytest.MonkeyPatch
+    onnx_path: OnnxEmbedder, shapes: list[tuple[int, int]]
 ):
     # Attention holds rows x width^2 numbers, and ONNX Runtime keeps the most it ever needed: 64 passages of 256
     # word pieces at once would keep hundreds of MiB for the life of the process.
-    shapes: list[tuple[int, int]] = []
-    real_run = onnxruntime.InferenceSession.run
-
-    def recording(self: Any, outputs: Sequence[str], feeds: dict[str, np.ndarray], *args: Any) -> Any:
-        shapes.append(feeds["input_ids"].shape)
-        return real_run(self, outputs, feeds, *args)
-
-    monkeypatch.setattr(onnxruntime.InferenceSession, "run", recording)
     articles = long_texts() * 5  # 20 texts of 256 word pieces
     vectors = onnx_path.embed(articles)
     assert all(rows * width <= 2048 for rows, width in shapes)
