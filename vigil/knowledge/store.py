@@ -577,7 +577,9 @@ class KnowledgeStore:
             owners = frozenset((await conn.execute(sa.select(ENTRY.c.tenant).distinct())).scalars())
         version = await self._version()
         lexical = await asyncio.to_thread(LexicalIndex, [r.id for r in rows], [r.text for r in rows])
-        titles = await asyncio.to_thread(LexicalIndex, [h.id for h in heads], [h.title for h in heads])
+        # The titles' own BM25 index only for a recipe that weighs titles: the default one never reads it.
+        titled = [h for h in heads if self._recipe.title_weight > 0]
+        titles = await asyncio.to_thread(LexicalIndex, [h.id for h in titled], [h.title for h in titled])
         self._snapshot = _Snapshot(
             lexical=lexical,
             passages={r.id: _IndexedPassage(r.entry_id, r.text) for r in rows},
@@ -588,7 +590,7 @@ class KnowledgeStore:
             question_entries={q: h.id for h in heads for q in _stored_question_ids(h)},
             first_passages=_first_passages(rows),
             titles=titles,
-            title_tenants=[h.tenant for h in heads],
+            title_tenants=[h.tenant for h in titled],
             version=version,
             owners=owners,
         )
