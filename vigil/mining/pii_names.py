@@ -45,6 +45,7 @@ _STRONG_CUE = re.compile(
     re.IGNORECASE,
 )
 _HANDLE_WORDS = {"guest", "user", "admin", "support", "team", "agent", "bot", "customer", "anon", "anonymous", "info"}
+_TITLES = {"mr", "mrs", "ms", "miss", "mx", "dr", "sir", "madam", "prof", "st"}
 _LOOKBACK = 30
 _CALENDAR = frozenset(
     name.lower()
@@ -131,7 +132,7 @@ class NameFinder:
         """Why ``word`` starts a name: "known" to the case, "cued" by the words before it, "listed" as a first
         name; or None."""
         bare = _bare(word)
-        if len(bare) < 2 or word.isupper() and len(word) > 1:
+        if len(bare) < 2 or word.isupper() and len(word) > 1 or bare.rstrip(".") in _TITLES:
             return None
         lists = self._lists
         capitalised = word[0].isupper()
