@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import itertools
 import json
 import statistics
 import time
@@ -72,13 +73,13 @@ def _spans(raw: list[dict[str, object]], label: str, text: str, where: str) -> t
         start, end, value = item["start"], item["end"], item[label]
         if not (isinstance(start, int) and isinstance(end, int) and 0 <= start < end <= len(text)):
             raise ValueError(f"{where}: span {item} is outside the text")
-        if text[start : end].strip() != text[start:end]:
+        if text[start:end].strip() != text[start:end]:
             raise ValueError(f"{where}: span {text[start:end]!r} has spaces at an edge")
         if label == "kind" and value not in KINDS:
             raise ValueError(f"{where}: unknown kind {value!r}")
         spans.append(Gold(start, end, str(value)))
     spans.sort(key=lambda span: span.start)
-    if any(a.end > b.start for a, b in zip(spans, spans[1:], strict=False)):
+    if any(a.end > b.start for a, b in itertools.pairwise(spans)):
         raise ValueError(f"{where}: {label} spans overlap")
     return tuple(spans)
 
@@ -155,7 +156,9 @@ class Tally:
         for look_alike in message.keep:
             self.look_alikes += 1
             if any(span.start < look_alike.end and look_alike.start < span.end for span in spans):
-                self.broken.append(f"{conversation.id} {look_alike.label:<10} {text[look_alike.start : look_alike.end]!r}")
+                self.broken.append(
+                    f"{conversation.id} {look_alike.label:<10} {text[look_alike.start : look_alike.end]!r}"
+                )
             else:
                 self.kept += 1
         self.redacted_chars += len(covered)
@@ -228,7 +231,8 @@ def main(argv: list[str] | None = None) -> None:
     built = time.perf_counter() - began
     tally = evaluate(conversations)
     messages = sum(len(c.messages) for c in conversations)
-    print(f"split {args.split}: {len(conversations)} conversations, {messages} messages; Redactor built in {built:.2f} s\n")
+    print(f"split {args.split}: {len(conversations)} conversations, {messages} messages", end="; ")
+    print(f"Redactor built in {built:.2f} s (name lists loaded)\n")
     print("\n".join(table(tally)))
     print()
     print("\n".join(summary(tally)))

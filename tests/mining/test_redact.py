@@ -63,7 +63,9 @@ def test_each_kind_of_personal_data_is_replaced_by_its_placeholder(
 
 
 def test_a_number_that_fails_its_check_is_not_a_card_or_an_iban(redactor: Redactor) -> None:
-    kinds = set(redacted_kinds(redactor.redact("ref 4929 1873 0042 5518, IBAN IE29 AIBK 9311 5212 3456 79"), "").values())
+    kinds = set(
+        redacted_kinds(redactor.redact("ref 4929 1873 0042 5518, IBAN IE29 AIBK 9311 5212 3456 79"), "").values()
+    )
 
     assert "card" not in kinds
     assert "iban" not in kinds

@@ -21,7 +21,7 @@ _SUFFIXES = (
     "|Broadway|Circle|Plaza|Embankment"
 )
 _PREFIXES = r"rue|avenue|av\.|boulevard|bd|chemin|via|viale|piazza|calle|avenida|plaza|rua|Heol|Ffordd|Stryd"
-_WORD = r"[A-ZÀ-Ý][\w'’-]*"
+_WORD = r"[A-ZÀ-Ý][\w'\u2019-]*"
 _CONNECTOR = r"(?:y|de|des|du|la|le|del|della|di|van|von|der|upon|on|the|of)"
 _STREET = re.compile(
     rf"\b\d{{1,4}}[A-Za-z]?,? (?:{_WORD} |{_CONNECTOR} ){{0,3}}(?:{_SUFFIXES})\b\.?"
@@ -52,8 +52,8 @@ def _address_word(word: str) -> bool:
     core = word.rstrip(".!?;:)")
     if not core:
         return False
-    if core[0].isupper() and not core.isupper() or len(core) <= 3 and core.isupper():
-        return core.replace("'", "").replace("’", "").replace("-", "").isalnum()
+    if (core[0].isupper() and not core.isupper()) or (len(core) <= 3 and core.isupper()):
+        return core.replace("'", "").replace("\u2019", "").replace("-", "").isalnum()
     return bool(re.fullmatch(rf"\d{{1,4}}[A-Za-z]?|{_CONNECTOR}|m\.?", core))
 
 

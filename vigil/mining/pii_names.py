@@ -21,9 +21,12 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
+import faker.providers.lorem.en_US
+import faker.providers.person
+
 from vigil.mining.pii_patterns import Found
 
-_WORD = re.compile(r"[^\W\d_][\w'’-]*")
+_WORD = re.compile(r"[^\W\d_][\w'\u2019-]*")
 _RELATIONS = (
     "landlord|landlady|husband|wife|partner|son|daughter|mum|mom|mother|dad|father|brother|sister|boss|manager"
     "|colleague|friend|neighbour|neighbor|assistant|accountant|bookkeeper|lawyer|solicitor|gp|vet|doctor|developer"
@@ -41,7 +44,8 @@ _CUE = re.compile(
 )
 # Cues strong enough to take a lowercase word from the name list ("ask for jenny", "my wife roisin").
 _STRONG_CUE = re.compile(
-    rf"\b(?:(?:{_RELATIONS})(?: is| was| called| named)?|ask for|speak to|talk to|called|named|name is|mr|mrs|ms|dr)\s+$",
+    rf"\b(?:(?:{_RELATIONS})(?: is| was| called| named)?"
+    r"|ask for|speak to|talk to|called|named|name is|mr|mrs|ms|dr)\s+$",
     re.IGNORECASE,
 )
 _HANDLE_WORDS = {"guest", "user", "admin", "support", "team", "agent", "bot", "customer", "anon", "anonymous", "info"}
@@ -72,9 +76,6 @@ class NameLists:
 @functools.cache
 def name_lists() -> NameLists:
     """Faker's first and last names of every locale, and its common English words with days and months."""
-    import faker.providers.lorem.en_US
-    import faker.providers.person
-
     first: set[str] = set()
     last: set[str] = set()
     for module_info in pkgutil.iter_modules(faker.providers.person.__path__):
@@ -97,8 +98,8 @@ def known_parts(names: Iterable[str]) -> set[str]:
     """The parts of the case's names worth finding: "Daniel Okafor" -> daniel, okafor; "priya.k" -> priya."""
     parts: set[str] = set()
     for name in names:
-        for part in re.split(r"[\s._\d-]+", name.lower()):
-            part = part.strip("'’")
+        for piece in re.split(r"[\s._\d-]+", name.lower()):
+            part = piece.strip("'\u2019")
             if len(part) >= 2 and part not in _HANDLE_WORDS:
                 parts.add(part)
     return parts
@@ -126,13 +127,13 @@ class NameFinder:
             index = last + 1
             if evidence == "listed" and (_PLACE_BEFORE.search(text[:start]) or _PLACE_AFTER.match(text[end:])):
                 continue
-            yield Found(start, end - (2 if text[end - 2 : end] in ("'s", "’s") else 0), "name")
+            yield Found(start, end - (2 if text[end - 2 : end] in ("'s", "\u2019s") else 0), "name")
 
     def _evidence(self, text: str, start: int, word: str, known: set[str]) -> str | None:
         """Why ``word`` starts a name: "known" to the case, "cued" by the words before it, "listed" as a first
         name; or None."""
         bare = _bare(word)
-        if len(bare) < 2 or word.isupper() and len(word) > 1 or bare.rstrip(".") in _TITLES:
+        if len(bare) < 2 or (word.isupper() and len(word) > 1) or bare.rstrip(".") in _TITLES:
             return None
         lists = self._lists
         capitalised = word[0].isupper()
@@ -162,12 +163,14 @@ class NameFinder:
         if not word[2][0].isupper():
             # "joseph kamau mwangi": a lowercase name goes on after a known one when the lists have the word.
             lists = self._lists
-            return _bare(previous[2]) in known and bare not in lists.common and (bare in lists.last or bare in lists.first)
+            return (
+                _bare(previous[2]) in known and bare not in lists.common and (bare in lists.last or bare in lists.first)
+            )
         if word[2].isupper():
             return False
-        return bare not in self._lists.common or bare in self._lists.last and bare not in _CALENDAR
+        return bare not in self._lists.common or (bare in self._lists.last and bare not in _CALENDAR)
 
 
 def _bare(word: str) -> str:
     """The word without a possessive or a contraction's tail: "Agnes's" -> agnes, "I've" -> i."""
-    return re.sub(r"['’](?:s|ve|d|m|ll|re|t)$", "", word.lower())
+    return re.sub(r"['\u2019](?:s|ve|d|m|ll|re|t)$", "", word.lower())

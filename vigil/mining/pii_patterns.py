@@ -36,7 +36,7 @@ _CARD = re.compile(r"(?<![\w-])\d(?:[ -]?\d){12,18}(?![\w-])")
 _IPV4 = re.compile(r"(?<![\w.])(?:\d{1,3}\.){3}\d{1,3}(?!\w|\.\d)")
 _IPV6 = re.compile(r"(?<![\w:])(?:[0-9A-Fa-f]{0,4}:){2,7}[0-9A-Fa-f]{0,4}(?![\w:])")
 _VERSION_CUE = re.compile(
-    r"\b(?:firmware|version|ver|v|build|release|update|kernel|os|app)\b(?:\s+[a-z]+){0,2}[\s:]*$", re.IGNORECASE
+    r"\b(?:firmware|version|ver|v|build|release|kernel)\b(?:\s+(?:is|was|says|shows|now|number))?[\s:]*$", re.IGNORECASE
 )
 _PHONE = re.compile(r"(?<![\w+])(?:\+|00)?\(?\d[\d ().-]{5,20}\d(?![\w]|[.-]\d)")
 
