@@ -91,11 +91,13 @@ _NATIONAL_REGIONS = ("GB", "IE", "FR", "DE", "ES", "IT", "NL", "PL", "IN", "AU",
 
 
 def emails(text: str) -> Iterator[Found]:
+    """E-mail addresses."""
     for match in _EMAIL.finditer(text):
         yield Found(match.start(), match.end(), "email")
 
 
 def macs(text: str) -> Iterator[Found]:
+    """MAC addresses (six or eight pairs with colons or dashes, or Cisco's three dotted quads)."""
     for match in _MAC.finditer(text):
         yield Found(match.start(), match.end(), "mac")
 
@@ -130,6 +132,7 @@ def luhn_valid(digits: str) -> bool:
 
 
 def cards(text: str) -> Iterator[Found]:
+    """Payment card numbers with spaces, dashes or none: 13-19 digits, a card network's first digit, Luhn-checked."""
     for match in _CARD.finditer(text):
         digits = re.sub(r"\D", "", match.group())
         if 13 <= len(digits) <= 19 and digits[0] in "23456" and luhn_valid(digits):

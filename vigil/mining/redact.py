@@ -1,6 +1,6 @@
 """Redaction: personal data replaced by placeholders before anything mined is stored or embedded.
 
-The miner runs every message of a case through one ``Redactor`` before distilling it, so nothing personal reaches
+The miner is to run every message of a case through one ``Redactor`` before distilling it, so nothing personal reaches
 the knowledge store, its vectors or a reviewer: e-mail addresses ``[EMAIL]``, phone numbers ``[PHONE]``, payment
 cards ``[CARD]``, IBANs ``[IBAN]``, IP addresses ``[IP]``, MAC addresses ``[MAC]``, postal addresses ``[ADDRESS]``,
 birth dates ``[DATE_OF_BIRTH]``, account, order, ticket and other identifiers ``[ID]``, and people's names
