@@ -71,6 +71,7 @@ bench: $(DEV_STAMP)
 eval: $(DEV_STAMP)
 	$(BIN)/python -m bench.eval_questions --split test
 	$(BIN)/python -m bench.eval_retrieval --cv 5 --seeds 0 1 2
+	$(BIN)/python -m bench.eval_redaction --split test
 	$(BIN)/python -m bench.calibrate
 	$(BIN)/python -m bench.eval_phrasings --split test
 
