@@ -201,3 +201,58 @@ async def test_time_never_goes_back_so_an_event_older_than_the_one_before_is_han
     summary = await replay(events, tmp_path / "out.jsonl", settings_for(tmp_path), fresh=True, embedder=embedder)
     assert summary.silences.get("stale") == 1 and summary.suggestions == {}
     assert summary.last == datetime.fromisoformat("2026-11-03T10:00:00+00:00")
+
+
+def resolved_case(n: int, day: str, problem: str, fix: str) -> list[str]:
+    """A case a human resolved: opened, the customer's problem, the analyst's fix, closed."""
+    cid = f"case-{n}"
+
+    def case_event(at: str, change: str, **more: Any) -> str:
+        return json.dumps(
+            {"type": "case", "schema_version": 1, "event_id": f"{cid}-{change}", "conversation_id": cid, "at": at}
+            | {"event": change}
+            | more
+        )
+
+    return [
+        case_event(f"{day}T09:0{n}:00Z", "opened"),
+        message(10 * n + 1, f"{day}T09:0{n}:10Z", problem, conversation=cid),
+        message(10 * n + 2, f"{day}T09:0{n}:40Z", fix, role="analyst", conversation=cid),
+        case_event(f"{day}T09:0{n}:50Z", "closed", resolution={"resolved_by": "human", "csat": 5}),
+    ]
+
+
+@pytest.mark.parametrize("miner", [True, False], ids=["miner on", "miner off"])
+async def test_a_problem_analysts_resolved_one_day_is_answered_from_what_was_mined_the_next(
+    tmp_path: Path, embedder: RememberingEmbedder, miner: bool
+):
+    fixes = (
+        "I've opened a missing-parcel claim for you. The refund goes back to your card within 3 working days.",
+        "I've raised a missing parcel claim; you'll get the refund on your card in 3 working days.",
+        "I've logged a missing-parcel claim, so the refund reaches your card within 3 working days.",
+    )
+    problems = (
+        "my parcel says delivered but it never arrived, the photo shows someone else's door",
+        "my parcel shows as delivered but it never arrived and the delivery photo is of someone else's door",
+        "parcel marked as delivered but I never got it and the delivery photo is a different door",
+    )
+    lines = [line for n in range(3) for line in resolved_case(n + 1, "2026-11-02", problems[n], fixes[n])]
+    lines.append(
+        message(
+            99, "2026-11-03T10:00:00Z", "tracking says my parcel was delivered but it isn't here", conversation="new"
+        )
+    )
+    settings = make_settings(
+        tmp_path=tmp_path, answers={"enabled": True}, knowledge={"paths": []}, miner={"enabled": miner}
+    )
+    await replay(
+        written(tmp_path, "events.jsonl", lines), tmp_path / "out.jsonl", settings, fresh=True, embedder=embedder
+    )
+    answers = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text("utf-8").splitlines()]
+    answered = [a for a in answers if a["in_reply_to"] == "m99"]
+    if not miner:
+        assert answered == []
+        return
+    [answer] = answered
+    assert answer["sources"][0]["kind"] == "faq" and answer["sources"][0]["id"].startswith("case-")
+    assert "3 working days" in answer["text"]

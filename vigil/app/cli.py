@@ -165,6 +165,9 @@ def _parser() -> argparse.ArgumentParser:
     db = commands.add_parser("db", help="database schema").add_subparsers(required=True, metavar="ACTION")
     db.add_parser("upgrade", help="apply migrations up to the newest").set_defaults(command=_db_upgrade)
     _kb_commands(commands.add_parser("kb", help="the knowledge store").add_subparsers(required=True, metavar="ACTION"))
+    mine = commands.add_parser("mine", help="mine closed, human-resolved cases into knowledge")
+    mine.add_argument("--once", action="store_true", required=True, help="mine what is due now, print a summary, exit")
+    mine.set_defaults(command=_mine)
     token = commands.add_parser("token", help="make a panel sign-in token and its VIGIL_PANEL__USERS entry")
     token.add_argument("name", help="who it is for")
     token.add_argument("--role", choices=ROLES, default="analyst")
@@ -196,6 +199,15 @@ def _kb_commands(kb: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     stats.add_argument("--tenant", action="append", help="count what this tenant sees (repeat; default: every entry)")
     stats.set_defaults(command=_kb_stats)
     kb.add_parser("export", help="every entry as JSON lines").set_defaults(command=_kb_export)
+    kb.add_parser("pending", help="mined entries waiting for review, with their provenance").set_defaults(
+        command=_kb_pending
+    )
+    approve = kb.add_parser("approve", help="serve an entry that waits for review")
+    approve.add_argument("id")
+    approve.set_defaults(command=_kb_govern, status="active")
+    retire = kb.add_parser("retire", help="stop serving an entry (kept, with its provenance)")
+    retire.add_argument("id")
+    retire.set_defaults(command=_kb_govern, status="retired")
 
 
 def _eval_commands(evaluation: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -274,6 +286,53 @@ async def _kb_export(args: argparse.Namespace, settings: Settings) -> int:
     ) as knowledge:
         for entry in await knowledge.export():
             print(json.dumps(entry, ensure_ascii=False))
+    return 0
+
+
+async def _kb_pending(args: argparse.Namespace, settings: Settings) -> int:
+    from vigil.knowledge.store import standalone
+
+    async with standalone(
+        settings.knowledge, settings.database, data_dir=settings.data_dir, searchable=False
+    ) as knowledge:
+        pending = await knowledge.governed(status="pending_review")
+    for entry in pending:
+        provenance = entry["provenance"] or {}
+        cases = [c.get("conversation_id") for c in provenance.get("cases", [])]
+        conflicts = provenance.get("conflicts") or []
+        print(
+            f"{entry['id']}  [{entry['kind']}] {entry['title']}  (confidence {entry['confidence']:.2f}; "
+            f"{len(cases)} case{'s' if len(cases) != 1 else ''}: {', '.join(cases)}"
+            + (f"; conflicting: {', '.join(conflicts)}" if conflicts else "")
+            + ")"
+        )
+    if not pending:
+        print("nothing waits for review")
+    return 0
+
+
+async def _kb_govern(args: argparse.Namespace, settings: Settings) -> int:
+    from vigil.knowledge.store import standalone
+
+    async with standalone(
+        settings.knowledge, settings.database, data_dir=settings.data_dir, searchable=False
+    ) as knowledge:
+        found = await knowledge.govern(args.id, status=args.status)
+    if not found:
+        print(f"vigil: no knowledge entry {args.id!r}", file=sys.stderr)
+        return 1
+    print(f"{args.id}: {args.status}")
+    return 0
+
+
+async def _mine(args: argparse.Namespace, settings: Settings) -> int:
+    from vigil.knowledge.store import standalone
+    from vigil.mining.miner import Miner
+
+    async with standalone(settings.knowledge, settings.database, data_dir=settings.data_dir) as knowledge:
+        miner = Miner(settings.miner, engine=knowledge.engine, knowledge=knowledge, clock=SystemClock())
+        report = await miner.run()
+    print(report.summary())
     return 0
 
 

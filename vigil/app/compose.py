@@ -14,7 +14,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from vigil import answers, cases, knowledge, live, panel
+from vigil import answers, cases, knowledge, live, mining, panel
 from vigil.app.settings import Settings
 from vigil.cases.store import CaseStore
 from vigil.cases.views import CaseViews
@@ -60,6 +60,9 @@ CAPABILITIES: tuple[tuple[str, Callable[[Parts], Capability]], ...] = (
     )),
     ("answers", lambda p: answers.setup(
         p.settings.answers, p.settings.llm, p.platform, store=p.store, knowledge=p.knowledge
+    )),
+    ("mining", lambda p: mining.setup(
+        p.settings.miner, p.platform, engine=p.store.engine, knowledge=p.knowledge, load=p.settings.answers.enabled
     )),
     ("live", lambda p: live.setup(p.platform, feed=p.feed, fanout_url=_fanout_url(p))),
     ("panel", lambda p: panel.setup(

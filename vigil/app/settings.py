@@ -24,6 +24,7 @@ from vigil.db.settings import DatabaseSettings
 from vigil.dev.settings import DemoSettings
 from vigil.flow.settings import IngestSettings
 from vigil.knowledge.settings import KnowledgeSettings
+from vigil.mining.settings import MinerSettings
 from vigil.panel.settings import PanelSettings, is_loopback
 from vigil.transport.settings import KafkaSettings, MqttSettings
 
@@ -63,6 +64,7 @@ class Settings(BaseSettings):
     demo: DemoSettings = DemoSettings()
     mqtt: MqttSettings = MqttSettings()
     panel: PanelSettings = PanelSettings()
+    miner: MinerSettings = MinerSettings()
 
     @model_validator(mode="after")
     def _panel_is_guarded(self) -> Settings:

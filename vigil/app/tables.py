@@ -9,10 +9,11 @@ from __future__ import annotations
 import vigil.cases.tables
 import vigil.flow.tables
 import vigil.knowledge.tables
+import vigil.mining.tables
 import vigil.panel.tables
 from vigil.db.schema import metadata
 
-PACKAGES = (vigil.flow.tables, vigil.cases.tables, vigil.knowledge.tables, vigil.panel.tables)
+PACKAGES = (vigil.flow.tables, vigil.cases.tables, vigil.knowledge.tables, vigil.mining.tables, vigil.panel.tables)
 """The modules that declare tables."""
 
 __all__ = ["PACKAGES", "metadata"]

@@ -28,7 +28,7 @@ class Conversation(SQLModel, table=True):
     priority: str | None = Field(default=None, max_length=ID_LENGTH)
     opened_at: datetime = when(nullable=False)
     updated_at: datetime = when(index=True, nullable=False)
-    closed_at: datetime | None = when()
+    closed_at: datetime | None = when(index=True)
     first_customer_at: datetime | None = when(index=True)
     first_response_at: datetime | None = when()
     last_customer_at: datetime | None = when()

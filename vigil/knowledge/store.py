@@ -21,11 +21,11 @@ import contextlib
 import json
 import logging
 from collections import OrderedDict, defaultdict
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import numpy as np
 import sqlalchemy as sa
@@ -54,6 +54,10 @@ HYBRID = Recipe()
 """Dense and BM25 of the whole query, RRF k 5, dense weight 0.7, an entry where its best passage is."""
 RECIPES: dict[RankingName, Recipe] = {"hybrid": HYBRID, "cross_validated": CROSS_VALIDATED}
 """The passage fusions ``VIGIL_KNOWLEDGE__RANKING`` names (``vigil.knowledge.fusion``; docs/evaluation.md)."""
+SERVED_CONFIDENCE = 0.4
+"""An entry is searched when it is active and trusted at least this much: a mined entry whose cases mostly ended
+badly (the miner's confidence, vigil/mining/miner.py) is kept for review, not served."""
+_SERVED = sa.and_(ENTRY.c.status == "active", ENTRY.c.confidence >= SERVED_CONFIDENCE)
 # A vector's ``tenant`` metadata for a global entry (Chroma metadata cannot be None; no tenant id is empty).
 GLOBAL = ""
 
@@ -101,6 +105,21 @@ class FaqMatch:
     similarity: float
     margin: float
     """Similarity minus that of the best other FAQ: a near tie means the match is doubtful."""
+
+
+EntryStatus = Literal["active", "pending_review", "retired"]
+"""Only ``active`` entries are searched; ``pending_review`` ones wait for a lead (``vigil kb approve``)."""
+STATUSES: tuple[EntryStatus, ...] = ("active", "pending_review", "retired")
+
+
+@dataclass(frozen=True, slots=True)
+class Governance:
+    """What a writer other than a file import (the miner) says of an entry besides its content: whether it is
+    served, how far it is trusted, and where it came from."""
+
+    status: EntryStatus = "active"
+    confidence: float = 1.0
+    provenance: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -382,14 +401,29 @@ class KnowledgeStore:
         entries = [entry for path in files for entry in read(path)]
         return await self.upsert(entries, prune_origins=[str(f) for f in files] if prune else ())
 
-    async def upsert(self, entries: Sequence[Entry], *, prune_origins: Iterable[str] = ()) -> ImportReport:
+    async def upsert(
+        self,
+        entries: Sequence[Entry],
+        *,
+        prune_origins: Iterable[str] = (),
+        governance: Mapping[str, Governance] | None = None,
+        also: Callable[[AsyncConnection], Awaitable[None]] | None = None,
+    ) -> ImportReport:
         """Add new entries, update changed ones (by content digest), and remove entries whose origin is one of
-        ``prune_origins`` but that are not in ``entries`` (a source file that no longer holds them)."""
+        ``prune_origins`` but that are not in ``entries`` (a source file that no longer holds them).
+
+        Args:
+            governance: by entry id, the status, confidence and provenance to store (written even when the content
+                is unchanged); an entry not named keeps what it has (a new one: active, 1.0, its origin).
+            also: more writes to make in the same SQL transaction as the entries' (the miner's record of what it
+                mined): all of them happen, or none.
+        """
         by_id = {e.id: e for e in entries}
         if len(by_id) != len(entries):
             seen: set[str] = set()
             twice = next(e.id for e in entries if e.id in seen or seen.add(e.id))  # type: ignore[func-returns-value]
             raise ValueError(f"entry id {twice!r} appears twice")
+        governed = dict(governance or {})
         async with self._lock:
             stored = await self._digests()
             _refuse_takeovers(entries, stored)
@@ -397,12 +431,53 @@ class KnowledgeStore:
             origins = set(prune_origins)
             gone = [i for i, held in stored.items() if held.origin in origins and i not in by_id]
             await self._index_vectors(changed, stale=[i for i in gone] + [e.id for e in changed if e.id in stored])
-            await self._write_rows(changed, gone)
+            await self._write_rows(changed, gone, governed, also)
             await self._rebuild()
         added = sum(1 for e in changed if e.id not in stored)
         return ImportReport(
             added=added, updated=len(changed) - added, unchanged=len(entries) - len(changed), removed=len(gone)
         )
+
+    async def govern(self, entry_id: str, *, status: EntryStatus) -> bool:
+        """Set an entry's status (a lead approves or retires it); False when there is no such entry."""
+        async with self._lock:
+            async with self._database(begin=True) as conn:
+                result = await conn.execute(
+                    sa.update(ENTRY).where(ENTRY.c.id == entry_id).values(status=status, updated_at=self._clock.now())
+                )
+            if not result.rowcount:
+                return False
+            await self._rebuild()
+        return True
+
+    async def governed(
+        self, *, status: EntryStatus | None = None, kinds: Sequence[EntryKind] = ()
+    ) -> list[dict[str, Any]]:
+        """Entries with their status, confidence and provenance (those of ``status`` and ``kinds``, when given),
+        newest change first: what a lead reviews."""
+        query = sa.select(
+            ENTRY.c.id,
+            ENTRY.c.kind,
+            ENTRY.c.title,
+            ENTRY.c.body,
+            ENTRY.c.tenant,
+            ENTRY.c.status,
+            ENTRY.c.confidence,
+            ENTRY.c.provenance,
+            ENTRY.c.questions,
+            ENTRY.c.updated_at,
+        ).order_by(ENTRY.c.updated_at.desc(), ENTRY.c.id)
+        if status is not None:
+            query = query.where(ENTRY.c.status == status)
+        if kinds:
+            query = query.where(ENTRY.c.kind.in_(list(kinds)))
+        async with self._database() as conn:
+            rows = (await conn.execute(query)).all()
+        return [dict(row._mapping) for row in rows]
+
+    async def embed_many(self, texts: Sequence[str]) -> Vectors:
+        """Vectors for many texts at once, off the event loop (the miner's problems and resolutions)."""
+        return await asyncio.to_thread(self._embedder.embed, list(texts))
 
     async def remove(self, entry_ids: Sequence[str]) -> int:
         """Remove entries by id; returns how many existed."""
@@ -447,40 +522,66 @@ class KnowledgeStore:
                 [{"entry_id": e.id, "tenant": _tenant_tag(e.tenant)} for e, _, _ in questions],
             )
 
-    async def _write_rows(self, changed: Sequence[Entry], gone: Sequence[str]) -> None:
+    async def _write_rows(
+        self,
+        changed: Sequence[Entry],
+        gone: Sequence[str],
+        governance: Mapping[str, Governance] | None = None,
+        also: Callable[[AsyncConnection], Awaitable[None]] | None = None,
+    ) -> None:
         now = self._clock.now()
         ids = [e.id for e in changed] + list(gone)
+        governance = governance or {}
         async with self._database(begin=True) as conn:
-            if ids:
-                await conn.execute(sa.delete(PASSAGE).where(PASSAGE.c.entry_id.in_(ids)))
-            if gone:
-                await conn.execute(sa.delete(ENTRY).where(ENTRY.c.id.in_(list(gone))))
-            if changed:
-                stmt = upsert(conn, ENTRY)
-                stmt = stmt.on_conflict_do_update(
-                    index_elements=[ENTRY.c.id],
-                    set_={
-                        c: stmt.excluded[c]
-                        for c in (
-                            "kind",
-                            "title",
-                            "body",
-                            "origin",
-                            "tags",
-                            "url",
-                            "product",
-                            "questions",
-                            "question_vectors",
-                            "tenant",
-                            "digest",
-                            "updated_at",
-                        )
-                    },
+            await self._write_entries(conn, changed, gone, ids, now)
+            for entry_id, said in governance.items():
+                await conn.execute(
+                    sa.update(ENTRY)
+                    .where(ENTRY.c.id == entry_id)
+                    .values(
+                        status=said.status,
+                        confidence=said.confidence,
+                        provenance=dict(said.provenance),
+                        updated_at=now,
+                    )
                 )
-                await conn.execute(stmt, [_entry_row(e, now) for e in changed])
-                rows = [_passage_row(e.id, n, p) for e in changed for n, p in enumerate(e.passages)]
-                if rows:
-                    await conn.execute(sa.insert(PASSAGE), rows)
+            if also is not None:
+                await also(conn)
+
+    async def _write_entries(
+        self, conn: AsyncConnection, changed: Sequence[Entry], gone: Sequence[str], ids: list[str], now: Any
+    ) -> None:
+        """The entries' rows and passages: the changed ones written, the gone ones deleted."""
+        if ids:
+            await conn.execute(sa.delete(PASSAGE).where(PASSAGE.c.entry_id.in_(ids)))
+        if gone:
+            await conn.execute(sa.delete(ENTRY).where(ENTRY.c.id.in_(list(gone))))
+        if changed:
+            stmt = upsert(conn, ENTRY)
+            stmt = stmt.on_conflict_do_update(
+                index_elements=[ENTRY.c.id],
+                set_={
+                    c: stmt.excluded[c]
+                    for c in (
+                        "kind",
+                        "title",
+                        "body",
+                        "origin",
+                        "tags",
+                        "url",
+                        "product",
+                        "questions",
+                        "question_vectors",
+                        "tenant",
+                        "digest",
+                        "updated_at",
+                    )
+                },
+            )
+            await conn.execute(stmt, [_entry_row(e, now) for e in changed])
+            rows = [_passage_row(e.id, n, p) for e in changed for n, p in enumerate(e.passages)]
+            if rows:
+                await conn.execute(sa.insert(PASSAGE), rows)
 
     async def refresh(self) -> None:
         """Rebuild the in-memory indexes from SQL, and repair vectors that are missing or left over."""
@@ -556,7 +657,7 @@ class KnowledgeStore:
                 await conn.execute(
                     sa.select(PASSAGE.c.id, PASSAGE.c.entry_id, PASSAGE.c.text, ENTRY.c.tenant)
                     .join(ENTRY, ENTRY.c.id == PASSAGE.c.entry_id)
-                    .where(ENTRY.c.status == "active")
+                    .where(_SERVED)
                     .order_by(PASSAGE.c.id)
                 )
             ).all()
@@ -571,7 +672,7 @@ class KnowledgeStore:
                         ENTRY.c.tenant,
                         ENTRY.c.questions,
                         ENTRY.c.question_vectors,
-                    ).where(ENTRY.c.status == "active")
+                    ).where(_SERVED)
                 )
             ).all()
             owners = frozenset((await conn.execute(sa.select(ENTRY.c.tenant).distinct())).scalars())
@@ -600,6 +701,11 @@ class KnowledgeStore:
         """How search fuses passages (``VIGIL_KNOWLEDGE__RANKING``): the answer skill's confidence model is fitted
         for each."""
         return self._ranking
+
+    @property
+    def engine(self) -> AsyncEngine:
+        """The database the entries are in (the miner writes its records in the same transactions)."""
+        return self._engine
 
     @property
     def embedder_name(self) -> str:

@@ -1,0 +1,58 @@
+"""`vigil mine --once` and the review commands as subprocesses: cases a replay stored are mined once, and a lead
+approves what waits for review."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
+
+VIGIL = Path(sys.executable).parent / "vigil"
+ROOT = Path(__file__).resolve().parent.parent.parent
+
+
+def vigil(tmp_path: Path, *args: str, **settings: str) -> subprocess.CompletedProcess[str]:
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(tmp_path),
+        "VIGIL_DATA_DIR": str(tmp_path / "data"),
+        "VIGIL_LOG_LEVEL": "WARNING",
+        **settings,
+        **{k: v for k, v in os.environ.items() if k == "PYTHONPATH"},
+    }
+    return subprocess.run([str(VIGIL), *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_mine_once_mines_the_stored_cases_once_and_a_lead_approves_what_waits(tmp_path: Path):
+    demo = ROOT / "knowledge" / "demo" / "conversations.jsonl"
+    # The demo's conversations stored (and answered from the help centre), with the daemon's miner off.
+    stored = vigil(
+        tmp_path, "eval", "replay", str(demo), "--out", str(tmp_path / "out.jsonl"), VIGIL_MINER__ENABLED="false"
+    )
+    assert stored.returncode == 0, stored.stderr
+
+    first = vigil(tmp_path, "mine", "--once", VIGIL_MINER__REQUIRE_REVIEW="true")
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.startswith("mined 18 cases"), first.stdout
+    again = vigil(tmp_path, "mine", "--once", VIGIL_MINER__REQUIRE_REVIEW="true")
+    assert again.stdout.startswith("mined 0 cases"), again.stdout
+
+    pending = vigil(tmp_path, "kb", "pending").stdout.splitlines()
+    assert len(pending) == 18 and all(" case" in line and "demo-c" in line for line in pending)
+    chosen = pending[0].split()[0]
+    assert vigil(tmp_path, "kb", "approve", chosen).stdout.strip() == f"{chosen}: active"
+    assert len(vigil(tmp_path, "kb", "pending").stdout.splitlines()) == 17
+    exported = {e["id"]: e for e in map(json.loads, vigil(tmp_path, "kb", "export").stdout.splitlines())}
+    assert exported[chosen]["status"] == "active" and exported[chosen]["provenance"]["source"] == "miner"
+    assert exported[chosen]["provenance"]["cases"][0]["conversation_id"].startswith("demo-c")
+
+    retired = vigil(tmp_path, "kb", "retire", chosen)
+    assert retired.stdout.strip() == f"{chosen}: retired"
+    unknown = vigil(tmp_path, "kb", "approve", "no-such-entry")
+    assert unknown.returncode == 1 and "no knowledge entry 'no-such-entry'" in unknown.stderr

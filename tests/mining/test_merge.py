@@ -1,0 +1,82 @@
+"""Merging: a case joins the entry of the same problem; the entry states its best-supported resolution; cases
+that resolve it differently are conflicts."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from vigil.mining.merge import Cluster, Clusters, Member, content_words, overlap
+
+
+def unit(*values: float) -> np.ndarray:
+    v = np.array(values, dtype=np.float32)
+    return v / np.linalg.norm(v)
+
+
+def member(cid: str, vector: np.ndarray, *steps: str, outcome: str | None = None) -> Member:
+    return Member(cid, "2026-11-02T09:00:00+00:00", f"problem of {cid}", steps, outcome, None, (), (), vector)
+
+
+def test_a_case_joins_the_nearest_entry_at_the_threshold_and_starts_its_own_below_it():
+    clusters = Clusters()
+    a = clusters.add(member("c1", unit(1, 0, 0), "restart it"), entry_id="e1", tenant="t", threshold=0.8)
+    b = clusters.add(member("c2", unit(1, 0.2, 0), "restart it"), entry_id="e2", tenant="t", threshold=0.8)
+    c = clusters.add(member("c3", unit(0, 1, 0), "refund it"), entry_id="e3", tenant="t", threshold=0.8)
+    assert a is b and a.entry_id == "e1" and len(a.members) == 2
+    assert c.entry_id == "e3"
+    assert len(clusters) == 2
+
+
+def test_clusters_grow_past_their_first_allocation():
+    clusters = Clusters()
+    for n in range(40):
+        angle = n * np.pi / 80
+        clusters.add(member(f"c{n}", unit(np.cos(angle), np.sin(angle))), entry_id=f"e{n}", tenant="t", threshold=1.0)
+    assert len(clusters) == 40
+    index, similarity = clusters.nearest(unit(np.cos(39 * np.pi / 80), np.sin(39 * np.pi / 80)))
+    assert index == 39 and similarity > 0.999
+
+
+def test_the_entry_keeps_the_resolution_most_cases_agree_with():
+    v = unit(1, 0, 0)
+    cluster = Cluster(
+        "e1",
+        "t",
+        [
+            member("c1", v, "Call the courier depot and ask for a redelivery slot."),
+            member("c2", v, "Open the claim form, choose 'missing parcel', upload the photo; refund in 3 days."),
+            member("c3", v, "Fill in the missing parcel claim form with the photo; the refund takes 3 working days."),
+            member("c4", v, "Submit a missing parcel claim and attach the photo, refund within 3 days."),
+        ],
+    )
+    assert cluster.kept().conversation_id in ("c2", "c3", "c4")
+    assert [m.conversation_id for m in cluster.conflicts(0.3)] == ["c1"]
+
+
+def test_a_resolution_that_negates_the_kept_one_is_a_conflict():
+    v = unit(1, 0, 0)
+    cluster = Cluster(
+        "e1",
+        "t",
+        [
+            member("c1", v, "The cancellation fee is refundable: I've refunded the fee to your card."),
+            member("c2", v, "The cancellation fee is not refundable, I've refunded nothing."),
+        ],
+    )
+    assert len(cluster.conflicts(0.3)) == 1
+
+
+def test_withdrawing_a_case_takes_it_out_of_its_entry():
+    clusters = Clusters()
+    clusters.add(member("c1", unit(1, 0, 0)), entry_id="e1", tenant="t", threshold=0.8)
+    clusters.add(member("c2", unit(1, 0.1, 0)), entry_id="e2", tenant="t", threshold=0.8)
+    left = clusters.withdraw("c1")
+    assert left is not None and [m.conversation_id for m in left.members] == ["c2"]
+    assert clusters.withdraw("c9") is None
+
+
+def test_word_overlap_is_shared_words_over_the_smaller_bag():
+    a = content_words("Restart the hub and wait two minutes")
+    b = content_words("restart your hub, then wait")
+    assert overlap(a, b) == 1.0
+    assert overlap(a, frozenset()) == 0.0

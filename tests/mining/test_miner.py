@@ -1,0 +1,359 @@
+"""The miner on both databases, with Chroma on disk and the real embedding model: closed, human-resolved cases
+become knowledge the answer path finds; nothing is mined twice, half-written, or kept with its PII."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+from tests.conftest import open_knowledge
+from vigil.cases.store import CaseStore
+from vigil.core.clock import SystemClock
+from vigil.core.errors import KnowledgeError
+from vigil.knowledge.store import KnowledgeStore
+from vigil.knowledge.tables import ENTRY
+from vigil.mining.miner import Miner, entry_id
+from vigil.mining.settings import MinerSettings
+from vigil.mining.tables import CASE_VECTOR, MINED_CASE
+from vigil.wire.events import Event, SourceRef, Suggestion, parse
+
+START = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
+LIMITS: dict[str, Any] = {"max_event_bytes": 1 << 20, "max_text_bytes": 1 << 16}
+
+PARCEL = (
+    "my parcel says delivered but it never arrived, the photo shows someone else's door",
+    "my parcel shows as delivered but it never arrived and the delivery photo is of someone else's door",
+    "parcel marked as delivered but I never got it and the delivery photo is a different door",
+)
+PARCEL_FIX = (
+    "I've opened a missing-parcel claim for you. The refund goes back to your card within 3 working days.",
+    "I've raised a missing parcel claim; you'll get the refund on your card in 3 working days.",
+    "I've logged a missing-parcel claim, so the refund reaches your card within 3 working days.",
+)
+
+
+def event(**fields: Any) -> Event:
+    return parse(json.dumps({"schema_version": 1, **fields}).encode(), **LIMITS)
+
+
+def conversation(
+    cid: str,
+    turns: Sequence[tuple[str, str]],
+    *,
+    at: datetime = START,
+    resolved_by: str | None = "human",
+    csat: int | None = 5,
+    tenant: str = "parcelco",
+    customer: str = "Dana Reyes",
+) -> list[Event]:
+    """A case: opened, its messages a minute apart, then closed (unless ``resolved_by`` is None)."""
+    events = [event(type="case", event_id=f"{cid}-open", conversation_id=cid, tenant=tenant, at=_t(at), event="opened")]
+    for n, (role, text) in enumerate(turns, start=1):
+        events.append(
+            event(
+                type="message",
+                message_id=f"{cid}-m{n}",
+                conversation_id=cid,
+                tenant=tenant,
+                sent_at=_t(at + timedelta(minutes=n)),
+                role=role,
+                author=customer if role == "customer" else "sam.k",
+                text=text,
+            )
+        )
+    if resolved_by is not None:
+        events.append(
+            event(
+                type="case",
+                event_id=f"{cid}-close",
+                conversation_id=cid,
+                tenant=tenant,
+                at=_t(at + timedelta(minutes=len(turns) + 1)),
+                event="closed",
+                resolution={"resolved_by": resolved_by, "csat": csat},
+            )
+        )
+    return events
+
+
+def _t(moment: datetime) -> str:
+    return moment.isoformat().replace("+00:00", "Z")
+
+
+async def record(store: CaseStore, events: Sequence[Event]) -> None:
+    for e in events:
+        await store.record(e)
+
+
+def parcel_case(n: int, **kwargs: Any) -> list[Event]:
+    return conversation(
+        f"parcel-{n}",
+        [("customer", "Hi"), ("customer", PARCEL[n % 3]), ("analyst", PARCEL_FIX[n % 3]), ("customer", "thanks!")],
+        at=START + timedelta(hours=n),
+        **kwargs,
+    )
+
+
+@pytest.fixture
+async def knowledge(store: CaseStore, tmp_path: Path, embedder) -> AsyncIterator[KnowledgeStore]:  # type: ignore[no-untyped-def]
+    knowledge = await open_knowledge(store, tmp_path / "chroma", embedder)
+    try:
+        yield knowledge
+    finally:
+        await knowledge.close()
+
+
+def miner(store: CaseStore, knowledge: KnowledgeStore, **settings: Any) -> Miner:
+    return Miner(MinerSettings(**settings), engine=store.engine, knowledge=knowledge, clock=SystemClock())
+
+
+async def mined(store: CaseStore) -> dict[str, tuple[str, str | None]]:
+    async with store.engine.connect() as conn:
+        rows = await conn.execute(sa.select(MINED_CASE.c.conversation_id, MINED_CASE.c.outcome, MINED_CASE.c.reason))
+        return {r.conversation_id: (r.outcome, r.reason) for r in rows}
+
+
+async def entries(store: CaseStore) -> list[Any]:
+    async with store.engine.connect() as conn:
+        return list((await conn.execute(sa.select(ENTRY).order_by(ENTRY.c.id))).all())
+
+
+async def test_a_human_resolved_case_becomes_a_case_entry_the_answer_path_finds(store, knowledge):
+    await record(store, parcel_case(0))
+    report = await miner(store, knowledge).run()
+    assert (report.mined, report.entries["case"]) == (1, 1)
+    [row] = await entries(store)
+    assert (row.kind, row.status, row.tenant, row.origin) == ("case", "active", "parcelco", "miner")
+    assert row.url == "/panel/conversations/parcel-0"
+    assert row.provenance["cases"][0]["message_ids"] == ["parcel-0-m2", "parcel-0-m3"]
+    hits = await knowledge.search("the app says my parcel was delivered but I don't have it", 3, tenant="parcelco")
+    assert hits and hits[0].entry_id == entry_id("parcelco", "parcel-0") and hits[0].kind == "case"
+    assert "refund" in hits[0].passage
+    assert not await knowledge.search("the app says my parcel was delivered but I don't have it", 3, tenant="other")
+
+
+async def test_only_closed_cases_resolved_by_a_human_are_mined_and_thin_ones_are_skipped(store, knowledge):
+    await record(store, parcel_case(0, resolved_by="bot"))
+    await record(store, parcel_case(1, resolved_by="customer"))
+    await record(store, parcel_case(2, resolved_by=None))
+    await record(store, conversation("thin", [("customer", "my parcel never came"), ("analyst", "ok, done")]))
+    await record(
+        store,
+        conversation(
+            "short", [("customer", "my parcel never came"), ("analyst", "I've refunded it.")], at=START + timedelta(1)
+        ),
+    )
+    report = await miner(store, knowledge, min_analyst_words=5).run()
+    assert report.mined == 0 and report.skipped == {"no_resolution": 1, "thin": 1}
+    assert await mined(store) == {"thin": ("skipped", "no_resolution"), "short": ("skipped", "thin")}
+    assert await entries(store) == []
+
+
+async def test_a_case_is_mined_once_and_a_rerun_changes_nothing(store, knowledge):
+    await record(store, parcel_case(0))
+    first = await miner(store, knowledge).run()
+    before = await entries(store)
+    second = await miner(store, knowledge).run()
+    assert first.mined == 1 and second.mined == 0 and not second.entries
+    assert await entries(store) == before
+
+
+async def test_a_crash_while_writing_leaves_nothing_half_written_and_the_next_run_completes(store, knowledge):
+    await record(store, parcel_case(0))
+    failing = miner(store, knowledge)
+    real_upsert = knowledge.upsert
+
+    async def crash_in_the_transaction(entries_, **kwargs):  # type: ignore[no-untyped-def]
+        async def boom(conn):  # type: ignore[no-untyped-def]
+            await kwargs["also"](conn)
+            raise RuntimeError("power cut")
+
+        return await real_upsert(entries_, **{**kwargs, "also": boom})
+
+    knowledge.upsert = crash_in_the_transaction  # type: ignore[method-assign]
+    with pytest.raises(KnowledgeError, match="power cut"):
+        await failing.run()
+    knowledge.upsert = real_upsert  # type: ignore[method-assign]
+    assert await entries(store) == [] and await mined(store) == {}
+    async with store.engine.connect() as conn:
+        assert await conn.scalar(sa.select(sa.func.count()).select_from(CASE_VECTOR)) == 0
+    report = await miner(store, knowledge).run()
+    assert report.mined == 1 and len(await entries(store)) == 1
+
+
+async def test_the_same_problem_resolved_three_times_merges_into_one_faq(store, knowledge):
+    for n in range(3):
+        await record(store, parcel_case(n))
+    report = await miner(store, knowledge).run()
+    assert report.mined == 3 and report.merged == 2
+    [row] = await entries(store)
+    assert row.kind == "faq" and row.provenance["support"] == 3
+    assert [c["conversation_id"] for c in row.provenance["cases"]] == ["parcel-0", "parcel-1", "parcel-2"]
+    assert len(row.questions) == 3 and "3 working days" in row.body
+    hits = await knowledge.search(
+        "where is my parcel? it says delivered but there's nothing here", 3, tenant="parcelco"
+    )
+    assert hits[0].entry_id == row.id and hits[0].kind == "faq"
+
+
+async def test_later_runs_merge_into_what_earlier_runs_mined(store, knowledge):
+    await record(store, parcel_case(0))
+    await miner(store, knowledge).run()
+    await record(store, parcel_case(1))
+    report = await miner(store, knowledge).run()
+    assert report.merged == 1
+    [row] = await entries(store)
+    assert row.id == entry_id("parcelco", "parcel-0") and row.provenance["support"] == 2
+
+
+async def test_conflicting_resolutions_of_one_problem_wait_for_review_instead_of_being_served(store, knowledge):
+    question = "can I get the cancellation fee back if I cancel my subscription box?"
+    await record(
+        store,
+        conversation(
+            "fee-1",
+            [
+                ("customer", question),
+                ("analyst", "The cancellation fee is refundable within 14 days: I've refunded the fee to your card."),
+            ],
+        ),
+    )
+    await record(
+        store,
+        conversation(
+            "fee-2",
+            [
+                ("customer", "will I get the cancellation fee back if I cancel the subscription box?"),
+                ("analyst", "The cancellation fee is not refundable within 14 days, so I've refunded nothing."),
+            ],
+            at=START + timedelta(hours=1),
+        ),
+    )
+    report = await miner(store, knowledge).run()
+    assert report.entries["pending_review"] == 1
+    [row] = await entries(store)
+    assert row.status == "pending_review" and len(row.provenance["conflicts"]) == 1
+    assert not await knowledge.search(question, 3, tenant="parcelco")
+    assert await knowledge.govern(row.id, status="active")
+    assert (await knowledge.search(question, 3, tenant="parcelco"))[0].entry_id == row.id
+
+
+async def test_a_reopened_case_has_its_knowledge_withdrawn(store, knowledge):
+    await record(store, parcel_case(0))
+    await miner(store, knowledge).run()
+    await store.record(
+        event(
+            type="case",
+            event_id="p0-re",
+            conversation_id="parcel-0",
+            tenant="parcelco",
+            at=_t(START + timedelta(1)),
+            event="reopened",
+        )
+    )
+    report = await miner(store, knowledge).run()
+    assert report.withdrawn == 1
+    [row] = await entries(store)
+    assert row.status == "retired" and row.provenance["support"] == 0
+    assert (await mined(store))["parcel-0"] == ("withdrawn", None)
+    assert not await knowledge.search(PARCEL[0], 3, tenant="parcelco")
+
+
+async def test_a_case_the_customer_rated_badly_is_kept_but_not_served(store, knowledge):
+    await record(store, parcel_case(0, csat=1))
+    await miner(store, knowledge).run()
+    [row] = await entries(store)
+    assert row.status == "active" and row.confidence < 0.4
+    assert not await knowledge.search(PARCEL[0], 3, tenant="parcelco")
+
+
+async def test_with_review_required_mined_entries_wait_for_a_lead(store, knowledge):
+    await record(store, parcel_case(0))
+    await miner(store, knowledge, require_review=True).run()
+    [row] = await entries(store)
+    assert row.status == "pending_review"
+    assert [e["id"] for e in await knowledge.governed(status="pending_review")] == [row.id]
+    assert not await knowledge.search(PARCEL[0], 3, tenant="parcelco")
+
+
+async def test_no_pii_from_the_case_is_stored(store, knowledge):
+    await record(
+        store,
+        conversation(
+            "pii",
+            [
+                (
+                    "customer",
+                    "Hi, I'm Dana Reyes, my parcel 4471-2290 never came. "
+                    "Email me at dana.reyes@example.com or call 07700 900123",
+                ),
+                (
+                    "analyst",
+                    "Thanks Dana. I've opened a missing-parcel claim; the refund reaches your card in 3 working days.",
+                ),
+            ],
+        ),
+    )  # fmt: skip
+    await miner(store, knowledge).run()
+    [row] = await entries(store)
+    stored = json.dumps([row.title, row.body, row.provenance, row.questions])
+    for secret in ("Dana", "Reyes", "dana.reyes@example.com", "07700 900123"):
+        assert secret not in stored
+    assert "[EMAIL]" in stored and "[PHONE]" in stored
+
+
+async def answered_from(store: CaseStore, entry: str, verdicts: Sequence[str], cid: str = "later") -> None:
+    """An answer drawn from ``entry`` in a later conversation, and analysts' verdicts on it."""
+    await record(store, conversation(cid, [("customer", PARCEL[0])], at=START + timedelta(days=2)))
+    await store.save_suggestion(
+        Suggestion(
+            suggestion_id=f"{cid}-s1",
+            conversation_id=cid,
+            tenant="parcelco",
+            in_reply_to=f"{cid}-m1",
+            created_at=START + timedelta(days=2, minutes=1),
+            kind="answer",
+            text="I've opened a missing-parcel claim.",
+            confidence=0.7,
+            sources=[SourceRef(kind="case", id=entry, title="parcel", score=0.9)],
+            latency_ms=3.0,
+        )
+    )
+    for n, verdict in enumerate(verdicts):
+        await store.record(
+            event(
+                type="feedback",
+                feedback_id=f"{cid}-f{n}",
+                suggestion_id=f"{cid}-s1",
+                conversation_id=cid,
+                verdict=verdict,
+                at=_t(START + timedelta(days=2, minutes=2 + n)),
+            )
+        )
+
+
+async def test_accepted_answers_raise_an_entry_s_confidence_and_dismissed_ones_lower_it(store, knowledge):
+    await record(store, parcel_case(0))
+    await miner(store, knowledge).run()
+    [row] = await entries(store)
+    assert row.confidence == pytest.approx(2 / 3, abs=1e-3)
+    await answered_from(store, row.id, ["accepted", "edited"])
+    await miner(store, knowledge).run()
+    [row] = await entries(store)
+    assert row.confidence == pytest.approx(4 / 5, abs=1e-3)
+    assert row.provenance["feedback"] == {"accepted": 2, "dismissed": 0}
+    await miner(store, knowledge).run()  # each verdict is counted once
+    assert (await entries(store))[0].confidence == pytest.approx(4 / 5, abs=1e-3)
+    await answered_from(store, row.id, ["dismissed"] * 5, cid="later-2")
+    await miner(store, knowledge).run()
+    [row] = await entries(store)
+    assert row.confidence == pytest.approx(4 / 10, abs=1e-3)
+    await answered_from(store, row.id, ["dismissed"], cid="later-3")
+    await miner(store, knowledge).run()
+    assert not await knowledge.search(PARCEL[0], 3, tenant="parcelco")

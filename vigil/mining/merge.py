@@ -1,0 +1,187 @@
+"""Merging, not piling up: each mined case joins the entry whose problem is nearest to its own, when near enough,
+instead of becoming one more entry that says the same thing.
+
+An entry is a cluster of cases (``Cluster``). Its problem is the normalised mean of its cases' problem vectors; a
+new case joins the nearest cluster of its tenant at cosine ``merge_similarity`` or more (the threshold measured on
+the team's tune company, docs/evaluation.md), else it starts its own. The entry states the **best-supported
+resolution**: that of the case whose resolution agrees with most of the others' (the medoid by word overlap). A case
+whose resolution shares too few words with it (``conflict_similarity``) is a **conflict**: two analysts resolved the
+same problem differently, and the entry waits for a lead's review instead of serving either.
+
+Resolutions are compared by the overlap of their content words, not by sentence vectors: embeddings place "the fee
+is refundable" and "the fee is not refundable" side by side, and the miner embeds only each case's problem (one
+model call per case keeps 10,000 cases within a minute).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+_WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
+_STOP = frozenset(
+    "a an the and or but if of to in on at by for with from is are was were be been do does did i you we my your "
+    "our it this that can could would will how what when where why which who me us please hi hello there so as "
+    "just then now also any all some have has had get got not no yes ok okay thanks thank let know see".split()
+)
+_NEGATION = frozenset({"not", "no", "never", "cannot", "can't", "won't", "isn't", "aren't", "don't", "doesn't"})
+
+
+@dataclass(slots=True)
+class Member:
+    """One mined case in an entry: what it taught (redacted) and its problem's vector."""
+
+    conversation_id: str
+    closed_at: str
+    problem: str
+    steps: tuple[str, ...]
+    outcome: str | None
+    csat: int | None
+    message_ids: tuple[str, ...]
+    context: tuple[str, ...]
+    vector: np.ndarray
+
+    @property
+    def resolution(self) -> str:
+        """The steps, then the outcome: what the case says resolves the problem."""
+        return " ".join([*self.steps, *([self.outcome] if self.outcome else [])])
+
+    def provenance(self) -> dict[str, object]:
+        return {
+            "conversation_id": self.conversation_id,
+            "closed_at": self.closed_at,
+            "problem": self.problem,
+            "steps": list(self.steps),
+            "outcome": self.outcome,
+            "csat": self.csat,
+            "message_ids": list(self.message_ids),
+            "context": list(self.context),
+        }
+
+
+@dataclass(slots=True)
+class Cluster:
+    """The cases of one entry."""
+
+    entry_id: str
+    tenant: str
+    members: list[Member] = field(default_factory=list)
+    status: str | None = None
+    """What is stored for the entry (None: not stored yet); a lead's approval or retirement is kept."""
+    accepted: int = 0
+    dismissed: int = 0
+    """Analysts' verdicts on answers drawn from the entry (vigil/mining/feedback.py)."""
+    changed: bool = False
+
+    @property
+    def centroid(self) -> np.ndarray:
+        mean = np.mean([m.vector for m in self.members], axis=0)
+        norm = float(np.linalg.norm(mean))
+        centred: np.ndarray = mean / norm if norm else mean
+        return centred
+
+    def kept(self) -> Member:
+        """The case whose resolution the most others agree with (ties: the earliest): the entry's resolution."""
+        if len(self.members) <= 2:
+            return self.members[0] if len(self.members) == 1 else max(self.members, key=_detail)
+        bags = [content_words(m.resolution) for m in self.members]
+        support = [sum(overlap(a, b) for j, b in enumerate(bags) if j != i) for i, a in enumerate(bags)]
+        return self.members[max(range(len(self.members)), key=lambda i: (support[i], -i))]
+
+    def conflicts(self, threshold: float) -> list[Member]:
+        """The cases whose resolution disagrees with the kept one."""
+        kept = self.kept()
+        bag = content_words(kept.resolution)
+        return [
+            m
+            for m in self.members
+            if m is not kept
+            and (overlap(bag, words := content_words(m.resolution)) < threshold or _negated(bag, words))
+        ]
+
+
+class Clusters:
+    """A tenant's entries as clusters, with their centroids in one matrix for the nearest-cluster search."""
+
+    def __init__(self, clusters: Iterable[Cluster] = ()) -> None:
+        self._clusters: list[Cluster] = list(clusters)
+        self._centroids = np.zeros((0, 0), dtype=np.float32)
+        for n, cluster in enumerate(self._clusters):
+            self._put(n, cluster.centroid)
+
+    def _put(self, index: int, centroid: np.ndarray) -> None:
+        """Set a cluster's centroid, growing the matrix (to the vectors' size, then by doubling) as needed."""
+        if self._centroids.shape[1] != centroid.shape[0]:
+            self._centroids = np.zeros((16, centroid.shape[0]), dtype=np.float32)
+        while index >= len(self._centroids):
+            self._centroids = np.concatenate([self._centroids, np.zeros_like(self._centroids)])
+        self._centroids[index] = centroid
+
+    def __iter__(self) -> Iterator[Cluster]:
+        return iter(self._clusters)
+
+    def __len__(self) -> int:
+        return len(self._clusters)
+
+    def nearest(self, vector: np.ndarray) -> tuple[int, float]:
+        """The index of the cluster whose problem is nearest ``vector``, and the cosine (-1, 0 when none)."""
+        if not self._clusters:
+            return -1, 0.0
+        sims = self._centroids[: len(self._clusters)] @ vector
+        best = int(np.argmax(sims))
+        return best, float(sims[best])
+
+    def add(self, member: Member, *, entry_id: str, tenant: str, threshold: float) -> Cluster:
+        """Put ``member`` in the nearest cluster at ``threshold`` or more, or in a new one (``entry_id``)."""
+        index, similarity = self.nearest(member.vector)
+        if index < 0 or similarity < threshold:
+            index = len(self._clusters)
+            self._clusters.append(Cluster(entry_id=entry_id, tenant=tenant))
+        cluster = self._clusters[index]
+        cluster.members.append(member)
+        cluster.changed = True
+        self._put(index, cluster.centroid)
+        return cluster
+
+    def withdraw(self, conversation_id: str) -> Cluster | None:
+        """Take a case out of its cluster (it was reopened); the cluster it left, or None."""
+        for n, cluster in enumerate(self._clusters):
+            for member in cluster.members:
+                if member.conversation_id == conversation_id:
+                    cluster.members.remove(member)
+                    cluster.changed = True
+                    self._centroids[n] = cluster.centroid if cluster.members else 0.0
+                    return cluster
+        return None
+
+
+def content_words(text: str) -> frozenset[str]:
+    """The words that carry a text's meaning (stop words out, negations kept), cut to 6 letters."""
+    return frozenset(
+        w[:6] if w not in _NEGATION else w for w in _WORD.findall(text.lower()) if w not in _STOP or w in _NEGATION
+    )
+
+
+def overlap(a: frozenset[str], b: frozenset[str]) -> float:
+    """How far two bags of words agree: shared words over the smaller bag's (1: one says all the other does)."""
+    if not a or not b:
+        return 0.0
+    return len(a & b) / min(len(a), len(b))
+
+
+def _negated(a: frozenset[str], b: frozenset[str]) -> bool:
+    """One resolution negates what the other states: mostly the same words, with a negation only one has."""
+    return bool((a ^ b) & _NEGATION) and overlap(a - _NEGATION, b - _NEGATION) >= 0.6
+
+
+def _detail(member: Member) -> tuple[int, int]:
+    return (len(member.steps), len(member.resolution))
+
+
+def representative(members: Sequence[Member]) -> Member:
+    """The case whose problem is nearest the cluster's centre: the entry's question."""
+    mean = np.mean([m.vector for m in members], axis=0)
+    return max(members, key=lambda m: float(m.vector @ mean))

@@ -1,0 +1,428 @@
+"""One run of the miner: withdraw what reopened cases taught, then distil, redact, embed and merge the cases closed
+since the watermark, and write the entries and the miner's record of them in one SQL transaction.
+
+A run is safe to repeat and to interrupt. The entries' rows, the cases' vectors and the ``mined_case`` records are
+written together or not at all; the knowledge store writes the vectors in Chroma first and repairs any left over
+from a crash at its next start. A case is mined once: its record says at which closure it was dealt with.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections import Counter
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+import numpy as np
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from vigil.core.clock import Clock
+from vigil.db.engine import upsert
+from vigil.knowledge.documents import Entry, Passage
+from vigil.knowledge.store import EntryStatus, Governance, KnowledgeStore
+from vigil.knowledge.tables import ENTRY
+from vigil.mining import feedback, select
+from vigil.mining.distil import distil
+from vigil.mining.merge import Cluster, Clusters, Member, representative
+from vigil.mining.redact import Redactor
+from vigil.mining.settings import MinerSettings
+from vigil.mining.tables import CASE_VECTOR, MINED_CASE, MINER_MARK
+
+log = logging.getLogger(__name__)
+
+SOURCE = "miner"
+"""The ``origin`` of every mined entry."""
+MAX_QUESTIONS = 10
+"""The most customer phrasings a mined FAQ keeps as its question and alternates."""
+TITLE_CHARS = 160
+
+
+@dataclass(slots=True)
+class Report:
+    """What a run did."""
+
+    mined: int = 0
+    skipped: Counter[str] = field(default_factory=Counter)
+    withdrawn: int = 0
+    entries: Counter[str] = field(default_factory=Counter)
+    """Entries written, by what they are now: case, faq, pending_review, retired."""
+    merged: int = 0
+    """Cases that joined an entry other cases had made."""
+
+    def add(self, other: Report) -> None:
+        self.mined += other.mined
+        self.skipped.update(other.skipped)
+        self.withdrawn += other.withdrawn
+        self.entries.update(other.entries)
+        self.merged += other.merged
+
+    def summary(self) -> str:
+        skipped = ", ".join(f"{n} {why}" for why, n in sorted(self.skipped.items())) or "none"
+        written = ", ".join(f"{n} {what}" for what, n in sorted(self.entries.items())) or "none"
+        return (
+            f"mined {self.mined} cases ({self.merged} merged into known problems); skipped: {skipped}; "
+            f"withdrawn: {self.withdrawn}; entries written: {written}"
+        )
+
+
+class Miner:
+    """Mines closed, human-resolved cases into the knowledge store (``run``)."""
+
+    def __init__(
+        self,
+        settings: MinerSettings,
+        *,
+        engine: AsyncEngine,
+        knowledge: KnowledgeStore,
+        clock: Clock,
+        redactor: Redactor | None = None,
+    ) -> None:
+        self._settings = settings
+        self._engine = engine
+        self._knowledge = knowledge
+        self._clock = clock
+        self._redactor = redactor or Redactor()
+
+    async def run(self, now: datetime | None = None) -> Report:
+        """Mine everything due at ``now`` (the clock's now by default), a batch at a time."""
+        now = now or self._clock.now()
+        report = Report()
+        while True:
+            batch = await self._batch(now)
+            report.add(batch)
+            if batch.mined + sum(batch.skipped.values()) < self._settings.batch:
+                return report
+
+    async def _batch(self, now: datetime) -> Report:
+        report = Report()
+        lateness = timedelta(seconds=self._settings.lateness_s)
+        async with self._engine.connect() as conn:
+            reopened = await select.reopened(conn)
+            cases = await select.due(conn, now=now, lateness=lateness, limit=self._settings.batch)
+            verdicts = await feedback.since_mark(conn)
+            tenants = {c.tenant for c in cases} | await _tenants_of(
+                conn, [r.conversation_id for r in reopened], sorted(verdicts.entries)
+            )
+            clusters = {t: await self._load(conn, t) for t in sorted(tenants)}
+        for known in clusters.values():
+            for cluster in known:
+                if cluster.entry_id in verdicts.entries:
+                    cluster.accepted += verdicts.accepted[cluster.entry_id]
+                    cluster.dismissed += verdicts.dismissed[cluster.entry_id]
+                    cluster.changed = True
+        for gone in reopened:
+            for known in clusters.values():
+                if known.withdraw(gone.conversation_id) is not None:
+                    break
+            report.withdrawn += 1
+        records: list[dict[str, Any]] = []
+        taught = await self._taught(cases, now, report, records)
+        for case, member in taught:
+            known = clusters.setdefault(case.tenant, Clusters())
+            cluster = known.add(
+                member,
+                entry_id=entry_id(case.tenant, case.conversation_id),
+                tenant=case.tenant,
+                threshold=self._settings.merge_similarity,
+            )
+            report.mined += 1
+            report.merged += len(cluster.members) > 1
+            records.append(_record(case, now, "mined", None, cluster.entry_id))
+        changed = [c for known in clusters.values() for c in known if c.changed]
+        entries, governance = self._entries(changed, report)
+        if entries or governance or records or reopened or verdicts.until is not None:
+            write = self._bookkeeping(changed, records, [r.conversation_id for r in reopened], verdicts.until)
+            await self._knowledge.upsert(entries, governance=governance, also=write)
+        return report
+
+    async def _taught(
+        self, cases: Sequence[select.ClosedCase], now: datetime, report: Report, records: list[dict[str, Any]]
+    ) -> list[tuple[select.ClosedCase, Member]]:
+        """Each case distilled and redacted, its problem embedded; a case too thin to teach is recorded skipped."""
+        taught: list[tuple[select.ClosedCase, Member]] = []
+        for case in cases:
+            distilled = distil(case)
+            if distilled is None or distilled.analyst_words < self._settings.min_analyst_words:
+                why = "no_resolution" if distilled is None else "thin"
+                report.skipped[why] += 1
+                records.append(_record(case, now, "skipped", why, None))
+                continue
+            names = case.authors
+            member = Member(
+                conversation_id=case.conversation_id,
+                closed_at=case.closed_at.isoformat(),
+                problem=self._redact(distilled.problem, names),
+                steps=tuple(self._redact(s, names) for s in distilled.steps),
+                outcome=self._redact(distilled.outcome, names) if distilled.outcome else None,
+                csat=case.csat,
+                message_ids=(*distilled.problem_ids, *distilled.step_ids),
+                context=tuple(self._redact(c, names) for c in distilled.context),
+                vector=np.zeros(0, dtype=np.float32),
+            )
+            taught.append((case, member))
+        if taught:
+            problems = await self._knowledge.embed_many([m.problem for _, m in taught])
+            for (_, member), vector in zip(taught, problems, strict=True):
+                member.vector = _unit(np.asarray(vector, dtype=np.float32))
+        return taught
+
+    def _entries(self, changed: Sequence[Cluster], report: Report) -> tuple[list[Entry], dict[str, Governance]]:
+        """The entries of the clusters that changed, and what to store of their status, confidence and
+        provenance (an emptied cluster only retires its entry)."""
+        entries: list[Entry] = []
+        governance: dict[str, Governance] = {}
+        for cluster in changed:
+            status = self._status(cluster)
+            if cluster.members:
+                entry = entry_of(cluster, faq_min_cases=self._settings.faq_min_cases, status=status)
+                entries.append(entry)
+                report.entries[entry.kind] += 1
+            if status != "active":
+                report.entries[status] += 1
+            governance[cluster.entry_id] = Governance(
+                status=status, confidence=self._confidence(cluster), provenance=self._provenance(cluster)
+            )
+        return entries, governance
+
+    def _bookkeeping(
+        self,
+        changed: Sequence[Cluster],
+        records: list[dict[str, Any]],
+        withdrawn: list[str],
+        read_feedback_until: datetime | None,
+    ) -> Callable[[AsyncConnection], Awaitable[None]]:
+        """The miner's own writes, made in the knowledge store's transaction: each case's vector, each case's
+        record, the withdrawal of reopened cases, and how far it has counted feedback."""
+        rows = [
+            {
+                "conversation_id": m.conversation_id,
+                "entry_id": c.entry_id,
+                "tenant": c.tenant,
+                "embedder": self._knowledge.embedder_name,
+                "problem": m.vector.astype(np.float32).tobytes(),
+            }
+            for c in changed
+            for m in c.members
+        ]
+
+        async def write(conn: AsyncConnection) -> None:
+            if withdrawn:
+                await conn.execute(sa.delete(CASE_VECTOR).where(CASE_VECTOR.c.conversation_id.in_(withdrawn)))
+                await conn.execute(
+                    sa.update(MINED_CASE).where(MINED_CASE.c.conversation_id.in_(withdrawn)).values(outcome="withdrawn")
+                )
+            if rows:
+                stmt = upsert(conn, CASE_VECTOR)
+                await conn.execute(
+                    stmt.on_conflict_do_update(
+                        index_elements=[CASE_VECTOR.c.conversation_id],
+                        set_={c: stmt.excluded[c] for c in ("entry_id", "tenant", "embedder", "problem")},
+                    ),
+                    rows,
+                )
+            if read_feedback_until is not None:
+                stmt = upsert(conn, MINER_MARK)
+                await conn.execute(
+                    stmt.on_conflict_do_update(index_elements=[MINER_MARK.c.name], set_={"at": stmt.excluded.at}),
+                    {"name": feedback.MARK, "at": read_feedback_until},
+                )
+            if records:
+                stmt = upsert(conn, MINED_CASE)
+                columns = ("tenant", "closed_at", "mined_at", "outcome", "reason", "entry_id")
+                await conn.execute(
+                    stmt.on_conflict_do_update(
+                        index_elements=[MINED_CASE.c.conversation_id],
+                        set_={c: stmt.excluded[c] for c in columns},
+                    ),
+                    records,
+                )
+
+        return write
+
+    def _redact(self, text: str, names: Iterable[str]) -> str:
+        redacted: str = self._redactor.redact(text, names=names).text
+        return redacted
+
+    def _status(self, cluster: Cluster) -> EntryStatus:
+        """Retired once no case supports it or a lead retired it; waiting for review when its cases disagree, or
+        when every mined entry must be reviewed and no lead has approved it yet; otherwise served."""
+        if not cluster.members or cluster.status == "retired":
+            return "retired"
+        if cluster.conflicts(self._settings.conflict_similarity):
+            return "pending_review"
+        if cluster.status == "active":
+            return "active"
+        return "pending_review" if self._settings.require_review else "active"
+
+    def _confidence(self, cluster: Cluster) -> float:
+        """The share of good outcomes, smoothed: (good + 1) / (all + 2), where each case counts as good unless its
+        CSAT was ``low_csat`` or less, and each analyst's verdict on an answer drawn from the entry counts too
+        (accepted or edited: good; dismissed: not). One case rated well: 0.67; one rated badly: 0.33, which the
+        knowledge store does not serve (``SERVED_CONFIDENCE``); two dismissals of a one-case entry: 0.4."""
+        low = sum(1 for m in cluster.members if m.csat is not None and m.csat <= self._settings.low_csat)
+        good = len(cluster.members) - low + cluster.accepted
+        every = len(cluster.members) + cluster.accepted + cluster.dismissed
+        return round((good + 1) / (every + 2), 4)
+
+    def _provenance(self, cluster: Cluster) -> dict[str, Any]:
+        conflicts = cluster.conflicts(self._settings.conflict_similarity) if cluster.members else []
+        return {
+            "source": SOURCE,
+            "support": len(cluster.members),
+            "kept": cluster.kept().conversation_id if cluster.members else None,
+            "conflicts": [m.conversation_id for m in conflicts],
+            "feedback": {"accepted": cluster.accepted, "dismissed": cluster.dismissed},
+            "cases": [m.provenance() for m in cluster.members],
+        }
+
+    async def _load(self, conn: AsyncConnection, tenant: str) -> Clusters:
+        """The tenant's mined entries as clusters: their cases from the entries' provenance, each case's vector from
+        the miner's table."""
+        vectors = {
+            row.conversation_id: (row.entry_id, np.frombuffer(row.problem, dtype=np.float32))
+            for row in await conn.execute(
+                sa.select(CASE_VECTOR.c.conversation_id, CASE_VECTOR.c.entry_id, CASE_VECTOR.c.problem).where(
+                    CASE_VECTOR.c.tenant == tenant, CASE_VECTOR.c.embedder == self._knowledge.embedder_name
+                )
+            )
+        }
+        entry_ids = sorted({entry for entry, _ in vectors.values()})
+        clusters: list[Cluster] = []
+        for start in range(0, len(entry_ids), 500):
+            rows = await conn.execute(
+                sa.select(ENTRY.c.id, ENTRY.c.status, ENTRY.c.provenance).where(
+                    ENTRY.c.id.in_(entry_ids[start : start + 500])
+                )
+            )
+            for row in rows:
+                cases = (row.provenance or {}).get("cases", [])
+                members = [
+                    _member(c, vectors[c["conversation_id"]][1]) for c in cases if c["conversation_id"] in vectors
+                ]
+                if members:
+                    said = (row.provenance or {}).get("feedback", {})
+                    clusters.append(
+                        Cluster(
+                            entry_id=row.id,
+                            tenant=tenant,
+                            members=members,
+                            status=row.status,
+                            accepted=said.get("accepted", 0),
+                            dismissed=said.get("dismissed", 0),
+                        )
+                    )
+        return Clusters(clusters)
+
+
+def entry_id(tenant: str, conversation_id: str) -> str:
+    """The id of the entry a case starts: stable, short, the same on every replica and every re-run."""
+    digest = hashlib.sha256(f"{tenant}\0{conversation_id}".encode()).hexdigest()[:20]
+    return f"case-{digest}"
+
+
+def entry_of(cluster: Cluster, *, faq_min_cases: int, status: EntryStatus) -> Entry:
+    """The knowledge entry a cluster of cases makes: a ``case`` entry (the problem, its context, the best-supported
+    resolution, the outcome), or an ``faq`` once ``faq_min_cases`` cases agree on it (their phrasings as question
+    and alternates, the resolution as answer). Its link is the case whose resolution it states."""
+    kept = cluster.kept()
+    face = representative(cluster.members)
+    answer = " ".join(kept.steps) or (kept.outcome or "")
+    url = f"/panel/conversations/{kept.conversation_id}"
+    support = len(cluster.members)
+    if support >= faq_min_cases and status != "pending_review":
+        phrasings = list(dict.fromkeys([face.problem, *(m.problem for m in cluster.members)]))[:MAX_QUESTIONS]
+        question = _title(face.problem)
+        return Entry(
+            id=cluster.entry_id,
+            kind="faq",
+            title=question,
+            body=answer,
+            origin=SOURCE,
+            url=url,
+            questions=(question, *phrasings[1:]),
+            passages=(Passage(id=f"{cluster.entry_id}#1", heading=None, text=f"{question}\n{answer}"),),
+            tenant=cluster.tenant,
+        )
+    context = list(dict.fromkeys(c for m in cluster.members for c in m.context))[:3]
+    body = "\n\n".join(
+        part
+        for part in (
+            f"**Problem.** {face.problem}",
+            f"**Context.** {'; '.join(context)}" if context else "",
+            "**Resolution.**\n" + "\n".join(f"- {step}" for step in kept.steps),
+            f"**Outcome.** {kept.outcome}" if kept.outcome else "",
+            f"Resolved this way in {support} case{'s' if support > 1 else ''}.",
+        )
+        if part
+    )
+    return Entry(
+        id=cluster.entry_id,
+        kind="case",
+        title=_title(face.problem),
+        body=body,
+        origin=SOURCE,
+        url=url,
+        passages=(Passage(id=f"{cluster.entry_id}#1", heading=None, text=f"{face.problem}\n{answer}"),),
+        tenant=cluster.tenant,
+    )
+
+
+def _title(problem: str) -> str:
+    if len(problem) <= TITLE_CHARS:
+        return problem
+    cut = problem[:TITLE_CHARS].rsplit(" ", 1)[0]
+    return f"{cut}…"
+
+
+def _member(case: dict[str, Any], vector: np.ndarray) -> Member:
+    return Member(
+        conversation_id=case["conversation_id"],
+        closed_at=case["closed_at"],
+        problem=case["problem"],
+        steps=tuple(case["steps"]),
+        outcome=case.get("outcome"),
+        csat=case.get("csat"),
+        message_ids=tuple(case.get("message_ids", ())),
+        context=tuple(case.get("context", ())),
+        vector=vector,
+    )
+
+
+def _record(
+    case: select.ClosedCase, now: datetime, outcome: str, reason: str | None, entry: str | None
+) -> dict[str, Any]:
+    return {
+        "conversation_id": case.conversation_id,
+        "tenant": case.tenant,
+        "closed_at": case.closed_at,
+        "mined_at": now,
+        "outcome": outcome,
+        "reason": reason,
+        "entry_id": entry,
+    }
+
+
+async def _tenants_of(conn: AsyncConnection, conversation_ids: Sequence[str], entry_ids: Sequence[str]) -> set[str]:
+    """The tenants of these mined cases and of these entries' cases: whose clusters a run must load."""
+    found: set[str] = set()
+    if conversation_ids:
+        rows = await conn.execute(
+            sa.select(MINED_CASE.c.tenant).where(MINED_CASE.c.conversation_id.in_(list(conversation_ids))).distinct()
+        )
+        found |= set(rows.scalars())
+    if entry_ids:
+        rows = await conn.execute(
+            sa.select(CASE_VECTOR.c.tenant).where(CASE_VECTOR.c.entry_id.in_(list(entry_ids))).distinct()
+        )
+        found |= set(rows.scalars())
+    return found
+
+
+def _unit(vector: np.ndarray) -> np.ndarray:
+    norm = float(np.linalg.norm(vector))
+    unit: np.ndarray = vector / norm if norm else vector
+    return unit

@@ -1,0 +1,44 @@
+"""The miner's section of the settings (``VIGIL_MINER__*``)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+
+class MinerSettings(BaseModel):
+    """What the miner takes from closed cases, how often, and what it makes of them."""
+
+    enabled: bool = Field(default=True, description="Mine closed, human-resolved cases on the scheduler.")
+    interval_s: float = Field(default=600.0, gt=0, description="How often the miner runs.")
+    min_analyst_words: int = Field(
+        default=12,
+        ge=0,
+        description="A case whose analysts said fewer words than this, greetings and sign-offs aside, teaches "
+        "nothing and is skipped.",
+    )
+    faq_min_cases: int = Field(
+        default=3, ge=2, description="A problem resolved in this many mined cases becomes an FAQ."
+    )
+    require_review: bool = Field(
+        default=False, description="Mined entries wait for a lead's approval (vigil kb approve) before being served."
+    )
+    merge_similarity: float = Field(
+        default=0.72,
+        gt=0,
+        le=1,
+        description="Two cases whose problems are at least this similar (cosine) are one entry (docs/evaluation.md).",
+    )
+    conflict_similarity: float = Field(
+        default=0.45,
+        ge=0,
+        le=1,
+        description="Merged cases whose resolutions are less similar than this disagree: flagged for review.",
+    )
+    low_csat: int = Field(default=2, ge=1, le=5, description="A CSAT at or below this demotes what the case taught.")
+    lateness_s: float = Field(
+        default=86_400.0,
+        ge=0,
+        description="How late a closure may reach vigil and still be mined: each run looks this far behind its "
+        "watermark.",
+    )
+    batch: int = Field(default=500, ge=1, description="The most cases one run mines at a time, before it writes.")
