@@ -245,6 +245,7 @@ def an_overview(buckets: int = 3, kinds: tuple[str, ...] = ("answer", "next_step
         conversations=[1] * buckets,
         unanswered=[0] * buckets,
         knowledge={"faq": [3, 4, 4][:buckets], HOSTILE: [1, 1, 2][:buckets]},
+        knowledge_sources={"mined": [0, 1, 3][:buckets], "imported": [4, 4, 4][:buckets]},
         totals=Totals(
             suggestions={},
             all_kinds=Tally(),
@@ -254,6 +255,7 @@ def an_overview(buckets: int = 3, kinds: tuple[str, ...] = ("answer", "next_step
             conversations=0,
             unanswered=0,
             knowledge={},
+            knowledge_sources={},
         ),
         truncated=True,
     )
@@ -269,22 +271,26 @@ def every_overview_chart(overview: Overview) -> list[Markup]:
         overview_charts.latency_chart(overview, width=480, height=200),
         overview_charts.first_response_chart(overview),
         overview_charts.knowledge_chart(overview),
+        overview_charts.knowledge_sources_chart(overview),
     ]
 
 
 def test_every_overview_chart_renders_on_one_page_with_distinct_ids():
     page = [parse(chart) for chart in overview_charts.all_charts(an_overview())]
-    assert len(page) == 7  # verdicts, acceptance, the rates of answer and of next_step, latency, response, knowledge
+    assert len(page) == 8  # verdicts, acceptance, the rates of answer and next_step, latency, response, knowledge x2
     ids = [e.get("id") for root in page for e in root.iter() if e.get("id")]
     assert len(ids) == len(set(ids))
     roots = [parse(chart) for chart in every_overview_chart(an_overview())]
-    rates, next_step, acceptance, verdicts, _, latency, first_response, knowledge = roots
+    rates, next_step, acceptance, verdicts, _, latency, first_response, knowledge, sources = roots
     assert texts(rates)[0] == "Verdicts on all suggestions" and texts(next_step)[0] == "Verdicts on next step"
     assert {"answer: 60% (3 of 5)", "next step: 60% (3 of 5)"} <= set(texts(acceptance))
     assert {"shown: 6", "accepted: 3", "edited: 1", "dismissed: 1"} <= set(texts(verdicts))
     assert "more rows than the overview reads" in (latency.find(f"{SVG}desc").text or "")  # type: ignore[union-attr]
     assert "median: latest 45 s, highest 45 s" in (first_response.find(f"{SVG}desc").text or "")  # type: ignore[union-attr]
     assert HOSTILE in texts(knowledge, "title")
+    assert texts(sources)[0] == "Knowledge by source"
+    assert {"mined: 3", "imported: 4"} <= set(texts(sources))  # the legend says how many at the window's end
+    assert "mined, 2026-11-02 01:00 UTC: 1" in texts(sources, "title")
 
 
 def test_an_empty_overview_draws_honest_empty_charts():
@@ -296,6 +302,7 @@ def test_an_empty_overview_draws_honest_empty_charts():
             "answer_latency_p90_ms": [None] * 3,
             "first_response_median_s": [None] * 3,
             "knowledge": {},
+            "knowledge_sources": {"mined": [0, 0, 0], "imported": [0, 0, 0]},
         }
     )
     for chart in every_overview_chart(overview):

@@ -75,13 +75,22 @@ async def say(store: CaseStore, conversation: str, role: str, when: datetime, te
     )
 
 
-async def add_entry(store: CaseStore, entry_id: str, kind: str, when: datetime, status: str = "active") -> None:
+async def add_entry(
+    store: CaseStore,
+    entry_id: str,
+    kind: str,
+    when: datetime,
+    status: str = "active",
+    origin: str = "test",
+    tenant: str | None = None,
+) -> None:
     row = {
         "id": entry_id,
         "kind": kind,
         "title": entry_id,
         "body": "body",
-        "origin": "test",
+        "origin": origin,
+        "tenant": tenant,
         "tags": [],
         "questions": [],
         "digest": entry_id,
@@ -208,6 +217,24 @@ async def test_knowledge_size_grows_with_active_entries_for_every_tenant(store: 
     view = await three_hours(store, tenants=["nobody"])
     assert view.knowledge == {"article": [1, 1, 1], "faq": [1, 2, 3]}
     assert view.totals.knowledge == {"article": 1, "faq": 3}
+
+
+async def test_knowledge_growth_is_split_into_mined_and_imported(store: CaseStore):
+    await add_entry(store, "help-old", "article", at(-1), origin="knowledge/articles/hub.md")
+    await add_entry(store, "case-1", "case", at(0, s=600), origin="miner", tenant="acme")
+    await add_entry(store, "case-2", "faq", at(1, s=600), origin="miner", tenant="acme")
+    await add_entry(store, "case-3", "case", at(2, s=600), origin="miner", tenant="acme", status="pending_review")
+    await add_entry(store, "case-4", "case", at(2, s=900), origin="miner", tenant="acme", status="retired")
+    await add_entry(store, "case-globex", "case", at(2, s=900), origin="miner", tenant="globex")
+    await add_entry(store, "help-new", "faq", at(2, s=1200), origin="knowledge/faqs/billing.md")
+    acme = await three_hours(store, tenants=["acme"])
+    assert acme.knowledge_sources == {"mined": [1, 2, 2], "imported": [1, 1, 2]}  # only what is served counts
+    assert acme.totals.knowledge_sources == {"mined": 2, "imported": 2}
+    assert sum(acme.totals.knowledge.values()) == sum(acme.totals.knowledge_sources.values())
+    everyone = await three_hours(store)
+    assert everyone.knowledge_sources["mined"] == [1, 2, 3]
+    nothing_mined = await three_hours(store, tenants=["initech"])
+    assert nothing_mined.knowledge_sources == {"mined": [0, 0, 0], "imported": [1, 1, 2]}
 
 
 async def test_tenants_see_only_their_own(store: CaseStore):

@@ -107,6 +107,8 @@ class FaqMatch:
     """Similarity minus that of the best other FAQ: a near tie means the match is doubtful."""
 
 
+MINED = "miner"
+"""The ``origin`` of every entry the miner writes (``vigil.mining``): what tells mined knowledge from imported."""
 EntryStatus = Literal["active", "pending_review", "retired"]
 """Only ``active`` entries are searched; ``pending_review`` ones wait for a lead (``vigil kb approve``)."""
 STATUSES: tuple[EntryStatus, ...] = ("active", "pending_review", "retired")
@@ -451,26 +453,46 @@ class KnowledgeStore:
         return True
 
     async def governed(
-        self, *, status: EntryStatus | None = None, kinds: Sequence[EntryKind] = ()
+        self,
+        *,
+        status: EntryStatus | None = None,
+        kinds: Sequence[EntryKind] = (),
+        ids: Sequence[str] = (),
+        origin: str | None = None,
+        tenants: Sequence[str] | None = None,
+        limit: int | None = None,
     ) -> list[dict[str, Any]]:
-        """Entries with their status, confidence and provenance (those of ``status`` and ``kinds``, when given),
-        newest change first: what a lead reviews."""
+        """Entries with their status, confidence and provenance, newest change first: what a lead reviews.
+
+        Args:
+            status, kinds, ids, origin: only the entries of this status, these kinds, these ids, this origin.
+            tenants: only the entries these tenants see (theirs and the global ones); None for every entry.
+            limit: at most this many (the newest changes).
+        """
         query = sa.select(
             ENTRY.c.id,
             ENTRY.c.kind,
             ENTRY.c.title,
             ENTRY.c.body,
+            ENTRY.c.origin,
+            ENTRY.c.url,
             ENTRY.c.tenant,
             ENTRY.c.status,
             ENTRY.c.confidence,
             ENTRY.c.provenance,
             ENTRY.c.questions,
+            ENTRY.c.created_at,
             ENTRY.c.updated_at,
-        ).order_by(ENTRY.c.updated_at.desc(), ENTRY.c.id)
+        ).where(visible_to(tenants))
         if status is not None:
             query = query.where(ENTRY.c.status == status)
         if kinds:
             query = query.where(ENTRY.c.kind.in_(list(kinds)))
+        if ids:
+            query = query.where(ENTRY.c.id.in_(list(ids)))
+        if origin is not None:
+            query = query.where(ENTRY.c.origin == origin)
+        query = query.order_by(ENTRY.c.updated_at.desc(), ENTRY.c.id).limit(limit)
         async with self._database() as conn:
             rows = (await conn.execute(query)).all()
         return [dict(row._mapping) for row in rows]

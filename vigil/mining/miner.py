@@ -23,7 +23,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from vigil.core.clock import Clock
 from vigil.db.engine import upsert
 from vigil.knowledge.documents import Entry, Passage
-from vigil.knowledge.store import EntryStatus, Governance, KnowledgeStore
+from vigil.knowledge.store import MINED, EntryStatus, Governance, KnowledgeStore
 from vigil.knowledge.tables import ENTRY
 from vigil.mining import feedback, select
 from vigil.mining.distil import distil
@@ -34,7 +34,7 @@ from vigil.mining.tables import CASE_VECTOR, MINED_CASE, MINER_MARK
 
 log = logging.getLogger(__name__)
 
-SOURCE = "miner"
+SOURCE = MINED
 """The ``origin`` of every mined entry."""
 MAX_QUESTIONS = 10
 """The most customer phrasings a mined FAQ keeps as its question and alternates."""

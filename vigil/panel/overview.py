@@ -19,7 +19,9 @@ How things are counted:
   response stamped before the customer's message (events out of order) is left out.
 - *knowledge size*: entries active now, by kind, created before each bucket's end. Removed entries are deleted and
   statuses keep no history, so the past is what is active today as it grew; it counts global entries and
-  those of the tenants counted.
+  those of the tenants counted. *By source*, the same entries split into ``mined`` (written by the miner from
+  resolved cases) and ``imported`` (every other origin: the help centre's files): an entry the miner wrote counts
+  from when it first did, and one a lead retired, or whose cases were all reopened, drops out of the past too.
 """
 
 from __future__ import annotations
@@ -35,11 +37,13 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from vigil.cases.tables import CONVERSATION, FEEDBACK, SUGGESTION
 from vigil.cases.views import CaseViews
-from vigil.knowledge.store import visible_to
+from vigil.knowledge.store import MINED, visible_to
 from vigil.knowledge.tables import ENTRY
 from vigil.panel.buckets import Buckets, Percentiles
 
 MAX_ROWS = 50_000
+SOURCES = ("mined", "imported")
+"""Where knowledge comes from: mined from resolved cases (origin ``miner``), or imported (any other origin)."""
 KINDS = ("answer", "next_step", "follow_up", "handover", "action", "escalation")
 """The order the overview shows the kinds vigil knows in (docs/wire-format.md); any other kind follows, by name."""
 # What each verdict counts as: approving an action accepts it, rejecting one dismisses it.
@@ -95,6 +99,8 @@ class Totals(BaseModel):
     unanswered: int
     knowledge: dict[str, int]
     """Active entries by kind at ``until``."""
+    knowledge_sources: dict[str, int]
+    """Active entries by source (``SOURCES``) at ``until``."""
 
 
 class Overview(BaseModel):
@@ -122,6 +128,8 @@ class Overview(BaseModel):
     """Of those, the ones no analyst has answered yet."""
     knowledge: dict[str, list[int]]
     """Per knowledge kind with an active entry by ``until``: active entries at each bucket's end."""
+    knowledge_sources: dict[str, list[int]]
+    """Per source (``SOURCES``, both always there): active entries at each bucket's end."""
     totals: Totals
     truncated: bool
     """A percentile series read only its newest ``max_rows`` rows: its older buckets and its total are None."""
@@ -170,10 +178,12 @@ async def overview(
         latencies = await _newest(conn, _answer_latencies(w), max_rows)
         responses = await _newest(conn, _first_responses(w), max_rows)
         started = await _counts(conn, _started(w, conn.dialect.name))
-        knowledge = await _knowledge(conn, w)
+        knowledge = await _knowledge(conn, w, ENTRY.c.kind)
+        sources = await _knowledge(conn, w, _source())
     latency = Percentiles(w, latencies, max_rows, (0.5, 0.9))
     response = Percentiles(w, [(at, (answer - at).total_seconds()) for at, answer in responses], max_rows, (0.5,))
-    return _assemble(w, _by_kind(w, shown, verdicts), latency, response, started, knowledge)
+    sources = {source: sources.get(source, [0] * w.count) for source in SOURCES}
+    return _assemble(w, _by_kind(w, shown, verdicts), latency, response, started, knowledge, sources)
 
 
 def _shown(w: _Window, dialect: str) -> sa.Subquery:
@@ -248,19 +258,24 @@ async def _newest(conn: AsyncConnection, rows: sa.Select[Any], max_rows: int) ->
     return [(row[0], row[1]) for row in result]
 
 
-async def _knowledge(conn: AsyncConnection, w: _Window) -> dict[str, list[int]]:
-    """Active knowledge entries by kind at each bucket's end (the last one ends at ``until``)."""
+def _source() -> sa.ColumnElement[str]:
+    """An entry's source, as SQL: ``mined`` or ``imported``."""
+    return sa.case((ENTRY.c.origin == MINED, SOURCES[0]), else_=SOURCES[1])
+
+
+async def _knowledge(conn: AsyncConnection, w: _Window, group: sa.ColumnElement[Any]) -> dict[str, list[int]]:
+    """Active knowledge entries by ``group`` (their kind, or their source) at each bucket's end (the last one ends
+    at ``until``)."""
     e = ENTRY.c
     active = sa.and_(e.status == "active", visible_to(w.tenants))
-    before = await conn.execute(
-        sa.select(e.kind, sa.func.count()).where(active, e.created_at < w.since).group_by(e.kind)
-    )
+    label = group.label("part")
+    before = await conn.execute(sa.select(label, sa.func.count()).where(active, e.created_at < w.since).group_by(label))
     sizes: dict[str, list[int]] = defaultdict(lambda: [0] * w.count)
-    for kind, n in before:
-        sizes[kind] = [int(n)] * w.count
-    added = sa.select(w.sql(e.created_at, conn.dialect.name).label("bucket"), e.kind)
-    for bucket, kind, n in await _counts(conn, added.where(active, w.holds(e.created_at)).subquery()):
-        series = sizes[kind]
+    for name, n in before:
+        sizes[name] = [int(n)] * w.count
+    added = sa.select(w.sql(e.created_at, conn.dialect.name).label("bucket"), label)
+    for bucket, name, n in await _counts(conn, added.where(active, w.holds(e.created_at)).subquery()):
+        series = sizes[name]
         for i in range(w.clamp(bucket), w.count):
             series[i] += int(n)
     return dict(sorted(sizes.items()))
@@ -290,6 +305,7 @@ def _assemble(
     response: Percentiles,
     started: list[tuple[Any, ...]],
     knowledge: dict[str, list[int]],
+    sources: dict[str, list[int]],
 ) -> Overview:
     conversations, unanswered = [0] * w.count, [0] * w.count
     for bucket, answered, n in started:
@@ -306,6 +322,7 @@ def _assemble(
         conversations=sum(conversations),
         unanswered=sum(unanswered),
         knowledge={kind: sizes[-1] for kind, sizes in knowledge.items()},
+        knowledge_sources={source: sizes[-1] for source, sizes in sources.items()},
     )
     return Overview(
         tenants=w.tenants,
@@ -321,6 +338,7 @@ def _assemble(
         conversations=conversations,
         unanswered=unanswered,
         knowledge=knowledge,
+        knowledge_sources=sources,
         totals=totals,
         truncated=latency.truncated or response.truncated,
     )

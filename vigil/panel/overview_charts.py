@@ -25,7 +25,7 @@ def all_charts(
     overview: Overview, *, width: int = WIDTH, height: int = 260, display: Display = UTC_DISPLAY
 ) -> list[Markup]:
     """Every chart of the overview, in the order a page shows them: verdicts, acceptance by kind, each kind's
-    verdict rates, answer latency, time to first response, knowledge size."""
+    verdict rates, answer latency, time to first response, knowledge size by kind and by source."""
     w, h = width, height
     return [
         verdicts_chart(overview, width=w, height=h, display=display),
@@ -34,6 +34,7 @@ def all_charts(
         latency_chart(overview, width=w, height=h, display=display),
         first_response_chart(overview, width=w, height=h, display=display),
         knowledge_chart(overview, width=w, height=h, display=display),
+        knowledge_sources_chart(overview, width=w, height=h, display=display),
     ]
 
 
@@ -176,6 +177,29 @@ def knowledge_chart(
         width=width,
         height=height,
         chart_id="overview-knowledge",
+        display=display,
+    )
+
+
+def knowledge_sources_chart(
+    overview: Overview, *, width: int = WIDTH, height: int = 260, display: Display = UTC_DISPLAY
+) -> Markup:
+    """Active knowledge entries at the end of each bucket, stacked by source: mined from resolved cases, and
+    imported; each with how many there are at the window's end."""
+    series = [
+        Series(source, sizes, total=count(sizes[-1] if sizes else 0))
+        for source, sizes in overview.knowledge_sources.items()
+    ]
+    return stacked_bar_chart(
+        overview.buckets,
+        [series],
+        title="Knowledge by source",
+        description="Active knowledge entries at the end of each bucket: mined from cases analysts resolved, and "
+        "imported from the help centre's files.",
+        value_format=count,
+        width=width,
+        height=height,
+        chart_id="overview-knowledge-sources",
         display=display,
     )
 
