@@ -13,7 +13,7 @@ import re
 import socket
 import uuid
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import httpx
@@ -26,6 +26,10 @@ from tests.browser import chromium
 from tests.conftest import Topics, create_topics, new_topics, open_knowledge, views_of
 from tests.e2e.harness import VigilCli, VigilProcess, eventually, message, ready, record
 from tests.kafka_client import produce
+from tests.mining.test_miner import START as MINING_START
+from tests.mining.test_miner import conversation as mining_case
+from tests.mining.test_miner import parcel_case
+from tests.mining.test_miner import record as record_events
 from tests.oidc_provider import CLIENT_ID, CLIENT_SECRET, OidcProvider
 from vigil.app.health import Health
 from vigil.app.http import EmbeddedServer
@@ -37,6 +41,8 @@ from vigil.dev.broker import EmbeddedBroker, free_port
 from vigil.flow.feed import LiveFeed, Update, recorded
 from vigil.knowledge.documents import read
 from vigil.knowledge.store import KnowledgeStore
+from vigil.mining.miner import Miner, entry_id
+from vigil.mining.settings import MinerSettings
 from vigil.panel.auth import token_digest
 from vigil.panel.display import Display
 from vigil.panel.settings import PanelSettings
@@ -615,3 +621,126 @@ async def test_the_servers_12_or_24_hour_table_agrees_with_the_browsers_intl(pag
     )
     browser_12 = {locale: cycle in ("h11", "h12") for locale, cycle in zip(locales, cycles, strict=True)}
     assert {locale: Display(locale, "UTC").hour12 for locale in locales} == browser_12
+
+
+# ---- a lead reviews mined knowledge: approves one entry, retires another; an analyst has no review ----
+FEE_QUESTION = "can I get the cancellation fee back if I cancel my subscription box?"
+FEE_REFUNDED = "The cancellation fee is refundable within 14 days: I've refunded the fee to your card."
+FEE_NOT_REFUNDED = "The cancellation fee is not refundable within 14 days, so I've refunded nothing."
+
+
+async def sign_in_at(page: Page, url: str, who: str, path: str) -> None:
+    """Sign in with ``who``'s token on the way to ``path``, as the panel's sign-in page asks."""
+    await page.goto(url + path)
+    await expect(page).to_have_url(f"{url}/login?next={path}")
+    await page.get_by_label("Your access token").fill(TOKENS[who])
+    await page.get_by_role("button", name="Sign in").click()
+    await expect(page).to_have_url(url + path)
+
+
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+async def test_a_lead_approves_one_mined_entry_and_retires_another_and_an_analyst_has_no_review(
+    page: Page,
+    browser: Browser,
+    store: CaseStore,
+    embedder,
+    tmp_path: Path,  # type: ignore[no-untyped-def]
+):
+    # Three cases of acme resolved by analysts: two disagree on the fee, one settles a missing parcel. The real
+    # miner, with review required, leaves both entries waiting for a lead.
+    await record_events(store, parcel_case(0, tenant="acme"))
+    fee_yes = [("customer", FEE_QUESTION), ("analyst", FEE_REFUNDED)]
+    fee_no = [("customer", "will I get the cancellation fee back if I cancel the subscription box?"),
+              ("analyst", FEE_NOT_REFUNDED)]  # fmt: skip
+    await record_events(store, mining_case("fee-1", fee_yes, at=MINING_START + timedelta(days=1), tenant="acme"))
+    await record_events(
+        store, mining_case("fee-2", fee_no, at=MINING_START + timedelta(days=1, hours=1), tenant="acme")
+    )
+    knowledge = await open_knowledge(store, tmp_path / "chroma", embedder)
+    miner = Miner(MinerSettings(require_review=True), engine=store.engine, knowledge=knowledge, clock=SystemClock())
+    assert (await miner.run()).entries["pending_review"] == 2
+    parcel_id, fee_id = entry_id("acme", "parcel-0"), entry_id("acme", "fee-1")
+
+    async def status(entry: str) -> str:
+        return str((await knowledge.governed(ids=[entry]))[0]["status"])
+
+    problems: list[str] = []
+    page.on("pageerror", lambda error: problems.append(str(error)))
+    page.on("console", lambda m: problems.append(m.text) if m.type in ("error", "warning") else None)
+    panel = PanelSettings(auth="tokens", users=USERS)  # type: ignore[arg-type]
+    try:
+        async with in_process_panel(store, page, knowledge=knowledge, panel=panel) as url:
+            await sign_in_at(page, url, "lee", "/panel/review")
+            await expect(page.get_by_role("link", name="Review", exact=True)).to_have_attribute("aria-current", "page")
+            entries = page.locator("li.review")
+            await expect(entries).to_have_count(2)
+            parcel = page.locator(f'li.review[data-entry-id="{parcel_id}"]')
+            fee = page.locator(f'li.review[data-entry-id="{fee_id}"]')
+
+            # The conflict: the resolution it states beside the one that disagrees, on one row.
+            await expect(fee.locator(".conflict-note")).to_contain_text("1 case resolved this problem otherwise")
+            kept, other = fee.locator(".side-by-side .kept"), fee.locator(".side-by-side .conflicting")
+            await expect(kept.or_(other)).to_have_count(2)
+            said = {await kept.inner_text(), await other.inner_text()}
+            assert sum("not refundable" in text for text in said) == 1, said
+            left, right = await kept.bounding_box(), await other.bounding_box()
+            assert left and right and abs(left["y"] - right["y"]) < 2 and left["x"] + left["width"] <= right["x"]
+
+            # Its provenance: each case a link to its conversation, with the customer's problem and the steps (folded
+            # when all its cases are shown above already).
+            await expect(fee.locator("details.cases")).not_to_have_attribute("open", "")
+            await parcel.get_by_text("Learnt from 1 case").click()
+            case_link = parcel.locator("details.cases a", has_text="parcel-0")
+            await expect(case_link).to_be_visible()
+            await expect(case_link).to_have_attribute("href", "/panel/conversations/parcel-0")
+            await expect(parcel.locator("details.cases .problem")).to_contain_text("never arrived")
+            await expect(parcel.locator("details.cases .steps li").first).to_contain_text("claim")
+            await case_link.click()
+            await expect(page.get_by_role("heading", level=1)).to_contain_text("parcel-0")
+            await page.go_back()
+            await expect(entries).to_have_count(2)
+
+            # Approve the parcel entry: served now; the page says so, and offers to retire it instead.
+            await parcel.get_by_role("button", name="Approve").click()
+            await expect(parcel.get_by_role("status")).to_have_text("Approved: analysts are shown it now.")
+            await expect(parcel.locator('[data-fact="status"]')).to_have_text("Served to analysts")
+            await expect(parcel.get_by_role("button", name="Approve")).to_be_hidden()
+            await expect(parcel.get_by_role("button", name="Retire")).to_be_visible()
+            assert await status(parcel_id) == "active"
+            hits = await knowledge.search("the app says my parcel was delivered but I don't have it", 3, tenant="acme")
+            assert hits and hits[0].entry_id == parcel_id
+
+            # Retire the conflicting one: not served, kept.
+            await fee.get_by_role("button", name="Retire").click()
+            await expect(fee.get_by_role("status")).to_have_text("Retired: analysts are no longer shown it.")
+            await expect(fee.locator('[data-fact="status"]')).to_have_text("Retired (not served)")
+            assert await status(fee_id) == "retired"
+
+            # Reloaded, nothing waits; each is under its new status.
+            await page.reload()
+            await expect(page.locator(".empty")).to_have_text("Nothing waits for review.")
+            await page.get_by_role("link", name="Retired").click()
+            await expect(entries).to_have_count(1)
+            await expect(page.locator(f'li.review[data-entry-id="{fee_id}"]')).to_be_visible()
+            await page.get_by_role("link", name="Served").click()
+            await expect(page.locator(f'li.review[data-entry-id="{parcel_id}"]')).to_be_visible()
+
+            # An analyst has no review: not in the navigation, and refused at its address.
+            analyst = await browser.new_context(viewport={"width": 1366, "height": 860})
+            try:
+                tab = await analyst.new_page()
+                await sign_in_at(tab, url, "ana", f"/panel/knowledge/{parcel_id}")
+                await expect(tab.get_by_role("link", name="Review", exact=True)).to_have_count(0)
+                await expect(tab.get_by_role("link", name="open the case it came from")).to_have_attribute(
+                    "href", "/panel/conversations/parcel-0"
+                )
+                refused = await tab.goto(url + "/panel/review")
+                assert refused is not None and refused.status == 403
+                answer = await tab.request.post(f"{url}/api/knowledge/{fee_id}/approve")
+                assert answer.status == 403
+                assert await status(fee_id) == "retired"
+            finally:
+                await analyst.close()
+    finally:
+        await knowledge.close()
+    assert problems == []  # no script error and no CSP refusal

@@ -66,7 +66,7 @@ def routers(
     from vigil.panel.sessions import SessionRegistry
 
     auth = Authenticator(settings, sessions=SessionRegistry(views, clock=clock))
-    api = api_routes(views=views, feed=feed, outboxes=outboxes, caller=Caller(auth), clock=clock)
+    api = api_routes(views=views, feed=feed, outboxes=outboxes, caller=Caller(auth), clock=clock, knowledge=knowledge)
     if not settings.enabled:
         return [api]
     pages = page_routes(views=views, knowledge=knowledge, auth=auth, oidc=oidc, clock=clock, displays=settings.displays)

@@ -1,4 +1,5 @@
-"""The panel's pages: the queue, a conversation, a knowledge source, the lead overview; signing in and out.
+"""The panel's pages: the queue, a conversation, a knowledge source, the lead overview and knowledge review; signing
+in and out.
 
 Pages are server-rendered (Jinja, autoescaped); the queue and the conversation hand their data to
 ``static/panel.js`` as JSON and it renders and updates them live, building DOM nodes with ``textContent`` only, so
@@ -12,7 +13,7 @@ the queue carries each visible tenant's as JSON, so each row is written as its t
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from importlib import resources
 from pathlib import PureWindowsPath
 from typing import Any
@@ -25,7 +26,7 @@ from fastapi.templating import Jinja2Templates
 from vigil.cases.views import CaseViews
 from vigil.core.clock import Clock
 from vigil.core.errors import AuthError, AuthUnavailable
-from vigil.knowledge.store import KnowledgeStore
+from vigil.knowledge.store import MINED, KnowledgeStore
 from vigil.panel.auth import CSRF_FIELD, Authenticator
 from vigil.panel.display import Display, Displays
 from vigil.panel.identity import Identity
@@ -33,6 +34,7 @@ from vigil.panel.markdown import render as render_markdown
 from vigil.panel.oidc import OidcClient, PendingLogin
 from vigil.panel.overview import overview
 from vigil.panel.overview_charts import all_charts
+from vigil.panel.review import LIMIT, LISTS, reviewed
 from vigil.panel.routes import visible_conversation
 from vigil.panel.windows import WINDOWS, fitting, oldest_record
 from vigil.wire.events import DRAFT_MARK
@@ -95,18 +97,6 @@ def page_routes(
         display: Display = displays.of(view.tenant)
         return render(request, "conversation.html", who, view=view, data=data, draft_mark=DRAFT_MARK, display=display)
 
-    @router.get("/panel/knowledge/{entry_id:path}")
-    async def knowledge_page(entry_id: str, request: Request) -> HTMLResponse:
-        who = await viewer(request)
-        entry = await knowledge.entry(entry_id) if knowledge is not None else None
-        if entry is None or (entry.tenant is not None and not who.may_see(entry.tenant)):
-            raise HTTPException(404, "unknown knowledge entry")  # another tenant's entry is not there for them
-        link = entry.url if entry.url and entry.url.startswith(("https://", "http://")) else None
-        body = render_markdown(entry.body)
-        return render(
-            request, "knowledge.html", who, entry=entry, link=link, body=body, origin=origin_name(entry.origin)
-        )
-
     @router.get("/panel/overview")
     async def overview_page(request: Request, window: str | None = None) -> HTMLResponse:
         who = await viewer(request)
@@ -132,8 +122,75 @@ def page_routes(
             charts=all_charts(report, display=displays.of_person(who.tenants)),
         )
 
+    _knowledge_routes(router, render=render, viewer=viewer, knowledge=knowledge, displays=displays)
     _sign_in_routes(router, render=render, auth=auth, oidc=oidc)
     return router
+
+
+def _knowledge_routes(
+    router: APIRouter,
+    *,
+    render: Callable[..., HTMLResponse],
+    viewer: Callable[[Request], Awaitable[Identity]],
+    knowledge: KnowledgeStore | None,
+    displays: Displays,
+) -> None:
+    """A knowledge entry's page, and the leads' review of mined knowledge."""
+
+    def display_of(tenant: str | None, who: Identity) -> Display:
+        return displays.of(tenant) if tenant else displays.of_person(who.tenants)
+
+    @router.get("/panel/knowledge/{entry_id:path}")
+    async def knowledge_page(entry_id: str, request: Request) -> HTMLResponse:
+        who = await viewer(request)
+        entry = await knowledge.entry(entry_id) if knowledge is not None else None
+        if knowledge is None or entry is None or (entry.tenant is not None and not who.may_see(entry.tenant)):
+            raise HTTPException(404, "unknown knowledge entry")  # another tenant's entry is not there for them
+        link = entry.url if entry.url and entry.url.startswith(("https://", "http://", "/panel/")) else None
+        governed = await knowledge.governed(ids=[entry_id])
+        display = display_of(entry.tenant, who)
+        return render(
+            request,
+            "knowledge.html",
+            who,
+            entry=entry,
+            link=link,
+            body=render_markdown(entry.body),
+            origin=origin_name(entry.origin),
+            governance=reviewed(governed[0], display) if governed else None,
+        )
+
+    @router.get("/panel/review")
+    async def review_page(request: Request, status: str = "pending_review") -> HTMLResponse:
+        who = await viewer(request)
+        if not who.at_least("lead"):
+            raise HTTPException(403, "the knowledge review is for leads and admins")
+        shown = LISTS.get(status)
+        if shown is None:
+            raise HTTPException(404, "no such list: pending_review, active or retired")
+        rows = (
+            await knowledge.governed(
+                status=shown.status,
+                origin=MINED if shown.mined_only else None,
+                tenants=who.tenant_filter,
+                limit=LIMIT + 1,
+            )
+            if knowledge is not None
+            else []
+        )
+        entries = [reviewed(row, display_of(row["tenant"], who)) for row in rows[:LIMIT]]
+        bodies = {e.id: render_markdown(e.body) for e in entries if e.kept is None}  # no case: its own text
+        return render(
+            request,
+            "review.html",
+            who,
+            entries=entries,
+            bodies=bodies,
+            lists=LISTS,
+            shown=shown,
+            more=len(rows) > LIMIT,
+            limit=LIMIT,
+        )
 
 
 def _sign_in_routes(

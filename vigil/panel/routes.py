@@ -1,6 +1,8 @@
-"""The panel's JSON API (also for scripts, with a bearer token): queue, conversations, feedback, live updates.
+"""The panel's JSON API (also for scripts, with a bearer token): queue, conversations, feedback, live updates, and
+the leads' review of knowledge (approve, retire).
 
-Everything is scoped to the caller's tenants: another tenant's conversation or suggestion is "not found".
+Everything is scoped to the caller's tenants: another tenant's conversation, suggestion or knowledge entry is "not
+found".
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from vigil.cases.views import CaseViews, ConversationSummary, ConversationView, 
 from vigil.core.clock import Clock
 from vigil.core.errors import InvalidCursor, StoreError, TransportError
 from vigil.flow.feed import LiveFeed
+from vigil.knowledge.store import KnowledgeStore
 from vigil.panel.auth import CSRF_HEADER, SAFE_METHODS, Authenticator
 from vigil.panel.identity import Identity
 from vigil.panel.settings import PanelRole
@@ -41,6 +44,13 @@ _ADMIN: Responses = {
     **_SIGNED_IN,
     **_UNREADABLE,
     403: {"description": "not an admin of every tenant, or the CSRF checks failed", "content": _ERROR},
+}
+_LEAD: Responses = {
+    **_SIGNED_IN,
+    403: {
+        "description": "not a lead or admin; a global entry, and not of every tenant; or the CSRF checks failed",
+        "content": _ERROR,
+    },
 }
 _GUARDED: Responses = {
     **_SIGNED_IN,
@@ -107,6 +117,13 @@ class FeedbackAccepted(BaseModel):
     feedback_id: str
 
 
+class Governed(BaseModel):
+    """A knowledge entry's status after a lead's decision: ``active`` is served, ``retired`` is not."""
+
+    entry_id: str
+    status: Literal["active", "retired"]
+
+
 class Caller:
     """Dependencies that resolve who is calling: 401 when nobody is signed in, 403 below the needed role."""
 
@@ -157,12 +174,19 @@ class Caller:
 
 
 def api_routes(
-    *, views: CaseViews, feed: LiveFeed, outboxes: Sequence[Outbox], caller: Caller, clock: Clock
+    *,
+    views: CaseViews,
+    feed: LiveFeed,
+    outboxes: Sequence[Outbox],
+    caller: Caller,
+    clock: Clock,
+    knowledge: KnowledgeStore | None = None,
 ) -> APIRouter:
     """The ``/api`` routes."""
     router = APIRouter(prefix="/api", tags=["panel"], route_class=caller.route_class())
     who_is = Depends(caller)
     admin = Depends(caller.with_role("admin"))
+    lead = Depends(caller.with_role("lead"))
     unknown_conversation: Responses = {404: {"description": "unknown conversation", "content": _ERROR}}
 
     @router.get("/whoami", responses=_SIGNED_IN, openapi_extra=_READ_SECURITY)
@@ -250,6 +274,24 @@ def api_routes(
         log.info("%s revoked %d panel sessions of %s", who.name, ended, body.user)
         return Revoked(user=body.user, sessions=ended)
 
+    governing: Responses = {
+        **_LEAD,
+        404: {"description": "unknown knowledge entry", "content": _ERROR},
+        503: {"description": "the knowledge store is unavailable", "content": _ERROR},
+    }
+
+    @router.post("/knowledge/{entry_id:path}/approve", responses=governing, openapi_extra=_WRITE_SECURITY)
+    async def approve(entry_id: str, who: Identity = lead) -> Governed:
+        """Serve a knowledge entry that waits for review, or was retired (leads and admins). A mined entry whose cases
+        disagree goes back to review when the miner next changes it (a new case, or analysts' verdicts)."""
+        return await _govern(knowledge, entry_id, "active", who)
+
+    @router.post("/knowledge/{entry_id:path}/retire", responses=governing, openapi_extra=_WRITE_SECURITY)
+    async def retire(entry_id: str, who: Identity = lead) -> Governed:
+        """Stop serving a knowledge entry (leads and admins); it is kept, with its provenance, and the miner leaves
+        it retired."""
+        return await _govern(knowledge, entry_id, "retired", who)
+
     @router.get("/live", response_class=EventSourceResponse, responses=_SIGNED_IN, openapi_extra=_READ_SECURITY)
     async def live(
         request: Request, who: Identity = who_is, conversation: str | None = None
@@ -312,6 +354,23 @@ async def visible_conversation(
     if view is None:
         raise HTTPException(404, "unknown conversation")
     return view
+
+
+async def _govern(
+    knowledge: KnowledgeStore | None, entry_id: str, status: Literal["active", "retired"], who: Identity
+) -> Governed:
+    """Set the status of an entry the caller may see: 404 for another tenant's (as for none at all); 403 for a
+    global entry, which is every tenant's, unless the caller is of every tenant."""
+    found = await knowledge.governed(ids=[entry_id]) if knowledge is not None else []
+    tenant = found[0]["tenant"] if found else None
+    if knowledge is None or not found or (tenant is not None and not who.may_see(tenant)):
+        raise HTTPException(404, "unknown knowledge entry")
+    if tenant is None and who.tenant_filter is not None:
+        raise HTTPException(403, "a global entry is every tenant's: only a lead or admin of every tenant may change it")
+    if not await knowledge.govern(entry_id, status=status):  # removed meanwhile
+        raise HTTPException(404, "unknown knowledge entry")
+    log.info("%s set knowledge entry %s to %s", who.name, entry_id, status, extra={"entry_id": entry_id})
+    return Governed(entry_id=entry_id, status=status)
 
 
 async def _still_signed_in(auth: Authenticator, request: Request) -> bool:

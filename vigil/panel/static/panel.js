@@ -1,5 +1,5 @@
 // vigil panel: renders the queue and a conversation from the page's JSON, keeps them live over server-sent events,
-// and sends the analyst's verdicts. Every piece of text goes in with textContent: nothing typed by a customer (or
+// and sends the analyst's verdicts and a lead's decisions on knowledge. Every piece of text goes in with textContent: nothing typed by a customer (or
 // anyone) is ever parsed as HTML.
 "use strict";
 
@@ -506,6 +506,39 @@
     }, reload);
   }
 
+  // ---- the knowledge review ----------------------------------------------------------------------------------
+  // The page is drawn on the server; Approve and Retire change an entry's status through the API, and the entry
+  // then shows its new status and the action that would undo it.
+  const GOVERNED = {
+    active: { fact: "Served to analysts", said: "Approved: analysts are shown it now." },
+    retired: { fact: "Retired (not served)", said: "Retired: analysts are no longer shown it." },
+  };
+
+  function reviewPage() {
+    for (const item of document.querySelectorAll(".review[data-entry-id]")) {
+      const note = item.querySelector(".verdict");
+      const buttons = [...item.querySelectorAll("button[data-action]")];
+      for (const button of buttons) {
+        button.addEventListener("click", async () => {
+          buttons.forEach((b) => { b.disabled = true; });
+          note.textContent = "";
+          try {
+            const done = await api("POST", `/api/knowledge/${encodeURIComponent(item.dataset.entryId)}/${button.dataset.action}`);
+            item.dataset.status = done.status;
+            item.querySelector('[data-fact="status"]').textContent = GOVERNED[done.status].fact;
+            note.textContent = GOVERNED[done.status].said;
+            for (const b of buttons) b.hidden = (b.dataset.action === "approve") === (done.status === "active");
+          } catch (error) {
+            note.textContent = `Could not do that: ${error.message}`;
+          } finally {
+            buttons.forEach((b) => { b.disabled = false; });
+          }
+        });
+      }
+    }
+  }
+
   if (page === "queue") queuePage(initial || []);
   else if (page === "conversation") conversationPage(initial);
+  else if (page === "review") reviewPage();
 })();

@@ -1,0 +1,161 @@
+"""The knowledge review: what a lead is shown of an entry to decide whether vigil serves it.
+
+A mined entry (written by the miner, ``vigil/mining/miner.py``) carries its provenance: the cases it was distilled
+from, the one whose resolution it states (``kept``, the best-supported), and the cases that resolved the same problem
+otherwise (``conflicts``), for which it waits for review rather than serving either answer. ``Reviewed`` is that
+provenance read for people: each case with its customer's problem, the steps the analyst gave, the outcome, the
+rating and a link to its conversation; the kept resolution set against each conflicting one. An imported entry has
+no cases: it is shown by its own text.
+
+What the page lists: ``LISTS`` says which entries each of its tabs holds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import quote
+
+from vigil.knowledge.store import MINED, EntryStatus
+from vigil.panel.display import Display
+
+LIMIT = 100
+"""The most entries one tab lists: the newest changes."""
+
+
+@dataclass(frozen=True, slots=True)
+class ReviewList:
+    """One tab of the review page: the entries of a status (only mined ones, or any)."""
+
+    status: EntryStatus
+    label: str
+    mined_only: bool
+    empty: str
+
+
+LISTS: dict[str, ReviewList] = {
+    # Anything waiting, whoever wrote it; served and retired: mined entries only (the help centre is not reviewed).
+    "pending_review": ReviewList("pending_review", "Waiting for review", False, "Nothing waits for review."),
+    "active": ReviewList("active", "Served", True, "No mined entry is served yet."),
+    "retired": ReviewList("retired", "Retired", True, "No mined entry has been retired."),
+}
+STATUS_LABELS: dict[str, str] = {
+    "active": "Served to analysts",
+    "pending_review": "Waiting for review (not served)",
+    "retired": "Retired (not served)",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class CaseCited:
+    """One case an entry was mined from, as its provenance records it (already redacted by the miner)."""
+
+    conversation_id: str
+    href: str
+    closed: str | None
+    """When it closed, in the display of the entry's tenant; None if unknown."""
+    problem: str
+    steps: tuple[str, ...]
+    outcome: str | None
+    csat: int | None
+    kept: bool
+    """Its resolution is the one the entry states."""
+    conflicting: bool
+    """It resolved the same problem otherwise."""
+
+
+@dataclass(frozen=True, slots=True)
+class Reviewed:
+    """An entry as the review page and the knowledge page show it."""
+
+    id: str
+    kind: str
+    title: str
+    body: str
+    tenant: str | None
+    status: str
+    confidence: float
+    mined: bool
+    support: int
+    accepted: int
+    dismissed: int
+    cases: tuple[CaseCited, ...]
+    updated: str
+
+    @property
+    def status_label(self) -> str:
+        return STATUS_LABELS.get(self.status, self.status)
+
+    @property
+    def kept(self) -> CaseCited | None:
+        """The case whose resolution the entry states."""
+        return next((c for c in self.cases if c.kept), None)
+
+    @property
+    def conflicts(self) -> tuple[CaseCited, ...]:
+        """The cases whose resolution disagrees with the one stated."""
+        return tuple(c for c in self.cases if c.conflicting)
+
+
+def reviewed(row: Mapping[str, Any], display: Display) -> Reviewed:
+    """An entry as ``KnowledgeStore.governed`` gives it, read for people; times in ``display``."""
+    provenance: Mapping[str, Any] = row.get("provenance") or {}
+    mined = row.get("origin") == MINED or provenance.get("source") == MINED
+    kept = provenance.get("kept")
+    conflicts = set(provenance.get("conflicts") or ())
+    cases = tuple(_case(c, kept, conflicts, display) for c in provenance.get("cases") or () if c.get("conversation_id"))
+    feedback: Mapping[str, Any] = provenance.get("feedback") or {}
+    return Reviewed(
+        id=row["id"],
+        kind=row["kind"],
+        title=row["title"],
+        body=row["body"],
+        tenant=row.get("tenant"),
+        status=row["status"],
+        confidence=float(row["confidence"]),
+        mined=mined,
+        support=int(provenance.get("support", len(cases))),
+        accepted=int(feedback.get("accepted", 0)),
+        dismissed=int(feedback.get("dismissed", 0)),
+        cases=cases,
+        updated=_when(row.get("updated_at"), display) or "",
+    )
+
+
+def case_href(conversation_id: str) -> str:
+    """The panel page of a conversation (its id in one path segment, whatever it holds)."""
+    return f"/panel/conversations/{quote(conversation_id, safe='')}"
+
+
+def _case(case: Mapping[str, Any], kept: str | None, conflicts: set[str], display: Display) -> CaseCited:
+    cid = str(case["conversation_id"])
+    csat = case.get("csat")
+    return CaseCited(
+        conversation_id=cid,
+        href=case_href(cid),
+        closed=_when(case.get("closed_at"), display),
+        problem=str(case.get("problem") or ""),
+        steps=tuple(str(s) for s in _strings(case.get("steps"))),
+        outcome=case.get("outcome") or None,
+        csat=int(csat) if isinstance(csat, int | float) else None,
+        kept=cid == kept,
+        conflicting=cid in conflicts,
+    )
+
+
+def _strings(value: object) -> Sequence[object]:
+    return value if isinstance(value, list | tuple) else ()
+
+
+def _when(value: object, display: Display) -> str | None:
+    """A stored time (a datetime, or ISO text in provenance) as the display writes it."""
+    if isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(value)
+        except ValueError:
+            return None
+    if not isinstance(value, datetime):
+        return None
+    return display.stamp(value if value.tzinfo else value.replace(tzinfo=UTC))
