@@ -304,6 +304,7 @@ async def test_the_overview_is_for_leads(client: httpx.AsyncClient):
     assert (await client.get("/panel/overview", headers=bearer("ana"))).status_code == 403
     page = await client.get("/panel/overview", headers=bearer("lee"))
     assert page.status_code == 200 and "<svg" in page.text
+    assert "Knowledge by source" in page.text and "of them mined from resolved cases" in page.text
 
 
 async def test_pages_carry_a_strict_content_security_policy_and_are_never_cached(client: httpx.AsyncClient):
