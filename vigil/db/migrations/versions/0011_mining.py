@@ -38,6 +38,7 @@ def upgrade() -> None:
         sa.Column("entry_id", sa.String(length=256), nullable=False),
         sa.Column("tenant", sa.String(length=256), nullable=False),
         sa.Column("embedder", sa.String(length=256), nullable=False),
+        sa.Column("vector", sa.LargeBinary(), nullable=False),
         sa.Column("problem", sa.LargeBinary(), nullable=False),
         sa.PrimaryKeyConstraint("conversation_id"),
     )
