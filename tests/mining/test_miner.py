@@ -369,3 +369,16 @@ async def test_accepted_answers_raise_an_entry_s_confidence_and_dismissed_ones_l
     await answered_from(store, row.id, ["dismissed"], cid="later-3")
     await miner(store, knowledge).run()
     assert not await knowledge.search(PARCEL[0], 3, tenant="parcelco")
+
+
+async def test_a_mined_entry_expires_its_ttl_after_the_latest_case_that_taught_it(store, knowledge):
+    await record(store, parcel_case(0))
+    await miner(store, knowledge, entry_ttl_days=1).run()
+    [row] = await entries(store)
+    assert row.expires_at == START + timedelta(minutes=6) + timedelta(days=1)
+    assert not await knowledge.search(PARCEL[0], 3, tenant="parcelco")  # the clock is past it (it is 2026-12)
+    await record(store, parcel_case(1))
+    await miner(store, knowledge).run()  # without a TTL, the entry a new case renews never expires
+    [row] = await entries(store)
+    assert row.expires_at is None
+    assert (await knowledge.search(PARCEL[0], 3, tenant="parcelco"))[0].entry_id == row.id

@@ -212,6 +212,7 @@ class Miner:
                 status=status,
                 confidence=self._confidence(cluster),
                 provenance=self._provenance(cluster, rivals.get(cluster.entry_id, [])),
+                expires_at=self._expiry(cluster),
             )
         return entries, governance
 
@@ -296,6 +297,13 @@ class Miner:
         good = len(cluster.members) - low + cluster.accepted
         every = len(cluster.members) + cluster.accepted + cluster.dismissed
         return round((good + 1) / (every + 2), 4)
+
+    def _expiry(self, cluster: Cluster) -> datetime | None:
+        """``entry_ttl_days`` after the latest case that taught the entry, if set."""
+        if self._settings.entry_ttl_days is None or not cluster.members:
+            return None
+        latest = max(datetime.fromisoformat(m.closed_at) for m in cluster.members)
+        return latest + timedelta(days=self._settings.entry_ttl_days)
 
     def _provenance(self, cluster: Cluster, rivals: Sequence[str]) -> dict[str, Any]:
         conflicts = cluster.conflicts(self._settings.conflict_similarity) if cluster.members else []

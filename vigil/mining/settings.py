@@ -42,6 +42,12 @@ class MinerSettings(BaseModel):
         "their resolutions disagree, both wait for review.",
     )
     low_csat: int = Field(default=2, ge=1, le=5, description="A CSAT at or below this demotes what the case taught.")
+    entry_ttl_days: float | None = Field(
+        default=None,
+        gt=0,
+        description="A mined entry expires this many days after the latest case that taught it, unless another "
+        "case renews it (unset: never).",
+    )
     lateness_s: float = Field(
         default=86_400.0,
         ge=0,
