@@ -301,7 +301,8 @@ async def run(args: argparse.Namespace) -> list[str]:
     )
     lines += [
         "",
-        "| merge similarity | conflict similarity | same problem | entries | duplicates left | mixed entries | conflicts caught | false conflicts "
+        "| merge similarity | conflict similarity | same problem | entries | duplicates left | mixed entries "
+        "| conflicts caught | false conflicts "
         "| recurring problems as FAQ | phrasings: search first right | answered (conf >= 0.5) | right of answered "
         "| right of all | unanswerable answered |",
         "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
@@ -312,7 +313,8 @@ async def run(args: argparse.Namespace) -> list[str]:
         store = store_quality(company, mined)
         said = phrasing_quality(mined, AnswerSettings().min_confidence)
         lines.append(
-            f"| {merge} | {conflict} | {same} | {store['entries']} | {store['duplicates_left']} | {store['mixed_entries']} | "
+            f"| {merge} | {conflict} | {same} | {store['entries']} | {store['duplicates_left']} | "
+            f"{store['mixed_entries']} | "
             f"{store['conflicts_caught']} | {store['false_conflicts']} | {store['recurring_as_faq']} | "
             f"{said['search_first_right']:.3f} | {said['shown']:.3f} | "
             f"{said['shown_right'] if said['shown_right'] is None else format(said['shown_right'], '.3f')} | "
