@@ -74,7 +74,11 @@ def case_events(count: int) -> list[dict[str, Any]]:
 async def store_cases(lines: list[dict[str, Any]], settings: Settings) -> None:
     """Every event into the case store, many conversations at once, as ingest writes them."""
     store = CaseStore.from_settings(
-        settings.database, data_dir=settings.data_dir, clock=SystemClock(), default_tenant="default"
+        settings.database,
+        data_dir=settings.data_dir,
+        clock=SystemClock(),
+        default_tenant="default",
+        future_skew_s=86_400,
     )
     await store.migrate()
     try:
@@ -175,7 +179,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         mining_s = time.perf_counter() - wall
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-    scale = await store_at_scale(args.entries, [text for text, _ in phrasings()]) if args.entries else []
+    scale = await store_at_scale(args.entries, [row["text"] for row in phrasings()]) if args.entries else []
     return {
         "command": "python -m bench.mining " + " ".join(f"--{k} {v}" for k, v in vars(args).items()),
         "when": datetime.now(UTC).isoformat(),

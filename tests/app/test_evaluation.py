@@ -203,6 +203,12 @@ async def test_time_never_goes_back_so_an_event_older_than_the_one_before_is_han
     assert summary.last == datetime.fromisoformat("2026-11-03T10:00:00+00:00")
 
 
+EXPLAINED = (
+    "I'm sorry, that's frustrating. The photo the driver took doesn't match your address, so we treat the parcel "
+    "as lost rather than delivered."
+)
+
+
 def resolved_case(n: int, day: str, problem: str, fix: str) -> list[str]:
     """A case a human resolved: opened, the customer's problem, the analyst's fix, closed."""
     cid = f"case-{n}"
@@ -217,7 +223,8 @@ def resolved_case(n: int, day: str, problem: str, fix: str) -> list[str]:
     return [
         case_event(f"{day}T09:0{n}:00Z", "opened"),
         message(10 * n + 1, f"{day}T09:0{n}:10Z", problem, conversation=cid),
-        message(10 * n + 2, f"{day}T09:0{n}:40Z", fix, role="analyst", conversation=cid),
+        message(10 * n + 2, f"{day}T09:0{n}:30Z", EXPLAINED, role="analyst", conversation=cid),
+        message(10 * n + 3, f"{day}T09:0{n}:40Z", fix, role="analyst", conversation=cid),
         case_event(f"{day}T09:0{n}:50Z", "closed", resolution={"resolved_by": "human", "csat": 5}),
     ]
 

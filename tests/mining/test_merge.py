@@ -14,7 +14,7 @@ def unit(*values: float) -> np.ndarray:
 
 
 def member(cid: str, vector: np.ndarray, *steps: str, outcome: str | None = None) -> Member:
-    return Member(cid, "2026-11-02T09:00:00+00:00", f"problem of {cid}", steps, outcome, None, (), (), vector)
+    return Member(cid, "2026-11-02T09:00:00+00:00", f"problem of {cid}", steps, outcome, None, (), (), vector, vector)
 
 
 def test_a_case_joins_the_nearest_entry_at_the_threshold_and_starts_its_own_below_it():
@@ -73,6 +73,19 @@ def test_withdrawing_a_case_takes_it_out_of_its_entry():
     left = clusters.withdraw("c1")
     assert left is not None and [m.conversation_id for m in left.members] == ["c2"]
     assert clusters.withdraw("c9") is None
+
+
+def test_a_negation_elsewhere_in_a_resolution_is_no_conflict():
+    v = unit(1, 0, 0)
+    cluster = Cluster(
+        "e1",
+        "t",
+        [
+            member("c1", v, "The photo doesn't match your address. I've opened a claim; refund in 3 working days."),
+            member("c2", v, "I've raised a claim, so you'll get the refund in 3 working days."),
+        ],
+    )
+    assert cluster.conflicts(0.45) == []
 
 
 def test_word_overlap_is_shared_words_over_the_smaller_bag():

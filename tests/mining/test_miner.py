@@ -38,6 +38,12 @@ PARCEL_FIX = (
 )
 
 
+EXPLAINED = (
+    "I'm sorry, that's frustrating. The photo the driver took doesn't match your address, so we treat the parcel "
+    "as lost rather than delivered."
+)
+
+
 def event(**fields: Any) -> Event:
     return parse(json.dumps({"schema_version": 1, **fields}).encode(), **LIMITS)
 
@@ -94,7 +100,13 @@ async def record(store: CaseStore, events: Sequence[Event]) -> None:
 def parcel_case(n: int, **kwargs: Any) -> list[Event]:
     return conversation(
         f"parcel-{n}",
-        [("customer", "Hi"), ("customer", PARCEL[n % 3]), ("analyst", PARCEL_FIX[n % 3]), ("customer", "thanks!")],
+        [
+            ("customer", "Hi"),
+            ("customer", PARCEL[n % 3]),
+            ("analyst", EXPLAINED),
+            ("analyst", PARCEL_FIX[n % 3]),
+            ("customer", "thanks!"),
+        ],
         at=START + timedelta(hours=n),
         **kwargs,
     )
@@ -131,7 +143,7 @@ async def test_a_human_resolved_case_becomes_a_case_entry_the_answer_path_finds(
     [row] = await entries(store)
     assert (row.kind, row.status, row.tenant, row.origin) == ("case", "active", "parcelco", "miner")
     assert row.url == "/panel/conversations/parcel-0"
-    assert row.provenance["cases"][0]["message_ids"] == ["parcel-0-m2", "parcel-0-m3"]
+    assert row.provenance["cases"][0]["message_ids"] == ["parcel-0-m2", "parcel-0-m3", "parcel-0-m4"]
     hits = await knowledge.search("the app says my parcel was delivered but I don't have it", 3, tenant="parcelco")
     assert hits and hits[0].entry_id == entry_id("parcelco", "parcel-0") and hits[0].kind == "case"
     assert "refund" in hits[0].passage
@@ -235,7 +247,7 @@ async def test_conflicting_resolutions_of_one_problem_wait_for_review_instead_of
             at=START + timedelta(hours=1),
         ),
     )
-    report = await miner(store, knowledge).run()
+    report = await miner(store, knowledge, min_analyst_words=0).run()
     assert report.entries["pending_review"] == 1
     [row] = await entries(store)
     assert row.status == "pending_review" and len(row.provenance["conflicts"]) == 1
@@ -300,7 +312,7 @@ async def test_no_pii_from_the_case_is_stored(store, knowledge):
             ],
         ),
     )  # fmt: skip
-    await miner(store, knowledge).run()
+    await miner(store, knowledge, min_analyst_words=0).run()
     [row] = await entries(store)
     stored = json.dumps([row.title, row.body, row.provenance, row.questions])
     for secret in ("Dana", "Reyes", "dana.reyes@example.com", "07700 900123"):
@@ -357,3 +369,16 @@ async def test_accepted_answers_raise_an_entry_s_confidence_and_dismissed_ones_l
     await answered_from(store, row.id, ["dismissed"], cid="later-3")
     await miner(store, knowledge).run()
     assert not await knowledge.search(PARCEL[0], 3, tenant="parcelco")
+
+
+async def test_a_mined_entry_expires_its_ttl_after_the_latest_case_that_taught_it(store, knowledge):
+    await record(store, parcel_case(0))
+    await miner(store, knowledge, entry_ttl_days=1).run()
+    [row] = await entries(store)
+    assert row.expires_at == START + timedelta(minutes=6) + timedelta(days=1)
+    assert not await knowledge.search(PARCEL[0], 3, tenant="parcelco")  # the clock is past it (it is 2026-12)
+    await record(store, parcel_case(1))
+    await miner(store, knowledge).run()  # without a TTL, the entry a new case renews never expires
+    [row] = await entries(store)
+    assert row.expires_at is None
+    assert (await knowledge.search(PARCEL[0], 3, tenant="parcelco"))[0].entry_id == row.id

@@ -24,6 +24,7 @@ from collections import OrderedDict, defaultdict
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -122,6 +123,8 @@ class Governance:
     status: EntryStatus = "active"
     confidence: float = 1.0
     provenance: Mapping[str, Any] = field(default_factory=dict)
+    expires_at: datetime | None = None
+    """After it the entry is no longer served (None: never)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,6 +156,7 @@ class _IndexedEntry:
     """The one tenant that may see it; None for every tenant."""
     questions: tuple[str, ...] = ()
     """An FAQ's question and alternates."""
+    expires_at: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,6 +207,8 @@ class _Snapshot:
     version: Version = field(default_factory=Version)
     owners: frozenset[str | None] = frozenset()
     """The tenants whose entries have vectors (None: global entries), whatever the entries' status."""
+    expiring: bool = False
+    """Some entry has an expiry: searches check it (the indexes are not rebuilt when a time passes)."""
     _masks: dict[str | None, np.ndarray] = field(default_factory=dict)
     _title_masks: dict[str | None, np.ndarray] = field(default_factory=dict)
 
@@ -238,6 +244,14 @@ def _visible_to(tenant: str | None, owners: Sequence[str | None]) -> np.ndarray:
 
 
 _RECENT_VECTORS = 512  # about the messages in flight at once (VIGIL_INGEST__MAX_IN_FLIGHT)
+
+
+def _unexpired(now: datetime) -> sa.ColumnElement[bool]:
+    return sa.or_(ENTRY.c.expires_at.is_(None), ENTRY.c.expires_at > now)
+
+
+def _expired(entry: _IndexedEntry, now: datetime) -> bool:
+    return entry.expires_at is not None and entry.expires_at <= now
 
 
 def _tenant_tag(tenant: str | None) -> str:
@@ -564,6 +578,7 @@ class KnowledgeStore:
                         status=said.status,
                         confidence=said.confidence,
                         provenance=dict(said.provenance),
+                        expires_at=said.expires_at,
                         updated_at=now,
                     )
                 )
@@ -679,7 +694,7 @@ class KnowledgeStore:
                 await conn.execute(
                     sa.select(PASSAGE.c.id, PASSAGE.c.entry_id, PASSAGE.c.text, ENTRY.c.tenant)
                     .join(ENTRY, ENTRY.c.id == PASSAGE.c.entry_id)
-                    .where(_SERVED)
+                    .where(_SERVED, _unexpired(self._clock.now()))
                     .order_by(PASSAGE.c.id)
                 )
             ).all()
@@ -694,7 +709,8 @@ class KnowledgeStore:
                         ENTRY.c.tenant,
                         ENTRY.c.questions,
                         ENTRY.c.question_vectors,
-                    ).where(_SERVED)
+                        ENTRY.c.expires_at,
+                    ).where(_SERVED, _unexpired(self._clock.now()))
                 )
             ).all()
             owners = frozenset((await conn.execute(sa.select(ENTRY.c.tenant).distinct())).scalars())
@@ -707,7 +723,8 @@ class KnowledgeStore:
             lexical=lexical,
             passages={r.id: _IndexedPassage(r.entry_id, r.text) for r in rows},
             entries={
-                h.id: _IndexedEntry(h.kind, h.title, h.url, h.body, h.tenant, tuple(h.questions or ())) for h in heads
+                h.id: _IndexedEntry(h.kind, h.title, h.url, h.body, h.tenant, tuple(h.questions or ()), h.expires_at)
+                for h in heads
             },
             passage_tenants=[r.tenant for r in rows],
             question_entries={q: h.id for h in heads for q in _stored_question_ids(h)},
@@ -716,6 +733,7 @@ class KnowledgeStore:
             title_tenants=[h.tenant for h in titled],
             version=version,
             owners=owners,
+            expiring=any(h.expires_at is not None for h in heads),
         )
 
     @property
@@ -791,7 +809,11 @@ class KnowledgeStore:
             dense={h.id: h.similarity for h in dense},
             bm25={h.passage_id: h.score for h in lexical},
         )
-        return _fuse(snapshot, query, scores, questions, k, kinds, tenant, recipe=self._recipe, titles=titles)
+        hits = _fuse(snapshot, query, scores, questions, k, kinds, tenant, recipe=self._recipe, titles=titles)
+        if snapshot.expiring:  # an entry that expired since the indexes were built is not served
+            now = self._clock.now()
+            hits = [h for h in hits if not _expired(snapshot.entries[h.entry_id], now)]
+        return hits
 
     async def _sentence_rankings(
         self,

@@ -33,6 +33,8 @@ class KnowledgeEntryRow(SQLModel, table=True):
     status: str = Field(default="active", max_length=16)
     confidence: float = 1.0
     provenance: dict[str, Any] | None = Field(default=None, sa_column=sa.Column(sa.JSON))
+    expires_at: datetime | None = when()
+    """After it, the entry is no longer served (None: never)."""
     created_at: datetime = when(nullable=False)
     updated_at: datetime = when(nullable=False)
 

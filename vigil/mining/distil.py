@@ -21,8 +21,10 @@ from dataclasses import dataclass
 
 from vigil.mining.select import ClosedCase, Turn
 
-MAX_STEPS = 4
+MAX_STEPS = 2
 """The most analyst turns kept as the resolution: the rest of a long case is usually diagnosis."""
+KEEP_SHARE = 0.25
+"""A turn is kept only when it scores at least this share of the best turn's score."""
 _SHORT = 8
 """A first customer message of fewer words than this is joined by the next."""
 
@@ -119,12 +121,13 @@ def distil(case: ClosedCase) -> Distilled | None:
     )
 
 
-def resolving(analyst: list[Turn]) -> list[Turn]:
-    """The analyst turns that carry the resolution, in order: at most ``MAX_STEPS``, the best scored, later turns
-    winning ties (a case's fix comes after its diagnosis)."""
+def resolving(analyst: list[Turn], *, most: int = MAX_STEPS, share: float = KEEP_SHARE) -> list[Turn]:
+    """The analyst turns that carry the resolution, in order: at most ``most``, each scoring at least ``share`` of
+    the best one's score, the best first, later turns winning ties (a case's fix comes after its diagnosis)."""
     scored = [(score(t.text), n, t) for n, t in enumerate(analyst)]
-    kept = [s for s in scored if s[0] > 0]
-    best = sorted(kept, key=lambda s: (-s[0], -s[1]))[:MAX_STEPS]
+    top = max((s[0] for s in scored), default=0.0)
+    kept = [s for s in scored if s[0] > 0 and s[0] >= share * top]
+    best = sorted(kept, key=lambda s: (-s[0], -s[1]))[:most]
     return [t for _, _, t in sorted(best, key=lambda s: s[1])]
 
 

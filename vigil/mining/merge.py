@@ -1,16 +1,17 @@
 """Merging, not piling up: each mined case joins the entry whose problem is nearest to its own, when near enough,
 instead of becoming one more entry that says the same thing.
 
-An entry is a cluster of cases (``Cluster``). Its problem is the normalised mean of its cases' problem vectors; a
-new case joins the nearest cluster of its tenant at cosine ``merge_similarity`` or more (the threshold measured on
-the team's tune company, docs/evaluation.md), else it starts its own. The entry states the **best-supported
+An entry is a cluster of cases (``Cluster``). A case's vector is the mean of its problem's and its resolution's (the
+miner's); an entry's is the normalised mean of its cases'. A new case joins the nearest cluster of its tenant at
+cosine ``merge_similarity`` or more (the threshold measured on the team's tune company, docs/evaluation.md), else it
+starts its own. The entry states the **best-supported
 resolution**: that of the case whose resolution agrees with most of the others' (the medoid by word overlap). A case
 whose resolution shares too few words with it (``conflict_similarity``) is a **conflict**: two analysts resolved the
 same problem differently, and the entry waits for a lead's review instead of serving either.
 
-Resolutions are compared by the overlap of their content words, not by sentence vectors: embeddings place "the fee
-is refundable" and "the fee is not refundable" side by side, and the miner embeds only each case's problem (one
-model call per case keeps 10,000 cases within a minute).
+Resolutions are compared for conflicts by the overlap of their content words and by negation, not by their vectors:
+embeddings place "the fee is refundable" and "the fee is not refundable" side by side (which is why such cases do
+merge, and are then caught).
 """
 
 from __future__ import annotations
@@ -28,11 +29,15 @@ _STOP = frozenset(
     "just then now also any all some have has had get got not no yes ok okay thanks thank let know see".split()
 )
 _NEGATION = frozenset({"not", "no", "never", "cannot", "can't", "won't", "isn't", "aren't", "don't", "doesn't"})
+_NEGATED = re.compile(
+    r"\b(?:not|no|never|cannot|can't|won't|isn't|aren't|don't|doesn't|didn't|wasn't|shouldn't|wouldn't)\s+"
+    r"(?:(?:be|being|been|a|an|the|any|get|getting|have|be able to)\s+)*([a-z]+)"
+)
 
 
 @dataclass(slots=True)
 class Member:
-    """One mined case in an entry: what it taught (redacted) and its problem's vector."""
+    """One mined case in an entry: what it taught (redacted), its vector (problem and resolution) and its problem's."""
 
     conversation_id: str
     closed_at: str
@@ -43,6 +48,7 @@ class Member:
     message_ids: tuple[str, ...]
     context: tuple[str, ...]
     vector: np.ndarray
+    problem_vector: np.ndarray
 
     @property
     def resolution(self) -> str:
@@ -91,16 +97,22 @@ class Cluster:
         support = [sum(overlap(a, b) for j, b in enumerate(bags) if j != i) for i, a in enumerate(bags)]
         return self.members[max(range(len(self.members)), key=lambda i: (support[i], -i))]
 
+    @property
+    def problem_centroid(self) -> np.ndarray:
+        mean = np.mean([m.problem_vector for m in self.members], axis=0)
+        norm = float(np.linalg.norm(mean))
+        centred: np.ndarray = mean / norm if norm else mean
+        return centred
+
+    def disagrees(self, other: Cluster, threshold: float) -> bool:
+        """Whether this entry's resolution and ``other``'s disagree: too few words in common, or one negates what
+        the other states."""
+        return disagree(self.kept().resolution, other.kept().resolution, threshold)
+
     def conflicts(self, threshold: float) -> list[Member]:
         """The cases whose resolution disagrees with the kept one."""
         kept = self.kept()
-        bag = content_words(kept.resolution)
-        return [
-            m
-            for m in self.members
-            if m is not kept
-            and (overlap(bag, words := content_words(m.resolution)) < threshold or _negated(bag, words))
-        ]
+        return [m for m in self.members if m is not kept and disagree(kept.resolution, m.resolution, threshold)]
 
 
 class Clusters:
@@ -146,6 +158,21 @@ class Clusters:
         self._put(index, cluster.centroid)
         return cluster
 
+    def rivals(self, cluster: Cluster, *, problem_similarity: float, threshold: float) -> list[Cluster]:
+        """The other entries for the same problem (their customers' problems at ``problem_similarity`` or more)
+        whose resolution disagrees with ``cluster``'s: two entries that must not both be served."""
+        if not cluster.members:
+            return []
+        mine = cluster.problem_centroid
+        return [
+            other
+            for other in self._clusters
+            if other is not cluster
+            and other.members
+            and float(other.problem_centroid @ mine) >= problem_similarity
+            and cluster.disagrees(other, threshold)
+        ]
+
     def withdraw(self, conversation_id: str) -> Cluster | None:
         """Take a case out of its cluster (it was reopened); the cluster it left, or None."""
         for n, cluster in enumerate(self._clusters):
@@ -172,9 +199,23 @@ def overlap(a: frozenset[str], b: frozenset[str]) -> float:
     return len(a & b) / min(len(a), len(b))
 
 
-def _negated(a: frozenset[str], b: frozenset[str]) -> bool:
-    """One resolution negates what the other states: mostly the same words, with a negation only one has."""
-    return bool((a ^ b) & _NEGATION) and overlap(a - _NEGATION, b - _NEGATION) >= 0.6
+def disagree(a: str, b: str, threshold: float) -> bool:
+    """Two resolutions disagree: they share fewer than ``threshold`` of their words, or one negates a word the
+    other states ("the fee is not refundable" against "the fee is refundable")."""
+    words_a, words_b = content_words(a), content_words(b)
+    return overlap(words_a, words_b) < threshold or negates(a, b)
+
+
+def negates(a: str, b: str) -> bool:
+    """One text negates a word that the other states without negating it."""
+    not_a, not_b = negated(a), negated(b)
+    said_a, said_b = content_words(a) - not_a, content_words(b) - not_b
+    return bool(not_a & said_b) or bool(not_b & said_a)
+
+
+def negated(text: str) -> frozenset[str]:
+    """The words a negation governs ("not refundable", "doesn't cover", "can't be moved"), cut to 6 letters."""
+    return frozenset(m.group(1)[:6] for m in _NEGATED.finditer(text.lower()) if m.group(1) not in _STOP)
 
 
 def _detail(member: Member) -> tuple[int, int]:

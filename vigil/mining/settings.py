@@ -11,7 +11,7 @@ class MinerSettings(BaseModel):
     enabled: bool = Field(default=True, description="Mine closed, human-resolved cases on the scheduler.")
     interval_s: float = Field(default=600.0, gt=0, description="How often the miner runs.")
     min_analyst_words: int = Field(
-        default=12,
+        default=30,
         ge=0,
         description="A case whose analysts said fewer words than this, greetings and sign-offs aside, teaches "
         "nothing and is skipped.",
@@ -23,7 +23,7 @@ class MinerSettings(BaseModel):
         default=False, description="Mined entries wait for a lead's approval (vigil kb approve) before being served."
     )
     merge_similarity: float = Field(
-        default=0.72,
+        default=0.75,
         gt=0,
         le=1,
         description="Two cases whose problems are at least this similar (cosine) are one entry (docs/evaluation.md).",
@@ -34,7 +34,20 @@ class MinerSettings(BaseModel):
         le=1,
         description="Merged cases whose resolutions are less similar than this disagree: flagged for review.",
     )
+    conflict_problem_similarity: float = Field(
+        default=0.8,
+        gt=0,
+        le=1,
+        description="Two entries whose customers' problems are at least this similar are about one problem: if "
+        "their resolutions disagree, both wait for review.",
+    )
     low_csat: int = Field(default=2, ge=1, le=5, description="A CSAT at or below this demotes what the case taught.")
+    entry_ttl_days: float | None = Field(
+        default=None,
+        gt=0,
+        description="A mined entry expires this many days after the latest case that taught it, unless another "
+        "case renews it (unset: never).",
+    )
     lateness_s: float = Field(
         default=86_400.0,
         ge=0,

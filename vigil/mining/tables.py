@@ -34,8 +34,8 @@ class MinedCaseRow(SQLModel, table=True):
 
 
 class CaseVectorRow(SQLModel, table=True):
-    """A mined case's problem as a vector (float32, of the knowledge store's embedder): what a new case is compared
-    with to merge it into an entry."""
+    """A mined case as a vector (float32, of the knowledge store's embedder: the mean of its problem's and its
+    resolution's): what a new case is compared with to merge it into an entry."""
 
     __tablename__ = "case_vector"
 
@@ -43,7 +43,9 @@ class CaseVectorRow(SQLModel, table=True):
     entry_id: str = Field(index=True, max_length=ID_LENGTH)
     tenant: str = Field(index=True, max_length=ID_LENGTH)
     embedder: str = Field(max_length=ID_LENGTH)
+    vector: bytes = Field(sa_column=sa.Column(sa.LargeBinary, nullable=False))
     problem: bytes = Field(sa_column=sa.Column(sa.LargeBinary, nullable=False))
+    """Its problem's alone: what tells two entries for the same problem apart (conflicting resolutions)."""
 
 
 class MinerMarkRow(SQLModel, table=True):

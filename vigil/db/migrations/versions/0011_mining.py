@@ -1,4 +1,4 @@
-"""mining: the cases the miner has dealt with, the vectors of what it mined, how far it has read feedback
+"""mining: the cases the miner dealt with, the vectors of what it mined, its feedback mark; knowledge expiry
 
 Revision ID: 0011
 Revises: 0010
@@ -38,6 +38,7 @@ def upgrade() -> None:
         sa.Column("entry_id", sa.String(length=256), nullable=False),
         sa.Column("tenant", sa.String(length=256), nullable=False),
         sa.Column("embedder", sa.String(length=256), nullable=False),
+        sa.Column("vector", sa.LargeBinary(), nullable=False),
         sa.Column("problem", sa.LargeBinary(), nullable=False),
         sa.PrimaryKeyConstraint("conversation_id"),
     )
@@ -49,12 +50,15 @@ def upgrade() -> None:
         sa.Column("at", sa.DateTime(timezone=True), nullable=False),
         sa.PrimaryKeyConstraint("name"),
     )
+    op.add_column("knowledge_entry", sa.Column("expires_at", sa.DateTime(timezone=True), nullable=True))
     # Closed cases by closure time: the miner's candidates since its watermark.
     op.create_index("ix_conversation_closed_at", "conversation", ["closed_at"])
 
 
 def downgrade() -> None:
     op.drop_index("ix_conversation_closed_at", table_name="conversation")
+    with op.batch_alter_table("knowledge_entry") as batch:
+        batch.drop_column("expires_at")
     op.drop_table("miner_mark")
     op.drop_table("case_vector")
     op.drop_table("mined_case")
