@@ -48,7 +48,12 @@ def case(cid: str, problem: str, steps: Sequence[str], csat: int | None = 5) -> 
 
 
 def mined(
-    entry_id: str, tenant: str | None, cases: Sequence[dict[str, Any]], *, conflicts: Sequence[str] = ()
+    entry_id: str,
+    tenant: str | None,
+    cases: Sequence[dict[str, Any]],
+    *,
+    conflicts: Sequence[str] = (),
+    conflicts_with: Sequence[str] = (),
 ) -> tuple[Entry, dict[str, Any]]:
     """A mined ``case`` entry stating its first case's resolution, and its provenance in the miner's shape."""
     kept = cases[0]
@@ -67,6 +72,7 @@ def mined(
         "support": len(cases),
         "kept": kept["conversation_id"],
         "conflicts": list(conflicts),
+        "conflicts_with": list(conflicts_with),
         "feedback": {"accepted": 0, "dismissed": 0},
         "cases": list(cases),
     }
@@ -216,7 +222,7 @@ async def test_a_conflict_shows_the_stated_resolution_beside_each_conflicting_on
     answer = await client.get("/panel/review", headers=bearer("lee"))
     fee = Page(entry_box(answer.text, "case-fee"))
     assert fee.text("p", class_="conflict-note") == [
-        "1 case resolved this problem otherwise: compare before serving it."
+        "1 of its cases resolved this problem otherwise: compare before serving it."
     ]
     [side_by_side] = fee.text("div", class_="side-by-side")
     kept, other = fee.text("section", class_="kept"), fee.text("section", class_="conflicting")
@@ -228,6 +234,41 @@ async def test_a_conflict_shows_the_stated_resolution_beside_each_conflicting_on
     # Both cases are in its provenance, the conflicting one marked.
     assert fee.attr("li", "data-conversation-id", class_="case") == ["g-1", "g-2"]
     assert fee.text("span", class_="tag") == ["stated", "conflicts"]
+
+
+async def test_entries_for_one_problem_that_disagree_are_shown_beside_each_other(
+    store: CaseStore, shelf: Shelf, registry
+):  # type: ignore[no-untyped-def]
+    yes, yes_said = mined(
+        "case-yes", "globex", [case("g-1", FEE_PROBLEM, [FEE_KEPT])], conflicts_with=["case-no", "case-acme"]
+    )
+    no, no_said = mined(
+        "case-no",
+        "globex",
+        [case("g-2", "is the cancellation fee refundable?", [FEE_OTHER])],
+        conflicts_with=["case-yes"],
+    )
+    acme, acme_said = mined("case-acme", "acme", [case("a-1", "fee back?", ["Acme's own answer."])])
+    for entry, said in ((yes, yes_said), (no, no_said), (acme, acme_said)):
+        await shelf.put(entry, said)
+    app = panel_app(store, MemoryOutbox(), registry, knowledge=shelf.knowledge)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://vigil.test") as client:
+        html = (await client.get("/panel/review", headers=bearer("lee"))).text
+        entry_page = Page((await client.get("/panel/knowledge/case-yes", headers=bearer("lee"))).text)
+    box = Page(entry_box(html, "case-yes"))
+    assert box.text("p", class_="conflict-note") == [
+        "1 other entry for the same problem says otherwise: compare before serving it."
+    ]
+    # Beside the resolution it states: the other entry's, linked, with its status and its case; never another
+    # tenant's (named in its provenance, but not lee's to see).
+    [rival] = box.text("section", class_="rival")
+    assert rival.startswith("Another entry says: is the cancellation fee refundable? Waiting for review")
+    assert rival.endswith(FEE_OTHER) and "Acme" not in html
+    assert box.attr("section", "data-entry-id", class_="rival") == ["case-no"]
+    assert "/panel/knowledge/case-no" in box.attr("a", "href")
+    assert Page(entry_box(html, "case-no")).attr("section", "data-entry-id", class_="rival") == ["case-yes"]
+    [beside] = entry_page.text("section", class_="rival")
+    assert beside.endswith(FEE_OTHER)
 
 
 async def test_the_review_lists_served_and_retired_mined_entries_too(client: httpx.AsyncClient, stocked: Shelf):
@@ -347,7 +388,8 @@ async def test_what_the_real_miner_writes_is_shown_with_its_conflict_side_by_sid
                 at=START + timedelta(hours=1),
             ),
         )  # fmt: skip
-        miner = Miner(MinerSettings(), engine=store.engine, knowledge=knowledge, clock=SystemClock())
+        settings = MinerSettings(min_analyst_words=0)  # two short answers: enough to disagree
+        miner = Miner(settings, engine=store.engine, knowledge=knowledge, clock=SystemClock())
         assert (await miner.run()).entries["pending_review"] == 1
         app = panel_app(store, MemoryOutbox(), registry, knowledge=knowledge)
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://vigil.test") as c:

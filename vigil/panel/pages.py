@@ -34,7 +34,7 @@ from vigil.panel.markdown import render as render_markdown
 from vigil.panel.oidc import OidcClient, PendingLogin
 from vigil.panel.overview import overview
 from vigil.panel.overview_charts import all_charts
-from vigil.panel.review import LIMIT, LISTS, reviewed
+from vigil.panel.review import LIMIT, LISTS, Reviewed, reviewed, rival_ids
 from vigil.panel.routes import visible_conversation
 from vigil.panel.windows import WINDOWS, fitting, oldest_record
 from vigil.wire.events import DRAFT_MARK
@@ -140,6 +140,12 @@ def _knowledge_routes(
     def display_of(tenant: str | None, who: Identity) -> Display:
         return displays.of(tenant) if tenant else displays.of_person(who.tenants)
 
+    async def rivals_of(store: KnowledgeStore, rows: list[dict[str, Any]], who: Identity) -> dict[str, Reviewed]:
+        """The entries that ``rows`` say disagree with them, those ``who`` may see, read for people."""
+        named = rival_ids(rows)
+        found = await store.governed(ids=named, tenants=who.tenant_filter) if named else []
+        return {row["id"]: reviewed(row, display_of(row["tenant"], who)) for row in found}
+
     @router.get("/panel/knowledge/{entry_id:path}")
     async def knowledge_page(entry_id: str, request: Request) -> HTMLResponse:
         who = await viewer(request)
@@ -149,6 +155,7 @@ def _knowledge_routes(
         link = entry.url if entry.url and entry.url.startswith(("https://", "http://", "/panel/")) else None
         governed = await knowledge.governed(ids=[entry_id])
         display = display_of(entry.tenant, who)
+        rivals = await rivals_of(knowledge, governed, who)
         return render(
             request,
             "knowledge.html",
@@ -157,7 +164,7 @@ def _knowledge_routes(
             link=link,
             body=render_markdown(entry.body),
             origin=origin_name(entry.origin),
-            governance=reviewed(governed[0], display) if governed else None,
+            governance=reviewed(governed[0], display, rivals) if governed else None,
         )
 
     @router.get("/panel/review")
@@ -178,7 +185,8 @@ def _knowledge_routes(
             if knowledge is not None
             else []
         )
-        entries = [reviewed(row, display_of(row["tenant"], who)) for row in rows[:LIMIT]]
+        rivals = await rivals_of(knowledge, rows[:LIMIT], who) if knowledge is not None else {}
+        entries = [reviewed(row, display_of(row["tenant"], who), rivals) for row in rows[:LIMIT]]
         bodies = {e.id: render_markdown(e.body) for e in entries if e.kept is None}  # no case: its own text
         return render(
             request,

@@ -1,10 +1,11 @@
 """The knowledge review: what a lead is shown of an entry to decide whether vigil serves it.
 
 A mined entry (written by the miner, ``vigil/mining/miner.py``) carries its provenance: the cases it was distilled
-from, the one whose resolution it states (``kept``, the best-supported), and the cases that resolved the same problem
-otherwise (``conflicts``), for which it waits for review rather than serving either answer. ``Reviewed`` is that
-provenance read for people: each case with its customer's problem, the steps the analyst gave, the outcome, the
-rating and a link to its conversation; the kept resolution set against each conflicting one. An imported entry has
+from, the one whose resolution it states (``kept``, the best-supported), the cases that resolved the same problem
+otherwise (``conflicts``), and the other entries for the same problem whose resolution disagrees (``conflicts_with``),
+for which it waits for review rather than serving either answer. ``Reviewed`` is that provenance read for people:
+each case with its customer's problem, the steps the analyst gave, the outcome, the rating and a link to its
+conversation; the kept resolution set against each conflicting case's and each rival entry's. An imported entry has
 no cases: it is shown by its own text.
 
 What the page lists: ``LISTS`` says which entries each of its tabs holds.
@@ -12,7 +13,7 @@ What the page lists: ``LISTS`` says which entries each of its tabs holds.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -83,6 +84,8 @@ class Reviewed:
     dismissed: int
     cases: tuple[CaseCited, ...]
     updated: str
+    rivals: tuple[Reviewed, ...] = ()
+    """The other entries for the same problem that say otherwise (those the reader may see)."""
 
     @property
     def status_label(self) -> str:
@@ -99,8 +102,14 @@ class Reviewed:
         return tuple(c for c in self.cases if c.conflicting)
 
 
-def reviewed(row: Mapping[str, Any], display: Display) -> Reviewed:
-    """An entry as ``KnowledgeStore.governed`` gives it, read for people; times in ``display``."""
+def rival_ids(rows: Iterable[Mapping[str, Any]]) -> list[str]:
+    """The entries these entries' provenance says disagree with them: to be read alongside them."""
+    return sorted({str(i) for row in rows for i in (row.get("provenance") or {}).get("conflicts_with") or ()})
+
+
+def reviewed(row: Mapping[str, Any], display: Display, rivals: Mapping[str, Reviewed] | None = None) -> Reviewed:
+    """An entry as ``KnowledgeStore.governed`` gives it, read for people; times in ``display``; ``rivals``, by id,
+    the entries it may name as disagreeing with it (those it names but that are not there are left out)."""
     provenance: Mapping[str, Any] = row.get("provenance") or {}
     mined = row.get("origin") == MINED or provenance.get("source") == MINED
     kept = provenance.get("kept")
@@ -121,6 +130,7 @@ def reviewed(row: Mapping[str, Any], display: Display) -> Reviewed:
         dismissed=int(feedback.get("dismissed", 0)),
         cases=cases,
         updated=_when(row.get("updated_at"), display) or "",
+        rivals=tuple(rivals[i] for i in provenance.get("conflicts_with") or () if rivals and i in rivals),
     )
 
 
