@@ -83,6 +83,7 @@ async def add_entry(
     status: str = "active",
     origin: str = "test",
     tenant: str | None = None,
+    expires: datetime | None = None,
 ) -> None:
     row = {
         "id": entry_id,
@@ -91,6 +92,7 @@ async def add_entry(
         "body": "body",
         "origin": origin,
         "tenant": tenant,
+        "expires_at": expires,
         "tags": [],
         "questions": [],
         "digest": entry_id,
@@ -235,6 +237,17 @@ async def test_knowledge_growth_is_split_into_mined_and_imported(store: CaseStor
     assert everyone.knowledge_sources["mined"] == [1, 2, 3]
     nothing_mined = await three_hours(store, tenants=["initech"])
     assert nothing_mined.knowledge_sources == {"mined": [0, 0, 0], "imported": [1, 1, 2]}
+
+
+async def test_an_entry_counts_until_it_expires(store: CaseStore):
+    await add_entry(store, "case-gone", "case", at(-2), origin="miner", expires=at(-1))  # gone before the window
+    await add_entry(store, "case-old", "case", at(-1), origin="miner", expires=at(1, s=600))
+    await add_entry(store, "case-brief", "case", at(1, s=60), origin="miner", expires=at(1, s=120))
+    await add_entry(store, "case-new", "case", at(0, s=60), origin="miner", expires=at(9))
+    await add_entry(store, "case-stale", "case", at(0, s=60), origin="miner", expires=at(-3))  # never served
+    view = await three_hours(store)
+    assert view.knowledge == {"case": [2, 1, 1]}
+    assert view.knowledge_sources == {"mined": [2, 1, 1], "imported": [0, 0, 0]}
 
 
 async def test_tenants_see_only_their_own(store: CaseStore):

@@ -86,10 +86,16 @@ class Shelf:
         self.knowledge = knowledge
         self.clock = clock
 
-    async def put(self, entry: Entry, provenance: dict[str, Any] | None = None, status: str = "pending_review") -> None:
+    async def put(
+        self,
+        entry: Entry,
+        provenance: dict[str, Any] | None = None,
+        status: str = "pending_review",
+        expires: datetime | None = None,
+    ) -> None:
         self.clock.advance(60)
-        governance = {entry.id: Governance(status=status, confidence=0.6, provenance=provenance)} if provenance else {}  # type: ignore[arg-type]
-        await self.knowledge.upsert([entry], governance=governance)
+        said = Governance(status=status, confidence=0.6, provenance=provenance or {}, expires_at=expires)  # type: ignore[arg-type]
+        await self.knowledge.upsert([entry], governance={entry.id: said} if provenance else {})
 
     async def status(self, entry_id: str) -> str:
         [row] = await self.knowledge.governed(ids=[entry_id])
@@ -284,6 +290,21 @@ async def test_the_review_lists_served_and_retired_mined_entries_too(client: htt
     # An admin of every tenant sees every tenant's.
     everything = Page((await client.get("/panel/review", headers=bearer("root"))).text)
     assert everything.attr("li", "data-entry-id", class_="review") == ["case-router", "case-parcel", "case-fee"]
+
+
+async def test_an_expired_entry_says_it_is_not_served(store: CaseStore, shelf: Shelf, registry):  # type: ignore[no-untyped-def]
+    old, old_said = mined("case-old", "globex", [case("g-9", "where is the tracking page?", ["Under My parcels."])])
+    await shelf.put(old, old_said, status="active", expires=shelf.clock.now() + timedelta(minutes=2))
+    app = panel_app(store, MemoryOutbox(), registry, knowledge=shelf.knowledge, clock=shelf.clock)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://vigil.test") as client:
+        before = Page((await client.get("/panel/review?status=active", headers=bearer("lee"))).text)
+        shelf.clock.advance(3600)
+        after = Page((await client.get("/panel/review?status=active", headers=bearer("lee"))).text)
+    assert before.text("dd", data_fact="status") == ["Served to analysts"]
+    assert before.text("dd", data_fact="expires") == ["2026-11-02 09:02 UTC"]
+    assert before.attr("li", "data-expired", class_="review") == [None]
+    assert after.text("dd", data_fact="status") == ["Expired (not served)"]
+    assert after.attr("li", "data-expired", class_="review") == [""]
 
 
 async def test_the_review_is_for_leads_and_admins_and_only_they_have_it_in_the_nav(client: httpx.AsyncClient):

@@ -495,6 +495,7 @@ class KnowledgeStore:
             ENTRY.c.confidence,
             ENTRY.c.provenance,
             ENTRY.c.questions,
+            ENTRY.c.expires_at,
             ENTRY.c.created_at,
             ENTRY.c.updated_at,
         ).where(visible_to(tenants))

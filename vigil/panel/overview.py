@@ -17,11 +17,12 @@ How things are counted:
 - *first response*: median of ``first_response_at - first_customer_at`` in seconds, for conversations by the
   bucket of ``first_customer_at``; those without a response yet are counted as ``unanswered`` instead, and a
   response stamped before the customer's message (events out of order) is left out.
-- *knowledge size*: entries active now, by kind, created before each bucket's end. Removed entries are deleted and
-  statuses keep no history, so the past is what is active today as it grew; it counts global entries and
-  those of the tenants counted. *By source*, the same entries split into ``mined`` (written by the miner from
-  resolved cases) and ``imported`` (every other origin: the help centre's files): an entry the miner wrote counts
-  from when it first did, and one a lead retired, or whose cases were all reopened, drops out of the past too.
+- *knowledge size*: entries active now, by kind, created before each bucket's end and not expired by then (an entry
+  may have an expiry). Removed entries are deleted and statuses keep no history, so the past is what is active
+  today as it grew; it counts global entries and those of the tenants counted. *By source*, the same entries split
+  into ``mined`` (written by the miner from resolved cases) and ``imported`` (every other origin: the help centre's
+  files): an entry the miner wrote counts from when it first did, and one a lead retired, or whose cases were all
+  reopened, drops out of the past too.
 """
 
 from __future__ import annotations
@@ -265,19 +266,25 @@ def _source() -> sa.ColumnElement[str]:
 
 async def _knowledge(conn: AsyncConnection, w: _Window, group: sa.ColumnElement[Any]) -> dict[str, list[int]]:
     """Active knowledge entries by ``group`` (their kind, or their source) at each bucket's end (the last one ends
-    at ``until``)."""
+    at ``until``): each counts from the bucket it was created in until the one it expired in (if it has an expiry)."""
     e = ENTRY.c
-    active = sa.and_(e.status == "active", visible_to(w.tenants))
+    # An entry that expired before it was written was never served.
+    active = sa.and_(
+        e.status == "active", visible_to(w.tenants), sa.or_(e.expires_at.is_(None), e.expires_at > e.created_at)
+    )
     label = group.label("part")
-    before = await conn.execute(sa.select(label, sa.func.count()).where(active, e.created_at < w.since).group_by(label))
     sizes: dict[str, list[int]] = defaultdict(lambda: [0] * w.count)
-    for name, n in before:
-        sizes[name] = [int(n)] * w.count
-    added = sa.select(w.sql(e.created_at, conn.dialect.name).label("bucket"), label)
-    for bucket, name, n in await _counts(conn, added.where(active, w.holds(e.created_at)).subquery()):
-        series = sizes[name]
-        for i in range(w.clamp(bucket), w.count):
-            series[i] += int(n)
+    for moment, sign in ((e.created_at, 1), (e.expires_at, -1)):
+        before = sa.select(label, sa.func.count()).where(active, moment < w.since).group_by(label)
+        for name, n in await conn.execute(before):
+            series = sizes[name]
+            for i in range(w.count):
+                series[i] += sign * int(n)
+        within = sa.select(w.sql(moment, conn.dialect.name).label("bucket"), label).where(active, w.holds(moment))
+        for bucket, name, n in await _counts(conn, within.subquery()):
+            series = sizes[name]
+            for i in range(w.clamp(bucket), w.count):
+                series[i] += sign * int(n)
     return dict(sorted(sizes.items()))
 
 

@@ -122,7 +122,7 @@ def page_routes(
             charts=all_charts(report, display=displays.of_person(who.tenants)),
         )
 
-    _knowledge_routes(router, render=render, viewer=viewer, knowledge=knowledge, displays=displays)
+    _knowledge_routes(router, render=render, viewer=viewer, knowledge=knowledge, displays=displays, clock=clock)
     _sign_in_routes(router, render=render, auth=auth, oidc=oidc)
     return router
 
@@ -134,6 +134,7 @@ def _knowledge_routes(
     viewer: Callable[[Request], Awaitable[Identity]],
     knowledge: KnowledgeStore | None,
     displays: Displays,
+    clock: Clock,
 ) -> None:
     """A knowledge entry's page, and the leads' review of mined knowledge."""
 
@@ -144,7 +145,7 @@ def _knowledge_routes(
         """The entries that ``rows`` say disagree with them, those ``who`` may see, read for people."""
         named = rival_ids(rows)
         found = await store.governed(ids=named, tenants=who.tenant_filter) if named else []
-        return {row["id"]: reviewed(row, display_of(row["tenant"], who)) for row in found}
+        return {row["id"]: reviewed(row, display_of(row["tenant"], who), clock.now()) for row in found}
 
     @router.get("/panel/knowledge/{entry_id:path}")
     async def knowledge_page(entry_id: str, request: Request) -> HTMLResponse:
@@ -164,7 +165,7 @@ def _knowledge_routes(
             link=link,
             body=render_markdown(entry.body),
             origin=origin_name(entry.origin),
-            governance=reviewed(governed[0], display, rivals) if governed else None,
+            governance=reviewed(governed[0], display, clock.now(), rivals) if governed else None,
         )
 
     @router.get("/panel/review")
@@ -186,7 +187,7 @@ def _knowledge_routes(
             else []
         )
         rivals = await rivals_of(knowledge, rows[:LIMIT], who) if knowledge is not None else {}
-        entries = [reviewed(row, display_of(row["tenant"], who), rivals) for row in rows[:LIMIT]]
+        entries = [reviewed(row, display_of(row["tenant"], who), clock.now(), rivals) for row in rows[:LIMIT]]
         bodies = {e.id: render_markdown(e.body) for e in entries if e.kept is None}  # no case: its own text
         return render(
             request,

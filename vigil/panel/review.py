@@ -84,11 +84,16 @@ class Reviewed:
     dismissed: int
     cases: tuple[CaseCited, ...]
     updated: str
+    expires: str | None
+    """When it stops being served, in the display; None: never."""
+    expired: bool
     rivals: tuple[Reviewed, ...] = ()
     """The other entries for the same problem that say otherwise (those the reader may see)."""
 
     @property
     def status_label(self) -> str:
+        if self.expired and self.status == "active":
+            return "Expired (not served)"
         return STATUS_LABELS.get(self.status, self.status)
 
     @property
@@ -107,9 +112,13 @@ def rival_ids(rows: Iterable[Mapping[str, Any]]) -> list[str]:
     return sorted({str(i) for row in rows for i in (row.get("provenance") or {}).get("conflicts_with") or ()})
 
 
-def reviewed(row: Mapping[str, Any], display: Display, rivals: Mapping[str, Reviewed] | None = None) -> Reviewed:
-    """An entry as ``KnowledgeStore.governed`` gives it, read for people; times in ``display``; ``rivals``, by id,
-    the entries it may name as disagreeing with it (those it names but that are not there are left out)."""
+def reviewed(
+    row: Mapping[str, Any], display: Display, now: datetime, rivals: Mapping[str, Reviewed] | None = None
+) -> Reviewed:
+    """An entry as ``KnowledgeStore.governed`` gives it, read for people at ``now``; times in ``display``;
+    ``rivals``, by id, the entries it may name as disagreeing with it (those it names but that are not there are left
+    out)."""
+    expires_at = row.get("expires_at")
     provenance: Mapping[str, Any] = row.get("provenance") or {}
     mined = row.get("origin") == MINED or provenance.get("source") == MINED
     kept = provenance.get("kept")
@@ -130,6 +139,8 @@ def reviewed(row: Mapping[str, Any], display: Display, rivals: Mapping[str, Revi
         dismissed=int(feedback.get("dismissed", 0)),
         cases=cases,
         updated=_when(row.get("updated_at"), display) or "",
+        expires=_when(expires_at, display),
+        expired=isinstance(expires_at, datetime) and expires_at <= now,
         rivals=tuple(rivals[i] for i in provenance.get("conflicts_with") or () if rivals and i in rivals),
     )
 

@@ -525,7 +525,8 @@
           try {
             const done = await api("POST", `/api/knowledge/${encodeURIComponent(item.dataset.entryId)}/${button.dataset.action}`);
             item.dataset.status = done.status;
-            item.querySelector('[data-fact="status"]').textContent = GOVERNED[done.status].fact;
+            const expired = done.status === "active" && "expired" in item.dataset;  // served no more all the same
+            item.querySelector('[data-fact="status"]').textContent = expired ? "Expired (not served)" : GOVERNED[done.status].fact;
             note.textContent = GOVERNED[done.status].said;
             for (const b of buttons) b.hidden = (b.dataset.action === "approve") === (done.status === "active");
           } catch (error) {
