@@ -43,11 +43,11 @@ from pydantic import SecretStr
 from bench import databases, report, traffic
 from bench.daemon import VigilProcess
 from vigil.answers.drafting import Drafter, DraftSource
-from vigil.answers.metrics import LlmMetrics
-from vigil.answers.settings import LlmSettings
 from vigil.core.clock import SystemClock
 from vigil.core.errors import AuthUnavailable
 from vigil.dev.broker import EmbeddedBroker, free_port
+from vigil.llm.metrics import LlmMetrics
+from vigil.llm.settings import LlmSettings
 from vigil.panel.oidc import OidcClient
 from vigil.panel.settings import OidcSettings
 from vigil.transport.kafka import ensure_topics

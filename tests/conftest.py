@@ -19,6 +19,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from tests.chroma import ChromaServer
+from tests.fake_anthropic import FakeAnthropic
 from tests.mosquitto import Mosquitto
 from vigil.app.settings import Settings
 from vigil.cases.store import CaseStore
@@ -287,6 +288,20 @@ def help_centre() -> list[Entry]:
 @pytest.fixture
 def registry() -> CollectorRegistry:
     return CollectorRegistry()
+
+
+@pytest.fixture(scope="module")
+async def anthropic_server() -> AsyncIterator[FakeAnthropic]:
+    """A fake Messages API server for the tests of one module (tests/fake_anthropic.py)."""
+    async with FakeAnthropic.serving() as fake:
+        yield fake
+
+
+@pytest.fixture
+def fake_llm(anthropic_server: FakeAnthropic) -> FakeAnthropic:
+    """The module's fake Messages API server, with no handler and nothing received yet."""
+    anthropic_server.reset()
+    return anthropic_server
 
 
 async def create_topics(bootstrap: str, topics: Topics, partitions: int = 3) -> None:

@@ -11,14 +11,19 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from prometheus_client import CollectorRegistry
+from pydantic import SecretStr
 
 from tests.conftest import open_knowledge
+from tests.fake_anthropic import KEY, FakeAnthropic, Handler, error, hanging, tool_use
 from vigil.cases.store import CaseStore
 from vigil.core.clock import SystemClock
 from vigil.core.errors import KnowledgeError
 from vigil.knowledge.store import KnowledgeStore
 from vigil.knowledge.tables import ENTRY
+from vigil.llm.settings import LlmSettings
 from vigil.mining.miner import Miner, entry_id
+from vigil.mining.rewrite import Rewriter, rewriter_from
 from vigil.mining.settings import MinerSettings
 from vigil.mining.tables import CASE_VECTOR, MINED_CASE
 from vigil.wire.events import Event, SourceRef, Suggestion, parse
@@ -121,8 +126,10 @@ async def knowledge(store: CaseStore, tmp_path: Path, embedder) -> AsyncIterator
         await knowledge.close()
 
 
-def miner(store: CaseStore, knowledge: KnowledgeStore, **settings: Any) -> Miner:
-    return Miner(MinerSettings(**settings), engine=store.engine, knowledge=knowledge, clock=SystemClock())
+def miner(store: CaseStore, knowledge: KnowledgeStore, rewriter: Rewriter | None = None, **settings: Any) -> Miner:
+    return Miner(
+        MinerSettings(**settings), engine=store.engine, knowledge=knowledge, clock=SystemClock(), rewriter=rewriter
+    )
 
 
 async def mined(store: CaseStore) -> dict[str, tuple[str, str | None]]:
@@ -318,6 +325,103 @@ async def test_no_pii_from_the_case_is_stored(store, knowledge):
     for secret in ("Dana", "Reyes", "dana.reyes@example.com", "07700 900123"):
         assert secret not in stored
     assert "[EMAIL]" in stored and "[PHONE]" in stored
+
+
+PII_CASE = [
+    (
+        "customer",
+        "Hi, I'm Dana Reyes, my parcel 4471-2290 never came. Email me at dana.reyes@example.com or call 07700 900123",
+    ),
+    ("analyst", "Thanks Dana. I've opened a missing-parcel claim; the refund reaches your card in 3 working days."),
+]
+SECRETS = ("Dana", "Reyes", "dana.reyes@example.com", "07700 900123", "4471-2290")
+REWRITTEN: dict[str, Any] = {
+    "problem": "A parcel the customer was expecting never arrived.",
+    "symptoms": ["The parcel has not been delivered"],
+    "context": {"product": None, "error_text": None},
+    "steps": ["Open a missing-parcel claim.", "Tell the customer the refund reaches their card in 3 working days."],
+    "outcome": "",
+}
+
+
+@pytest.fixture
+async def rewriter(fake_llm: FakeAnthropic) -> AsyncIterator[Rewriter]:
+    settings = LlmSettings(api_key=SecretStr(KEY), base_url=fake_llm.url)
+    built = rewriter_from(settings, MinerSettings(llm_timeout_s=0.5), registry=CollectorRegistry(), clock=SystemClock())
+    assert built is not None
+    yield built
+    await built.aclose()
+
+
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+async def test_with_an_llm_the_entry_is_its_rewrite_and_it_was_sent_only_redacted_text(
+    store, knowledge, fake_llm: FakeAnthropic, rewriter: Rewriter
+):
+    await record(store, conversation("pii", PII_CASE))
+    fake_llm.handler = tool_use("record_entry", REWRITTEN)
+
+    report = await miner(store, knowledge, rewriter, min_analyst_words=0).run()
+
+    assert (report.mined, report.rewritten) == (1, 1)
+    assert "1 rewritten by the LLM" in report.summary()
+    [row] = await entries(store)
+    assert row.title == "A parcel the customer was expecting never arrived."
+    assert "- Open a missing-parcel claim.\n- Tell the customer the refund" in row.body
+    assert "The parcel has not been delivered" in row.body  # a symptom, as context
+    [case] = row.provenance["cases"]
+    assert case["steps"] == REWRITTEN["steps"] and case["message_ids"] == ["pii-m1", "pii-m2"]
+    (sent,) = fake_llm.requests
+    for secret in SECRETS:
+        assert secret not in json.dumps(sent)
+    assert "[EMAIL]" in json.dumps(sent) and "[PHONE]" in json.dumps(sent)
+    hits = await knowledge.search("my parcel never arrived", 3, tenant="parcelco")
+    assert hits and hits[0].entry_id == row.id
+
+
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+async def test_what_the_llm_writes_is_redacted_again(store, knowledge, fake_llm: FakeAnthropic, rewriter: Rewriter):
+    await record(store, conversation("pii", PII_CASE))
+    fake_llm.handler = tool_use("record_entry", {**REWRITTEN, "outcome": "Dana Reyes got a refund on her card."})
+
+    await miner(store, knowledge, rewriter, min_analyst_words=0).run()
+
+    [row] = await entries(store)
+    stored = json.dumps([row.title, row.body, row.provenance, row.questions])
+    for secret in SECRETS:
+        assert secret not in stored
+    assert "[NAME] got a refund on her card." in row.body
+
+
+def invents_a_phone_number() -> Handler:
+    return tool_use("record_entry", {**REWRITTEN, "steps": ["Call 0800 123 4567 to chase the courier."]})
+
+
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+@pytest.mark.parametrize(
+    "failing",
+    [
+        lambda fake: hanging(fake, [], then=tool_use("record_entry", REWRITTEN)),
+        lambda fake: error(503, "overloaded_error"),
+        lambda fake: tool_use("record_entry", {**REWRITTEN, "steps": "Open a claim."}),
+        lambda fake: invents_a_phone_number(),
+    ],
+    ids=["timeout", "5xx", "malformed", "invented-phone"],
+)
+async def test_when_the_llm_fails_the_case_keeps_its_extractive_entry(
+    store, knowledge, fake_llm: FakeAnthropic, rewriter: Rewriter, failing
+):
+    await record(store, conversation("pii", PII_CASE))
+    fake_llm.handler = failing(fake_llm)
+
+    report = await miner(store, knowledge, rewriter, min_analyst_words=0).run()
+
+    assert (report.mined, report.rewritten) == (1, 0)
+    assert "rewritten" not in report.summary()
+    [row] = await entries(store)
+    assert row.title.startswith("I'm [NAME], my parcel [ID] never came.")
+    assert "I've opened a missing-parcel claim; the refund reaches your card in 3 working days." in row.body
+    assert "0800 123 4567" not in row.body and "never arrived" not in row.body
+    assert len(fake_llm.requests) == 1
 
 
 async def answered_from(store: CaseStore, entry: str, verdicts: Sequence[str], cid: str = "later") -> None:

@@ -5,8 +5,9 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from vigil.answers.settings import AnswerSettings, LlmSettings
+from vigil.answers.settings import AnswerSettings
 from vigil.flow.capability import Capability, Platform
+from vigil.llm.settings import LlmSettings
 
 if TYPE_CHECKING:
     from vigil.answers.needs import ImplicitRequestDetector
@@ -27,8 +28,8 @@ def setup(
     """When enabled, the answer skill, gated by the intervention policy; the LLM metrics in any case."""
     from vigil.answers.drafting import Drafter
     from vigil.answers.intervention import InterventionPolicy
-    from vigil.answers.metrics import LlmMetrics
     from vigil.answers.skill import AnswerSkill
+    from vigil.llm.metrics import LlmMetrics
 
     metrics = LlmMetrics(platform.registry)
     if not settings.enabled:

@@ -11,7 +11,6 @@ anything tag-like escaped, the sources inside ``<source id="...">`` tags, and th
 
 from __future__ import annotations
 
-import asyncio
 import html
 import logging
 import re
@@ -19,13 +18,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from vigil.answers import grounding
-from vigil.answers.metrics import LlmMetrics
-from vigil.answers.settings import LlmSettings
 from vigil.core.clock import Clock
+from vigil.llm import grounding
+from vigil.llm.client import LlmClient, Ungrounded, Unusable, tokens
+from vigil.llm.metrics import LlmMetrics
+from vigil.llm.settings import LlmSettings
 from vigil.wire.events import DRAFT_MARK
 
-if TYPE_CHECKING:  # the SDK takes seconds to import: only a drafter with an API key loads it
+if TYPE_CHECKING:
     import anthropic
 
 log = logging.getLogger(__name__)
@@ -74,14 +74,6 @@ class Draft:
     output_tokens: int
 
 
-class _Unusable(Exception):
-    """The reply arrived but cannot be suggested; the message says why."""
-
-
-class _Ungrounded(_Unusable):
-    """The reply states facts (a URL, a phone number, an amount...) that no source gives."""
-
-
 class Drafter:
     """Drafts replies with Anthropic's Messages API, within a hard time budget; off without an API key."""
 
@@ -101,29 +93,16 @@ class Drafter:
             clock: measures request latency.
             client: an Anthropic client to use instead of one built from ``settings`` (it is closed by ``aclose``).
         """
-        self._settings = settings
-        self._metrics = metrics
-        self._clock = clock
-        self._client = client
-        if client is None and settings.api_key is not None:
-            import anthropic  # noqa: PLC0415
-
-            self._client = anthropic.AsyncAnthropic(
-                api_key=settings.api_key.get_secret_value(),
-                base_url=settings.base_url,
-                max_retries=0,  # a retry would not fit in the budget; the extractive answer is the fallback
-                timeout=settings.timeout_s,
-            )
+        self._llm = LlmClient(settings, metrics=metrics, clock=clock, client=client)
 
     @property
     def enabled(self) -> bool:
         """Whether drafting is on (an API key is set)."""
-        return self._client is not None
+        return self._llm.enabled
 
     async def aclose(self) -> None:
         """Close the HTTP client."""
-        if self._client is not None:
-            await self._client.close()
+        await self._llm.aclose()
 
     async def draft(self, question: str, sources: Sequence[DraftSource]) -> Draft | None:
         """Draft a reply to ``question`` from ``sources`` only, citing them.
@@ -132,82 +111,40 @@ class Drafter:
         from, or no usable cited reply arrived within the budget; each request's outcome is counted in
         ``vigil_llm_requests_total{outcome}`` and every failure is logged once at warning.
         """
-        if self._client is None or not question.strip() or not sources:
+        if not self._llm.enabled or not question.strip() or not sources:
             return None
-        import anthropic  # noqa: PLC0415  (loaded already by the client)
+        reply = await self._llm.request(
+            lambda message: _accept(message, sources),
+            system=SYSTEM_PROMPT,
+            messages=[{"role": "user", "content": user_prompt(question, sources)}],
+        )
+        if reply.value is None:
+            log.warning("LLM draft not used (%s): %s", reply.outcome, reply.detail, extra={"outcome": reply.outcome})
+        return reply.value
 
-        started = self._clock.monotonic()
-        outcome, detail, result = "error", "", None
-        try:
-            async with asyncio.timeout(self._settings.timeout_s):
-                message = await self._client.messages.create(
-                    model=self._settings.model,
-                    max_tokens=self._settings.max_tokens,
-                    system=SYSTEM_PROMPT,
-                    messages=[{"role": "user", "content": user_prompt(question, sources)}],
-                )
-            result = self._accept(message, sources)
-            outcome = "ok"
-        except (TimeoutError, anthropic.APITimeoutError):
-            outcome, detail = "timeout", f"no reply within {self._settings.timeout_s:g} s"
-        except anthropic.RateLimitError as exc:
-            outcome, detail = "rate_limited", _status(exc)
-        except anthropic.InternalServerError as exc:
-            outcome, detail = "server_error", _status(exc)
-        except anthropic.APIResponseValidationError as exc:
-            outcome, detail = "unusable", f"malformed response: {exc.message}"
-        except _Ungrounded as exc:
-            outcome, detail = "ungrounded", str(exc)
-        except _Unusable as exc:
-            outcome, detail = "unusable", str(exc)
-        except anthropic.APIStatusError as exc:
-            detail = _status(exc)
-        except anthropic.APIConnectionError as exc:
-            detail = f"connection failed: {exc.message}"
-        except (anthropic.AnthropicError, ValueError, TypeError, AttributeError) as exc:
-            # ValueError covers a body that is not JSON; the others a JSON body of the wrong shape, which the SDK
-            # hands over unvalidated.
-            outcome, detail = "unusable", f"malformed response: {type(exc).__name__}: {exc}"
-        finally:
-            self._metrics.latency.observe(self._clock.monotonic() - started)
-        self._metrics.requests.labels(outcome=outcome).inc()
-        if result is None:
-            log.warning("LLM draft not used (%s): %s", outcome, detail, extra={"outcome": outcome})
-        return result
 
-    def _accept(self, message: Any, sources: Sequence[DraftSource]) -> Draft:
-        """The reply as a ``Draft``, after counting what it cost; raises ``_Unusable`` if it cannot be suggested."""
-        input_tokens, output_tokens = self._count_usage(getattr(message, "usage", None))
-        text = _reply_text(message)
-        stop = getattr(message, "stop_reason", None)
-        if stop not in _USABLE_STOPS:
-            raise _Unusable(f"stopped by {stop!r}")
-        if text.startswith(_NO_ANSWER):
-            raise _Unusable("the sources do not answer the question")
-        cited = _citations(text)
-        given = {s.id for s in sources}
-        unknown = [c for c in cited if c not in given]
-        if unknown:
-            raise _Unusable(f"cites ids that were not given: {', '.join(unknown[:5])}")
-        if not cited:
-            raise _Unusable("cites no source")
-        made_up = grounding.invented(text, [f"{s.title}\n{s.text[:MAX_SOURCE_CHARS]}" for s in sources])
-        if made_up:
-            # The kinds only: the values may be a customer's details the model copied, and logs hold no customer data.
-            kinds = ", ".join(sorted({fact.kind for fact in made_up}))
-            raise _Ungrounded(f"states {len(made_up)} fact(s) no source gives ({kinds})")
-        return Draft(text=text, cited=cited, input_tokens=input_tokens, output_tokens=output_tokens)
-
-    def _count_usage(self, usage: Any) -> tuple[int, int]:
-        input_tokens = _tokens(getattr(usage, "input_tokens", 0))
-        output_tokens = _tokens(getattr(usage, "output_tokens", 0))
-        self._metrics.tokens.labels(direction="input").inc(input_tokens)
-        self._metrics.tokens.labels(direction="output").inc(output_tokens)
-        cost = (
-            input_tokens * self._settings.input_usd_per_mtok + output_tokens * self._settings.output_usd_per_mtok
-        ) / 1_000_000
-        self._metrics.cost.inc(cost)
-        return input_tokens, output_tokens
+def _accept(message: Any, sources: Sequence[DraftSource]) -> Draft:
+    """The reply as a ``Draft``; raises ``Unusable`` (``Ungrounded``) if it cannot be suggested."""
+    input_tokens, output_tokens = tokens(getattr(message, "usage", None))
+    text = _reply_text(message)
+    stop = getattr(message, "stop_reason", None)
+    if stop not in _USABLE_STOPS:
+        raise Unusable(f"stopped by {stop!r}")
+    if text.startswith(_NO_ANSWER):
+        raise Unusable("the sources do not answer the question")
+    cited = _citations(text)
+    given = {s.id for s in sources}
+    unknown = [c for c in cited if c not in given]
+    if unknown:
+        raise Unusable(f"cites ids that were not given: {', '.join(unknown[:5])}")
+    if not cited:
+        raise Unusable("cites no source")
+    made_up = grounding.invented(text, [f"{s.title}\n{s.text[:MAX_SOURCE_CHARS]}" for s in sources])
+    if made_up:
+        # The kinds only: the values may be a customer's details the model copied, and logs hold no customer data.
+        kinds = ", ".join(sorted({fact.kind for fact in made_up}))
+        raise Ungrounded(f"states {len(made_up)} fact(s) no source gives ({kinds})")
+    return Draft(text=text, cited=cited, input_tokens=input_tokens, output_tokens=output_tokens)
 
 
 def drafted_why(draft: Draft) -> str:
@@ -240,22 +177,13 @@ def _escape(text: str) -> str:
 def _reply_text(message: Any) -> str:
     content = getattr(message, "content", None)
     if not isinstance(content, list):
-        raise _Unusable("the response has no content list")
+        raise Unusable("the response has no content list")
     texts = [getattr(b, "text", None) for b in content if getattr(b, "type", None) == "text"]
     text = "".join(t for t in texts if isinstance(t, str)).strip()
     if not text:
-        raise _Unusable("the response has no text")
+        raise Unusable("the response has no text")
     return text
 
 
 def _citations(text: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(_CITATION.findall(text)))
-
-
-def _tokens(value: object) -> int:
-    return value if isinstance(value, int) and value > 0 else 0
-
-
-def _status(exc: anthropic.APIStatusError) -> str:
-    retry_after = exc.response.headers.get("retry-after")
-    return f"HTTP {exc.status_code}" + (f" (retry after {retry_after} s)" if retry_after else "")

@@ -1,9 +1,9 @@
-"""The answers' sections of the settings: answers and when vigil speaks (``VIGIL_ANSWERS__*``), and LLM drafting
-(``VIGIL_LLM__*``)."""
+"""The answers' section of the settings: answers and when vigil speaks (``VIGIL_ANSWERS__*``). LLM drafting is
+configured in the LLM's section (``VIGIL_LLM__*``, ``vigil.llm.settings``)."""
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field, SecretStr
+from pydantic import BaseModel, Field
 
 
 class AnswerSettings(BaseModel):
@@ -25,18 +25,3 @@ class AnswerSettings(BaseModel):
         description="A question asked again: this share of its subject words are those of an answered question.",
     )
     max_chars: int = Field(default=600, ge=80, description="Longest extractive answer.")
-
-
-class LlmSettings(BaseModel):
-    """Optional LLM drafting of answers (Anthropic): off unless an API key is set."""
-
-    api_key: SecretStr | None = Field(default=None, description="Anthropic API key; unset: no LLM drafting.")
-    model: str = Field(default="claude-haiku-4-5", min_length=1)
-    base_url: str | None = Field(default=None, description="Messages API endpoint; default the SDK's.")
-    timeout_s: float = Field(
-        default=3.0, gt=0, description="Hard budget for a draft; after it the extractive answer goes out."
-    )
-    max_tokens: int = Field(default=400, ge=16, le=8192, description="Longest draft, in output tokens.")
-    # Estimates of the list prices of the default model, for the cost metric only; set them to your contract's.
-    input_usd_per_mtok: float = Field(default=1.0, ge=0, description="USD per million input tokens (estimate).")
-    output_usd_per_mtok: float = Field(default=5.0, ge=0, description="USD per million output tokens (estimate).")

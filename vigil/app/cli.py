@@ -326,12 +326,21 @@ async def _kb_govern(args: argparse.Namespace, settings: Settings) -> int:
 
 
 async def _mine(args: argparse.Namespace, settings: Settings) -> int:
+    from prometheus_client import CollectorRegistry
+
     from vigil.knowledge.store import standalone
     from vigil.mining.miner import Miner
+    from vigil.mining.rewrite import rewriter_from
 
-    async with standalone(settings.knowledge, settings.database, data_dir=settings.data_dir) as knowledge:
-        miner = Miner(settings.miner, engine=knowledge.engine, knowledge=knowledge, clock=SystemClock())
-        report = await miner.run()
+    clock = SystemClock()
+    rewriter = rewriter_from(settings.llm, settings.miner, registry=CollectorRegistry(), clock=clock)
+    try:
+        async with standalone(settings.knowledge, settings.database, data_dir=settings.data_dir) as knowledge:
+            miner = Miner(settings.miner, engine=knowledge.engine, knowledge=knowledge, clock=clock, rewriter=rewriter)
+            report = await miner.run()
+    finally:
+        if rewriter is not None:
+            await rewriter.aclose()
     print(report.summary())
     return 0
 

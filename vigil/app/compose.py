@@ -62,7 +62,8 @@ CAPABILITIES: tuple[tuple[str, Callable[[Parts], Capability]], ...] = (
         p.settings.answers, p.settings.llm, p.platform, store=p.store, knowledge=p.knowledge
     )),
     ("mining", lambda p: mining.setup(
-        p.settings.miner, p.platform, engine=p.store.engine, knowledge=p.knowledge, load=p.settings.answers.enabled
+        p.settings.miner, p.settings.llm, p.platform, engine=p.store.engine, knowledge=p.knowledge,
+        load=p.settings.answers.enabled,
     )),
     ("live", lambda p: live.setup(p.platform, feed=p.feed, fanout_url=_fanout_url(p))),
     ("panel", lambda p: panel.setup(

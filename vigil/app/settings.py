@@ -17,13 +17,14 @@ from pydantic import BaseModel, Field, ValidationError, field_validator, model_v
 from pydantic_settings import BaseSettings, DotEnvSettingsSource, EnvSettingsSource, SettingsConfigDict
 from pydantic_settings import SettingsError as SourceError
 
-from vigil.answers.settings import AnswerSettings, LlmSettings
+from vigil.answers.settings import AnswerSettings
 from vigil.core.errors import SettingsError
 from vigil.core.settings import RuleBroken
 from vigil.db.settings import DatabaseSettings
 from vigil.dev.settings import DemoSettings
 from vigil.flow.settings import IngestSettings
 from vigil.knowledge.settings import KnowledgeSettings
+from vigil.llm.settings import LlmSettings
 from vigil.mining.settings import MinerSettings
 from vigil.panel.settings import PanelSettings, is_loopback
 from vigil.transport.settings import KafkaSettings, MqttSettings

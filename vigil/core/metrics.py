@@ -1,7 +1,7 @@
 """The platform's Prometheus metrics, on a registry the daemon passes in (never the global one).
 
-A capability's own metrics live in its package (``vigil.answers.metrics``) and are registered on the same registry
-by its ``setup``.
+A capability's own metrics live in its package and are registered on the same registry by its ``setup`` (the LLM
+paths' in ``vigil.llm.metrics``, one set per capability that uses the LLM).
 """
 
 from __future__ import annotations

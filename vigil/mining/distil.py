@@ -81,7 +81,8 @@ _ERROR = re.compile(
 
 @dataclass(frozen=True, slots=True)
 class Distilled:
-    """What one case teaches, in the customer's and the analyst's own words (not yet redacted)."""
+    """What one case teaches, in the customer's and the analyst's own words (as ``distil`` gives it, not yet
+    redacted; the miner redacts a copy, which the LLM may rewrite)."""
 
     problem: str
     problem_ids: tuple[str, ...]

@@ -1,5 +1,6 @@
-"""One run of the miner: withdraw what reopened cases taught, then distil, redact, embed and merge the cases closed
-since the watermark, and write the entries and the miner's record of them in one SQL transaction.
+"""One run of the miner: withdraw what reopened cases taught, then distil, redact (with an LLM, rewrite and redact
+again), embed and merge the cases closed since the watermark, and write the entries and the miner's record of them
+in one SQL transaction.
 
 A run is safe to repeat and to interrupt. The entries' rows, the cases' vectors and the ``mined_case`` records are
 written together or not at all; the knowledge store writes the vectors in Chroma first and repairs any left over
@@ -8,13 +9,15 @@ from a crash at its next start. A case is mined once: its record says at which c
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import hashlib
 import logging
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import sqlalchemy as sa
@@ -26,11 +29,14 @@ from vigil.knowledge.documents import Entry, Passage
 from vigil.knowledge.store import MINED, EntryStatus, Governance, KnowledgeStore
 from vigil.knowledge.tables import ENTRY
 from vigil.mining import feedback, select
-from vigil.mining.distil import distil
+from vigil.mining.distil import Distilled, distil
 from vigil.mining.merge import Cluster, Clusters, Member, representative
 from vigil.mining.redact import Redactor
 from vigil.mining.settings import MinerSettings
 from vigil.mining.tables import CASE_VECTOR, MINED_CASE, MINER_MARK
+
+if TYPE_CHECKING:
+    from vigil.mining.rewrite import Rewriter
 
 log = logging.getLogger(__name__)
 
@@ -52,9 +58,12 @@ class Report:
     """Entries written, by what they are now: case, faq, pending_review, retired."""
     merged: int = 0
     """Cases that joined an entry other cases had made."""
+    rewritten: int = 0
+    """Cases whose entry the LLM wrote (the others keep their extractive entry)."""
 
     def add(self, other: Report) -> None:
         self.mined += other.mined
+        self.rewritten += other.rewritten
         self.skipped.update(other.skipped)
         self.withdrawn += other.withdrawn
         self.entries.update(other.entries)
@@ -66,11 +75,13 @@ class Report:
         return (
             f"mined {self.mined} cases ({self.merged} merged into known problems); skipped: {skipped}; "
             f"withdrawn: {self.withdrawn}; entries written: {written}"
+            + (f"; {self.rewritten} rewritten by the LLM" if self.rewritten else "")
         )
 
 
 class Miner:
-    """Mines closed, human-resolved cases into the knowledge store (``run``)."""
+    """Mines closed, human-resolved cases into the knowledge store (``run``); with a ``rewriter``, the LLM writes
+    each case's entry in a fixed schema wherever it can (``vigil.mining.rewrite``)."""
 
     def __init__(
         self,
@@ -80,12 +91,14 @@ class Miner:
         knowledge: KnowledgeStore,
         clock: Clock,
         redactor: Redactor | None = None,
+        rewriter: Rewriter | None = None,
     ) -> None:
         self._settings = settings
         self._engine = engine
         self._knowledge = knowledge
         self._clock = clock
         self._redactor = redactor or Redactor()
+        self._rewriter = rewriter
 
     async def run(self, now: datetime | None = None) -> Report:
         """Mine everything due at ``now`` (the clock's now by default), a batch at a time."""
@@ -143,8 +156,9 @@ class Miner:
     async def _taught(
         self, cases: Sequence[select.ClosedCase], now: datetime, report: Report, records: list[dict[str, Any]]
     ) -> list[tuple[select.ClosedCase, Member]]:
-        """Each case distilled and redacted, its problem embedded; a case too thin to teach is recorded skipped."""
-        taught: list[tuple[select.ClosedCase, Member]] = []
+        """Each case distilled and redacted (then rewritten by the LLM, when one is configured, and redacted
+        again), its problem embedded; a case too thin to teach is recorded skipped."""
+        kept: list[tuple[select.ClosedCase, Distilled]] = []
         for case in cases:
             distilled = distil(case)
             if distilled is None or distilled.analyst_words < self._settings.min_analyst_words:
@@ -152,20 +166,15 @@ class Miner:
                 report.skipped[why] += 1
                 records.append(_record(case, now, "skipped", why, None))
                 continue
-            names = case.authors
-            member = Member(
-                conversation_id=case.conversation_id,
-                closed_at=case.closed_at.isoformat(),
-                problem=self._redact(distilled.problem, names),
-                steps=tuple(self._redact(s, names) for s in distilled.steps),
-                outcome=self._redact(distilled.outcome, names) if distilled.outcome else None,
-                csat=case.csat,
-                message_ids=(*distilled.problem_ids, *distilled.step_ids),
-                context=tuple(self._redact(c, names) for c in distilled.context),
-                vector=np.zeros(0, dtype=np.float32),
-                problem_vector=np.zeros(0, dtype=np.float32),
-            )
-            taught.append((case, member))
+            kept.append((case, self._redacted(distilled, case.authors)))
+        if self._rewriter is not None and kept:
+            # The LLM sees only redacted text, and what it writes is redacted again: it may echo what it guessed.
+            better = await asyncio.gather(*(self._rewriter.rewrite(d) for _, d in kept))
+            report.rewritten += sum(b is not None for b in better)
+            kept = [
+                (c, d if b is None else self._redacted(b, c.authors)) for (c, d), b in zip(kept, better, strict=True)
+            ]
+        taught = [(case, _member_of(case, distilled)) for case, distilled in kept]
         if taught:
             # A case is placed by its problem and its resolution together: customers put one problem in many ways,
             # analysts resolve it in much the same words (on the tune company's labelled cases, pairs of one
@@ -271,6 +280,15 @@ class Miner:
                 )
 
         return write
+
+    def _redacted(self, distilled: Distilled, names: Iterable[str]) -> Distilled:
+        return dataclasses.replace(
+            distilled,
+            problem=self._redact(distilled.problem, names),
+            steps=tuple(self._redact(s, names) for s in distilled.steps),
+            outcome=self._redact(distilled.outcome, names) if distilled.outcome else None,
+            context=tuple(self._redact(c, names) for c in distilled.context),
+        )
 
     def _redact(self, text: str, names: Iterable[str]) -> str:
         redacted: str = self._redactor.redact(text, names=names).text
@@ -418,6 +436,22 @@ def _title(problem: str) -> str:
         return problem
     cut = problem[:TITLE_CHARS].rsplit(" ", 1)[0]
     return f"{cut}…"
+
+
+def _member_of(case: select.ClosedCase, distilled: Distilled) -> Member:
+    """A newly mined case, before it is embedded."""
+    return Member(
+        conversation_id=case.conversation_id,
+        closed_at=case.closed_at.isoformat(),
+        problem=distilled.problem,
+        steps=distilled.steps,
+        outcome=distilled.outcome,
+        csat=case.csat,
+        message_ids=(*distilled.problem_ids, *distilled.step_ids),
+        context=distilled.context,
+        vector=np.zeros(0, dtype=np.float32),
+        problem_vector=np.zeros(0, dtype=np.float32),
+    )
 
 
 def _member(case: dict[str, Any], vector: np.ndarray, problem: np.ndarray) -> Member:

@@ -55,3 +55,14 @@ class MinerSettings(BaseModel):
         "watermark.",
     )
     batch: int = Field(default=500, ge=1, description="The most cases one run mines at a time, before it writes.")
+    llm: bool = Field(
+        default=True,
+        description="With an Anthropic key (VIGIL_LLM__API_KEY), have the LLM rewrite each mined case in a fixed "
+        "schema; the extractive entry stays whenever it cannot.",
+    )
+    llm_timeout_s: float = Field(
+        default=30.0,
+        gt=0,
+        description="Hard budget for one case's rewrite (a batch job, so longer than a live draft's).",
+    )
+    llm_max_tokens: int = Field(default=1024, ge=64, le=8192, description="Longest rewrite, in output tokens.")

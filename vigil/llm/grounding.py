@@ -1,8 +1,9 @@
-"""What an LLM draft states that its sources must say: URLs, e-mail addresses, phone numbers, amounts, percentages.
+"""What an LLM's text states that its input must say: URLs, e-mail addresses, phone numbers, amounts, percentages.
 
-A model told to answer only from the sources can still invent the one thing a customer acts on: a link, an address
-to write to, a number to call, a price or a rate. These are easy to find in text and cheap to check, so a draft
-that states one its sources do not is refused (``drafting.py`` falls back to the extractive answer).
+A model told to write only from what it is given can still invent the one thing a reader acts on: a link, an
+address to write to, a number to call, a price or a rate. These are easy to find in text and cheap to check, so a
+text that states one its input does not is refused: a draft (answers' drafting falls back to the extractive answer)
+or a rewritten case (the miner keeps its extractive entry).
 
 Each fact is compared in a normalised form, so that the same fact written another way still matches: a URL without
 its scheme, ``www.``, case or trailing punctuation; an address in lower case; a phone number as its digits; an
@@ -122,7 +123,7 @@ def facts(text: str) -> set[Fact]:
 
 
 def invented(draft: str, sources: Iterable[str]) -> set[Fact]:
-    """The facts ``draft`` states that none of ``sources`` does."""
+    """The facts ``draft`` (an LLM's text) states that none of ``sources`` (what it was given) does."""
     given: set[Fact] = set()
     for source in sources:
         given |= facts(source)
