@@ -263,6 +263,32 @@ async def test_conflicting_resolutions_of_one_problem_wait_for_review_instead_of
     assert (await knowledge.search(question, 3, tenant="parcelco"))[0].entry_id == row.id
 
 
+async def test_a_lead_s_approval_of_a_disagreement_holds_until_a_new_disagreement_comes(store, knowledge):
+    question = "can I get the cancellation fee back if I cancel my subscription box?"
+    refundable = "The cancellation fee is refundable within 14 days: I've refunded the fee to your card."
+    not_refundable = "The cancellation fee is not refundable within 14 days, so I've refunded nothing."
+    for n, fix in enumerate((refundable, not_refundable)):
+        await record(
+            store, conversation(f"fee-{n}", [("customer", question), ("analyst", fix)], at=START + timedelta(hours=n))
+        )
+    await miner(store, knowledge, min_analyst_words=0).run()
+    [row] = await entries(store)
+    assert row.status == "pending_review"
+    await knowledge.govern(row.id, status="active")
+    await answered_from(store, row.id, ["accepted"])  # the entry changes, the disagreement does not
+    await miner(store, knowledge, min_analyst_words=0).run()
+    [row] = await entries(store)
+    assert row.status == "active"
+    stated = refundable if row.provenance["kept"] == "fee-0" else not_refundable
+    other = not_refundable if stated == refundable else refundable
+    await record(store, conversation("fee-8", [("customer", question), ("analyst", stated)], at=START + timedelta(1)))
+    await miner(store, knowledge, min_analyst_words=0).run()  # a case that agrees with what the lead approved
+    assert (await entries(store))[0].status == "active"
+    await record(store, conversation("fee-9", [("customer", question), ("analyst", other)], at=START + timedelta(2)))
+    await miner(store, knowledge, min_analyst_words=0).run()
+    assert (await entries(store))[0].status == "pending_review"
+
+
 async def test_a_reopened_case_has_its_knowledge_withdrawn(store, knowledge):
     await record(store, parcel_case(0))
     await miner(store, knowledge).run()

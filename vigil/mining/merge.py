@@ -77,6 +77,9 @@ class Cluster:
     members: list[Member] = field(default_factory=list)
     status: str | None = None
     """What is stored for the entry (None: not stored yet); a lead's approval or retirement is kept."""
+    reviewed: frozenset[str] = frozenset()
+    """The conflicts (cases and rival entries) the entry had when last written: a lead who approved it then has
+    seen them, so only a new one sends it back for review."""
     accepted: int = 0
     dismissed: int = 0
     """Analysts' verdicts on answers drawn from the entry (vigil/mining/feedback.py)."""
@@ -169,6 +172,7 @@ class Clusters:
             for other in self._clusters
             if other is not cluster
             and other.members
+            and other.status != "retired"
             and float(other.problem_centroid @ mine) >= problem_similarity
             and cluster.disagrees(other, threshold)
         ]

@@ -296,11 +296,12 @@ class Miner:
 
     def _status(self, cluster: Cluster, rivals: Sequence[str]) -> EntryStatus:
         """Retired once no case supports it or a lead retired it; waiting for review when its cases disagree or
-        another entry for the same problem says otherwise, or when every mined entry must be reviewed and no lead
-        has approved it yet; otherwise served."""
+        another entry for the same problem says otherwise (unless a lead approved it knowing those), or when every
+        mined entry must be reviewed and no lead has approved it yet; otherwise served."""
         if not cluster.members or cluster.status == "retired":
             return "retired"
-        if rivals or cluster.conflicts(self._settings.conflict_similarity):
+        conflicts = {m.conversation_id for m in cluster.conflicts(self._settings.conflict_similarity)} | set(rivals)
+        if conflicts and not (cluster.status == "active" and conflicts <= cluster.reviewed):
             return "pending_review"
         if cluster.status == "active":
             return "active"
@@ -371,6 +372,10 @@ class Miner:
                             tenant=tenant,
                             members=members,
                             status=row.status,
+                            reviewed=frozenset(
+                                (row.provenance or {}).get("conflicts", [])
+                                + (row.provenance or {}).get("conflicts_with", [])
+                            ),
                             accepted=said.get("accepted", 0),
                             dismissed=said.get("dismissed", 0),
                         )

@@ -283,7 +283,7 @@ def api_routes(
     @router.post("/knowledge/{entry_id:path}/approve", responses=governing, openapi_extra=_WRITE_SECURITY)
     async def approve(entry_id: str, who: Identity = lead) -> Governed:
         """Serve a knowledge entry that waits for review, or was retired (leads and admins). A mined entry whose cases
-        disagree goes back to review when the miner next changes it (a new case, or analysts' verdicts)."""
+        disagree stays served until a new disagreeing case or entry comes (the miner keeps a lead's decision)."""
         return await _govern(knowledge, entry_id, "active", who)
 
     @router.post("/knowledge/{entry_id:path}/retire", responses=governing, openapi_extra=_WRITE_SECURITY)
