@@ -87,10 +87,8 @@ class Cluster:
 
     @property
     def centroid(self) -> np.ndarray:
-        mean = np.mean([m.vector for m in self.members], axis=0)
-        norm = float(np.linalg.norm(mean))
-        centred: np.ndarray = mean / norm if norm else mean
-        return centred
+        """Where the entry's cases are, problem and resolution together: what a new case is compared with."""
+        return _unit_mean([m.vector for m in self.members])
 
     def kept(self) -> Member:
         """The case whose resolution the most others agree with (ties: the earliest): the entry's resolution."""
@@ -102,10 +100,8 @@ class Cluster:
 
     @property
     def problem_centroid(self) -> np.ndarray:
-        mean = np.mean([m.problem_vector for m in self.members], axis=0)
-        norm = float(np.linalg.norm(mean))
-        centred: np.ndarray = mean / norm if norm else mean
-        return centred
+        """Where the entry's customers' problems are: what tells two entries for one problem."""
+        return _unit_mean([m.problem_vector for m in self.members])
 
     def disagrees(self, other: Cluster, threshold: float) -> bool:
         """Whether this entry's resolution and ``other``'s disagree: too few words in common, or one negates what
@@ -220,6 +216,13 @@ def negates(a: str, b: str) -> bool:
 def negated(text: str) -> frozenset[str]:
     """The words a negation governs ("not refundable", "doesn't cover", "can't be moved"), cut to 6 letters."""
     return frozenset(m.group(1)[:6] for m in _NEGATED.finditer(text.lower()) if m.group(1) not in _STOP)
+
+
+def _unit_mean(vectors: Sequence[np.ndarray]) -> np.ndarray:
+    mean = np.mean(vectors, axis=0)
+    norm = float(np.linalg.norm(mean))
+    unit: np.ndarray = mean / norm if norm else mean
+    return unit
 
 
 def _detail(member: Member) -> tuple[int, int]:
