@@ -33,7 +33,7 @@ from vigil.knowledge.embedding import Embedder, Vectors
 THRESHOLD = 0.55
 """Chosen by ``python -m eval.irc_agreement`` on the tune period's labels: the best F1 against them."""
 
-_WORD = re.compile(r"[a-z0-9][a-z0-9._/+-]*[a-z0-9]|[a-z0-9]")
+_WORD = re.compile(r"[a-z0-9][a-z0-9._/+'-]*[a-z0-9]|[a-z0-9]")
 _STOP = frozenset(
     "a an the and or but if of to in on at by for with from as is are was were be been being do does did have has "
     "had i you he she we they my your our his her their it its it's this that these those me us him them can could "
@@ -54,7 +54,8 @@ def unaddressed(text: str) -> str:
 
 def words(text: str) -> set[str]:
     """The words of ``text`` that could carry an answer's specifics: lower case, stop words aside; a word keeps its
-    inner dots, slashes, dashes and pluses (``build-essential``, ``/etc/fstab``, ``xorg.conf``, ``c++``)."""
+    inner dots, slashes, dashes, pluses and apostrophes (``build-essential``, ``etc/fstab``, ``xorg.conf``,
+    ``don't``), and loses what starts or ends it otherwise (``/etc/fstab`` is ``etc/fstab``)."""
     return {word for word in _WORD.findall(text.lower()) if word not in _STOP}
 
 
