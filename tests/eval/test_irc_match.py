@@ -36,6 +36,7 @@ def test_only_words_the_question_did_not_hold_count_as_shared_specifics():
     assert new_words("run df -h to see the free space", "nick: df -h", question) == {"df", "h"}
     assert new_words("free space is shown in the disk app", "nick: check the free space with df", question) == set()
     assert "build-essential" in new_words("install build-essential first", "sudo apt-get install build-essential", "")
+    assert new_words("don't do that", "it won't work", "") == set()  # no shared "t"
 
 
 def test_both_halves_are_needed_for_a_match():
