@@ -78,7 +78,7 @@ eval: $(DEV_STAMP)
 
 # Issue 12 (docs/evaluation.md): the #ubuntu threads replayed in date order as cases closed by a human, with the
 # miner as the environment sets it (VIGIL_MINER__ENABLED=false for the comparison), scored on the test period
-# (threads from 2010-01-01). About 10 minutes. Its own SQLite database and data dir in IRC_OUT, emptied first.
+# (threads from 2010-01-01). 8 to 15 minutes. Its own SQLite database and data dir in IRC_OUT, emptied first.
 IRC_OUT ?= /tmp/vigil-eval-irc
 eval-irc: $(DEV_STAMP)
 	mkdir -p $(IRC_OUT)/data
