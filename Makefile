@@ -10,7 +10,7 @@ RUN_STAMP := $(VENV)/.run-$(HASH)
 DEV_STAMP := $(VENV)/.dev-$(HASH)
 PROMTOOL := .tools/bin/promtool
 
-.PHONY: run test test-pythons lint format typecheck bench eval screenshots clean
+.PHONY: run test test-pythons lint format typecheck bench eval eval-irc screenshots clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -74,6 +74,20 @@ eval: $(DEV_STAMP)
 	$(BIN)/python -m bench.eval_redaction --split test
 	$(BIN)/python -m bench.calibrate
 	$(BIN)/python -m bench.eval_phrasings --split test
+	$(BIN)/python -m eval.irc_agreement
+
+# Issue 12 (docs/evaluation.md): the #ubuntu threads replayed in date order as cases closed by a human, with the
+# miner as the environment sets it (VIGIL_MINER__ENABLED=false for the comparison), scored on the test period
+# (threads from 2010-01-01). 8 to 15 minutes. Its own SQLite database and data dir in IRC_OUT, emptied first.
+IRC_OUT ?= /tmp/vigil-eval-irc
+eval-irc: $(DEV_STAMP)
+	mkdir -p $(IRC_OUT)/data
+	$(BIN)/python eval/ubuntu_irc.py --cases --out $(IRC_OUT)/events.jsonl
+	VIGIL_DATA_DIR=$(IRC_OUT)/data VIGIL_DATABASE__URL=sqlite+aiosqlite:///$(IRC_OUT)/data/vigil.db \
+	  VIGIL_KNOWLEDGE__PATHS='["knowledge/articles","knowledge/faqs"]' \
+	  $(BIN)/vigil eval replay $(IRC_OUT)/events.jsonl --out $(IRC_OUT)/suggestions.jsonl --fresh
+	$(BIN)/python -m eval.irc_score $(IRC_OUT)/events.jsonl $(IRC_OUT)/suggestions.jsonl --since 2010-01-01 \
+	  --json $(IRC_OUT)/score.json
 
 # The panel's screenshots in docs/ (vigil demo in Debian's Chromium; needs `apt-get install chromium`).
 screenshots: $(DEV_STAMP)

@@ -9,7 +9,12 @@ line before it in the same log (so a log's lines stay in order). The events are 
 thread, as a chat platform would send them (ties: by log, then line). The log, line and ``reply_to`` (which in this
 file names the later line that answers it) are kept in ``metadata``.
 
+With ``cases``, each thread is also a case: ``opened`` at its first line, just before it, and ``closed`` as resolved
+by a human (``resolution.resolved_by == "human"``) at its last line, just after it: the life a miner of resolved
+cases needs (issue 12). A thread has no end in the log; its last line is the best guess of one.
+
     python eval/ubuntu_irc.py --out ubuntu-train.jsonl [--min-messages 3 --min-speakers 2] [--since D --until D]
+    python eval/ubuntu_irc.py --cases --out ubuntu-cases.jsonl
 """
 
 from __future__ import annotations
@@ -86,19 +91,52 @@ def role(speaker: str, asker: str) -> str:
     return "customer" if speaker == asker else "analyst"
 
 
-def events(threads: list[dict[str, Any]], selection: Selection, tenant: str | None = None) -> list[dict[str, Any]]:
-    """The selected threads' messages as v1 events, in time order (ties: by log, then line)."""
+_OPENED, _SAID, _CLOSED = 0, 1, 2
+"""Where a case event goes among the events of its line's moment: opened before the line, closed after it."""
+
+
+def events(
+    threads: list[dict[str, Any]], selection: Selection, tenant: str | None = None, *, cases: bool = False
+) -> list[dict[str, Any]]:
+    """The selected threads' messages as v1 events, in time order (ties: by log, then line), and with ``cases`` each
+    thread's ``opened`` and ``closed`` case events around its first and last lines."""
     times = line_times(threads)
-    keyed = []
+    keyed: list[tuple[tuple[datetime, str, int, int], dict[str, Any]]] = []
     for thread in threads:
         if not selection.keeps(thread):
             continue
         asker = thread["messages"][0]["speaker"]
         for message in thread["messages"]:
             at = times[(thread["file"], message["line"])]
-            keyed.append(((at, thread["file"], message["line"]), _message(thread, message, at, asker, tenant)))
+            event = _message(thread, message, at, asker, tenant)
+            keyed.append(((at, thread["file"], message["line"], _SAID), event))
+        if cases:
+            first, last = thread["messages"][0], thread["messages"][-1]
+            opened_at, closed_at = times[(thread["file"], first["line"])], times[(thread["file"], last["line"])]
+            keyed.append(
+                ((opened_at, thread["file"], first["line"], _OPENED), _case(thread, "opened", opened_at, tenant))
+            )
+            keyed.append(
+                ((closed_at, thread["file"], last["line"], _CLOSED), _case(thread, "closed", closed_at, tenant))
+            )
     keyed.sort(key=lambda pair: pair[0])
     return [event for _, event in keyed]
+
+
+def _case(thread: dict[str, Any], change: str, at: datetime, tenant: str | None) -> dict[str, Any]:
+    event: dict[str, Any] = {
+        "type": "case",
+        "schema_version": 1,
+        "event_id": f"{thread['thread_id']}:{change}",
+        "conversation_id": thread["thread_id"],
+        "at": at.isoformat().replace("+00:00", "Z"),
+        "event": change,
+    }
+    if change == "closed":
+        event["resolution"] = {"resolved_by": "human"}
+    if tenant is not None:
+        event["tenant"] = tenant
+    return event
 
 
 def _message(
@@ -140,6 +178,9 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--since", type=date.fromisoformat, help="keep threads dated on or after (YYYY-MM-DD)")
     parser.add_argument("--until", type=date.fromisoformat, help="keep threads dated on or before (YYYY-MM-DD)")
     parser.add_argument("--tenant", help="the tenant of every event (default: none, so vigil's default tenant)")
+    parser.add_argument(
+        "--cases", action="store_true", help="also open each thread as a case and close it, resolved by a human"
+    )
     return parser.parse_args(argv)
 
 
@@ -148,16 +189,20 @@ def main(argv: list[str] | None = None) -> int:
     args = _arguments(argv)
     threads = read_threads(args.threads)
     selection = Selection(args.min_messages, args.min_speakers, args.since, args.until)
-    converted = events(threads, selection, args.tenant)
+    converted = events(threads, selection, args.tenant, cases=args.cases)
     kept = len({e["conversation_id"] for e in converted})
     if args.out is None:
         count = write(converted, sys.stdout)
     else:
         with args.out.open("w", encoding="utf-8") as out:
             count = write(converted, out)
-    span = f", {converted[0]['sent_at']} to {converted[-1]['sent_at']}" if converted else ""
+    span = f", {_when(converted[0])} to {_when(converted[-1])}" if converted else ""
     print(f"{kept} threads of {len(threads)}, {count} events{span}", file=sys.stderr)
     return 0
+
+
+def _when(event: dict[str, Any]) -> str:
+    return str(event.get("sent_at", event.get("at")))
 
 
 if __name__ == "__main__":
