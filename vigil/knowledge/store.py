@@ -424,6 +424,7 @@ class KnowledgeStore:
         prune_origins: Iterable[str] = (),
         governance: Mapping[str, Governance] | None = None,
         also: Callable[[AsyncConnection], Awaitable[None]] | None = None,
+        embedded: Mapping[str, Vectors] | None = None,
     ) -> ImportReport:
         """Add new entries, update changed ones (by content digest), and remove entries whose origin is one of
         ``prune_origins`` but that are not in ``entries`` (a source file that no longer holds them).
@@ -433,6 +434,8 @@ class KnowledgeStore:
                 is unchanged); an entry not named keeps what it has (a new one: active, 1.0, its origin).
             also: more writes to make in the same SQL transaction as the entries' (the miner's record of what it
                 mined): all of them happen, or none.
+            embedded: vectors the caller already has, by the text they are of (this store's model): those texts
+                are not embedded again.
         """
         by_id = {e.id: e for e in entries}
         if len(by_id) != len(entries):
@@ -446,7 +449,9 @@ class KnowledgeStore:
             changed = [e for e in entries if e.id not in stored or stored[e.id].digest != e.digest]
             origins = set(prune_origins)
             gone = [i for i, held in stored.items() if held.origin in origins and i not in by_id]
-            await self._index_vectors(changed, stale=[i for i in gone] + [e.id for e in changed if e.id in stored])
+            await self._index_vectors(
+                changed, stale=[i for i in gone] + [e.id for e in changed if e.id in stored], embedded=embedded
+            )
             await self._write_rows(changed, gone, governed, also)
             await self._rebuild()
         added = sum(1 for e in changed if e.id not in stored)
@@ -532,7 +537,9 @@ class KnowledgeStore:
             rows = await conn.execute(sa.select(ENTRY.c.id, ENTRY.c.digest, ENTRY.c.origin, ENTRY.c.tenant))
             return {row.id: _StoredEntry(row.digest, row.origin, row.tenant) for row in rows}
 
-    async def _index_vectors(self, changed: Sequence[Entry], *, stale: Sequence[str]) -> None:
+    async def _index_vectors(
+        self, changed: Sequence[Entry], *, stale: Sequence[str], embedded: Mapping[str, Vectors] | None = None
+    ) -> None:
         """Embed the changed entries' passages and FAQ questions; drop the vectors of stale entries first (exactly
         the ones SQL records for them, however many alternates they had)."""
         if stale:
@@ -542,7 +549,7 @@ class KnowledgeStore:
             await asyncio.to_thread(self._questions.delete, old.questions)
         passages = [(e, p) for e in changed for p in e.passages]
         if passages:
-            vectors = await asyncio.to_thread(self._embedder.embed, [p.text for _, p in passages])
+            vectors = await self._vectors([p.text for _, p in passages], embedded or {})
             await asyncio.to_thread(
                 self._passages.upsert,
                 [p.id for _, p in passages],
@@ -551,13 +558,21 @@ class KnowledgeStore:
             )
         questions = [(e, n, q) for e in changed for n, q in enumerate(e.questions)]
         if questions:
-            vectors = await asyncio.to_thread(self._embedder.embed, [q for _, _, q in questions])
+            vectors = await self._vectors([q for _, _, q in questions], embedded or {})
             await asyncio.to_thread(
                 self._questions.upsert,
                 [_question_id(e.id, n) for e, n, _ in questions],
                 vectors,
                 [{"entry_id": e.id, "tenant": _tenant_tag(e.tenant)} for e, _, _ in questions],
             )
+
+    async def _vectors(self, texts: list[str], known: Mapping[str, Vectors]) -> Vectors:
+        """The vectors of ``texts``: those in ``known`` as they are, the rest embedded (in one call)."""
+        missing = [t for t in dict.fromkeys(texts) if t not in known]
+        found = (
+            dict(zip(missing, await asyncio.to_thread(self._embedder.embed, missing), strict=True)) if missing else {}
+        )
+        return np.stack([np.asarray(known[t] if t in known else found[t], dtype=np.float32) for t in texts])
 
     async def _write_rows(
         self,

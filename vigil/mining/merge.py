@@ -51,6 +51,16 @@ class Member:
     problem_vector: np.ndarray
 
     @property
+    def answer(self) -> str:
+        """What an entry that states this case's resolution answers: its steps (its outcome when it has none)."""
+        return " ".join(self.steps) or (self.outcome or "")
+
+    @property
+    def passage(self) -> str:
+        """The text of the passage an entry of this case alone holds: the problem, then the answer."""
+        return passage_text(self.problem, self.answer)
+
+    @property
     def resolution(self) -> str:
         """The steps, then the outcome: what the case says resolves the problem."""
         return " ".join([*self.steps, *([self.outcome] if self.outcome else [])])
@@ -157,21 +167,23 @@ class Clusters:
         self._put(index, cluster.centroid)
         return cluster
 
-    def rivals(self, cluster: Cluster, *, problem_similarity: float, threshold: float) -> list[Cluster]:
-        """The other entries for the same problem (their customers' problems at ``problem_similarity`` or more)
-        whose resolution disagrees with ``cluster``'s: two entries that must not both be served."""
-        if not cluster.members:
+    def rivalries(self, *, problem_similarity: float, threshold: float) -> list[tuple[Cluster, Cluster]]:
+        """Pairs of a changed entry and another entry for the same problem (their customers' problems at
+        ``problem_similarity`` or more) whose resolutions disagree: two entries that must not both be served.
+        Retired entries and entries with no case left are nobody's rivals."""
+        live = [c for c in self._clusters if c.members and c.status != "retired"]
+        if not live:
             return []
-        mine = cluster.problem_centroid
-        return [
-            other
-            for other in self._clusters
-            if other is not cluster
-            and other.members
-            and other.status != "retired"
-            and float(other.problem_centroid @ mine) >= problem_similarity
-            and cluster.disagrees(other, threshold)
-        ]
+        problems = np.stack([c.problem_centroid for c in live])
+        pairs = []
+        for i, cluster in enumerate(live):
+            if not cluster.changed:
+                continue
+            for j in np.flatnonzero(problems @ problems[i] >= problem_similarity):
+                other = live[int(j)]
+                if other is not cluster and cluster.disagrees(other, threshold):
+                    pairs.append((cluster, other))
+        return pairs
 
     def withdraw(self, conversation_id: str) -> Cluster | None:
         """Take a case out of its cluster (it was reopened); the cluster it left, or None."""
@@ -183,6 +195,12 @@ class Clusters:
                     self._centroids[n] = cluster.centroid if cluster.members else 0.0
                     return cluster
         return None
+
+
+def passage_text(problem: str, answer: str) -> str:
+    """A mined entry's passage: the customer's problem on its first line, then the answer (what the answer skill
+    quotes, as it does an FAQ's)."""
+    return f"{problem}\n{answer}"
 
 
 def content_words(text: str) -> frozenset[str]:

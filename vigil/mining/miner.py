@@ -30,7 +30,7 @@ from vigil.knowledge.store import MINED, EntryStatus, Governance, KnowledgeStore
 from vigil.knowledge.tables import ENTRY
 from vigil.mining import feedback, select
 from vigil.mining.distil import Distilled, distil
-from vigil.mining.merge import Cluster, Clusters, Member, representative
+from vigil.mining.merge import Cluster, Clusters, Member, passage_text, representative
 from vigil.mining.redact import Redactor
 from vigil.mining.settings import MinerSettings
 from vigil.mining.tables import CASE_VECTOR, MINED_CASE, MINER_MARK
@@ -99,6 +99,8 @@ class Miner:
         self._clock = clock
         self._redactor = redactor or Redactor()
         self._rewriter = rewriter
+        self._embedded: dict[str, np.ndarray] = {}
+        """This batch's vectors, by text: the store does not embed them again."""
 
     async def run(self, now: datetime | None = None) -> Report:
         """Mine everything due at ``now`` (the clock's now by default), a batch at a time."""
@@ -150,7 +152,8 @@ class Miner:
         entries, governance = self._entries(changed, report, rivals)
         if entries or governance or records or reopened or verdicts.until is not None:
             write = self._bookkeeping(changed, records, [r.conversation_id for r in reopened], verdicts.until)
-            await self._knowledge.upsert(entries, governance=governance, also=write)
+            await self._knowledge.upsert(entries, governance=governance, also=write, embedded=self._embedded)
+        self._embedded = {}
         return report
 
     async def _taught(
@@ -176,14 +179,18 @@ class Miner:
             ]
         taught = [(case, _member_of(case, distilled)) for case, distilled in kept]
         if taught:
-            # A case is placed by its problem and its resolution together: customers put one problem in many ways,
-            # analysts resolve it in much the same words (on the tune company's labelled cases, pairs of one
-            # problem are told from the rest with F1 0.71 this way, 0.40 by the problem alone; docs/evaluation.md).
-            texts = [m.problem for _, m in taught] + [m.resolution for _, m in taught]
+            # A case is placed by its problem and its resolution together (the text its entry's passage holds):
+            # customers put one problem in many ways, analysts resolve it in much the same words (on the tune
+            # company's labelled cases, pairs of one problem are told from the rest with F1 0.70 this way, 0.40 by
+            # the problem alone; docs/evaluation.md). Both vectors are handed on to the store, which then embeds
+            # only what they do not cover (an entry of several cases states one case's problem, another's fix).
+            texts = [m.problem for _, m in taught] + [m.passage for _, m in taught]
             vectors = np.asarray(await self._knowledge.embed_many(texts), dtype=np.float32)
             for n, (_, member) in enumerate(taught):
                 member.problem_vector = _unit(vectors[n])
-                member.vector = _unit(member.problem_vector + _unit(vectors[len(taught) + n]))
+                member.vector = _unit(vectors[len(taught) + n])
+                self._embedded[member.problem] = member.problem_vector
+                self._embedded[member.passage] = member.vector
         return taught
 
     def _rivals(self, clusters: dict[str, Clusters]) -> dict[str, list[str]]:
@@ -191,15 +198,13 @@ class Miner:
         whose resolutions disagree with it (both are marked changed, so that both are flagged)."""
         found: dict[str, set[str]] = {}
         for known in clusters.values():
-            for cluster in [c for c in known if c.changed]:
-                for other in known.rivals(
-                    cluster,
-                    problem_similarity=self._settings.conflict_problem_similarity,
-                    threshold=self._settings.conflict_similarity,
-                ):
-                    found.setdefault(cluster.entry_id, set()).add(other.entry_id)
-                    found.setdefault(other.entry_id, set()).add(cluster.entry_id)
-                    other.changed = True
+            for cluster, other in known.rivalries(
+                problem_similarity=self._settings.conflict_problem_similarity,
+                threshold=self._settings.conflict_similarity,
+            ):
+                found.setdefault(cluster.entry_id, set()).add(other.entry_id)
+                found.setdefault(other.entry_id, set()).add(cluster.entry_id)
+                other.changed = True
         return {entry: sorted(others) for entry, others in found.items()}
 
     def _entries(
@@ -395,7 +400,7 @@ def entry_of(cluster: Cluster, *, faq_min_cases: int, status: EntryStatus) -> En
     and alternates, the resolution as answer). Its link is the case whose resolution it states."""
     kept = cluster.kept()
     face = representative(cluster.members)
-    answer = " ".join(kept.steps) or (kept.outcome or "")
+    answer = kept.answer
     url = f"/panel/conversations/{kept.conversation_id}"
     support = len(cluster.members)
     if support >= faq_min_cases and status != "pending_review":
@@ -431,7 +436,7 @@ def entry_of(cluster: Cluster, *, faq_min_cases: int, status: EntryStatus) -> En
         body=body,
         origin=SOURCE,
         url=url,
-        passages=(Passage(id=f"{cluster.entry_id}#1", heading=None, text=f"{face.problem}\n{answer}"),),
+        passages=(Passage(id=f"{cluster.entry_id}#1", heading=None, text=passage_text(face.problem, answer)),),
         tenant=cluster.tenant,
     )
 
