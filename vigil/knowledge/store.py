@@ -460,7 +460,8 @@ class KnowledgeStore:
         )
 
     async def govern(self, entry_id: str, *, status: EntryStatus) -> bool:
-        """Set an entry's status (a lead approves or retires it); False when there is no such entry."""
+        """Set an entry's status (a lead approves or retires it); False when there is no such entry. Other
+        processes see it at their next refresh (the change moves the store's version)."""
         async with self._lock:
             async with self._database(begin=True) as conn:
                 result = await conn.execute(
@@ -468,7 +469,8 @@ class KnowledgeStore:
                 )
             if not result.rowcount:
                 return False
-            await self._rebuild()
+            if self._collections is not None:  # an open store serves searches: it sees the change at once
+                await self._rebuild()
         return True
 
     async def governed(

@@ -60,6 +60,10 @@ class Member:
         """The text of the passage an entry of this case alone holds: the problem, then the answer."""
         return passage_text(self.problem, self.answer)
 
+    def vectors(self) -> tuple[tuple[str, np.ndarray], tuple[str, np.ndarray]]:
+        """The texts this case's vectors are of: its problem, and its passage."""
+        return (self.problem, self.problem_vector), (self.passage, self.vector)
+
     @property
     def resolution(self) -> str:
         """The steps, then the outcome: what the case says resolves the problem."""

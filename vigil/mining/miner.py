@@ -99,8 +99,6 @@ class Miner:
         self._clock = clock
         self._redactor = redactor or Redactor()
         self._rewriter = rewriter
-        self._embedded: dict[str, np.ndarray] = {}
-        """This batch's vectors, by text: the store does not embed them again."""
 
     async def run(self, now: datetime | None = None) -> Report:
         """Mine everything due at ``now`` (the clock's now by default), a batch at a time."""
@@ -152,8 +150,9 @@ class Miner:
         entries, governance = self._entries(changed, report, rivals)
         if entries or governance or records or reopened or verdicts.until is not None:
             write = self._bookkeeping(changed, records, [r.conversation_id for r in reopened], verdicts.until)
-            await self._knowledge.upsert(entries, governance=governance, also=write, embedded=self._embedded)
-        self._embedded = {}
+            # The batch's vectors, by text: the store embeds only what they do not cover.
+            embedded = {text: vector for _, m in taught for text, vector in m.vectors()}
+            await self._knowledge.upsert(entries, governance=governance, also=write, embedded=embedded)
         return report
 
     async def _taught(
@@ -189,8 +188,6 @@ class Miner:
             for n, (_, member) in enumerate(taught):
                 member.problem_vector = _unit(vectors[n])
                 member.vector = _unit(vectors[len(taught) + n])
-                self._embedded[member.problem] = member.problem_vector
-                self._embedded[member.passage] = member.vector
         return taught
 
     def _rivals(self, clusters: dict[str, Clusters]) -> dict[str, list[str]]:
