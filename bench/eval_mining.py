@@ -42,6 +42,7 @@ from vigil.answers.skill import AnswerSkill
 from vigil.app.settings import Settings
 from vigil.cases.store import CaseStore
 from vigil.core.clock import SystemClock
+from vigil.flow.settings import IngestSettings
 from vigil.knowledge.embedding import Embedder, Vectors
 from vigil.knowledge.onnx_embedding import OnnxEmbedder
 from vigil.knowledge.store import open_knowledge_store
@@ -53,6 +54,9 @@ from vigil.wire.events import CaseEvent, Event, Message, parse
 
 DATA = Path(__file__).resolve().parent / "data"
 COMPANIES = {"kestrel": "tune", "hearthlight": "test"}
+
+LIMITS = IngestSettings()
+"""What ingest accepts: the events are parsed as the daemon parses them."""
 
 
 class Cached:
@@ -93,7 +97,10 @@ def load(name: str) -> Company:
         path = DATA / f"mining-{name}-{kind}.jsonl"
         return [json.loads(line) for line in path.read_text("utf-8").splitlines() if line.strip()]
 
-    events = [parse(json.dumps(r).encode(), max_event_bytes=1 << 20, max_text_bytes=1 << 16) for r in rows("cases")]
+    events = [
+        parse(json.dumps(r).encode(), max_event_bytes=LIMITS.max_event_bytes, max_text_bytes=LIMITS.max_text_bytes)
+        for r in rows("cases")
+    ]
     return Company(name, events, {r["conversation_id"]: r for r in rows("labels")}, rows("phrasings"))
 
 

@@ -40,12 +40,16 @@ from eval.ubuntu_irc import Selection, events, read_threads
 from vigil.app.settings import Settings
 from vigil.cases.store import CaseStore
 from vigil.core.clock import SystemClock
+from vigil.flow.settings import IngestSettings
 from vigil.knowledge.store import standalone
 from vigil.mining.miner import Miner, Report
 from vigil.wire.events import parse
 
 RESULTS = Path(__file__).resolve().parent / "results"
 THREADS = SHARED / "ubuntu-irc" / "threads-train.jsonl.gz"
+
+LIMITS = IngestSettings()
+"""What ingest accepts: the events are parsed as the daemon parses them."""
 
 
 def case_events(count: int) -> list[dict[str, Any]]:
@@ -82,7 +86,12 @@ async def store_cases(lines: list[dict[str, Any]], settings: Settings) -> None:
     )
     await store.migrate()
     try:
-        parsed = [parse(json.dumps(line).encode(), max_event_bytes=1 << 20, max_text_bytes=1 << 16) for line in lines]
+        parsed = [
+            parse(
+                json.dumps(line).encode(), max_event_bytes=LIMITS.max_event_bytes, max_text_bytes=LIMITS.max_text_bytes
+            )
+            for line in lines
+        ]
         by_conversation: dict[str, list[Any]] = {}
         for event in parsed:
             by_conversation.setdefault(event.conversation_id, []).append(event)
