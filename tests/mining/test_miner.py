@@ -4,6 +4,8 @@ become knowledge the answer path finds; nothing is mined twice, half-written, or
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -512,3 +514,16 @@ async def test_a_mined_entry_expires_its_ttl_after_the_latest_case_that_taught_i
     [row] = await entries(store)
     assert row.expires_at is None
     assert (await knowledge.search(PARCEL[0], 3, tenant="parcelco"))[0].entry_id == row.id
+
+
+def test_the_daemon_loads_the_redactor_s_name_lists_only_when_there_is_a_case_to_mine(tmp_path: Path):
+    # Faker's name lists and phonenumbers take ~50 MiB: every daemon composes the miner, few mine at start.
+    script = (
+        "import sys\n"
+        "from vigil.app.compose import compose\n"
+        "from vigil.app.settings import Settings\n"
+        f"compose(Settings(_env_file=None, data_dir={str(tmp_path)!r}))\n"
+        "print(sorted({m.partition('.')[0] for m in sys.modules} & {'faker', 'phonenumbers'}))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True)
+    assert done.stdout.strip() == "[]"

@@ -31,11 +31,11 @@ from vigil.knowledge.tables import ENTRY
 from vigil.mining import feedback, select
 from vigil.mining.distil import Distilled, distil
 from vigil.mining.merge import Cluster, Clusters, Member, passage_text, representative
-from vigil.mining.redact import Redactor
 from vigil.mining.settings import MinerSettings
 from vigil.mining.tables import CASE_VECTOR, MINED_CASE, MINER_MARK
 
 if TYPE_CHECKING:
+    from vigil.mining.redact import Redactor
     from vigil.mining.rewrite import Rewriter
 
 log = logging.getLogger(__name__)
@@ -97,7 +97,7 @@ class Miner:
         self._engine = engine
         self._knowledge = knowledge
         self._clock = clock
-        self._redactor = redactor or Redactor()
+        self._redactor = redactor
         self._rewriter = rewriter
 
     async def run(self, now: datetime | None = None) -> Report:
@@ -293,6 +293,10 @@ class Miner:
         )
 
     def _redact(self, text: str, names: Iterable[str]) -> str:
+        if self._redactor is None:  # loaded at the first case to mine, not at start: ~50 MiB of name lists, 0.2 s
+            from vigil.mining.redact import Redactor  # noqa: PLC0415
+
+            self._redactor = Redactor()
         redacted: str = self._redactor.redact(text, names=names).text
         return redacted
 
