@@ -122,7 +122,8 @@ class FeedbackRow(SQLModel, table=True):
     verdict: str = Field(max_length=16)
     by: str | None = Field(default=None, max_length=ID_LENGTH)
     at: datetime = when(index=True, nullable=False)
-    received_at: datetime = when(nullable=False)
+    received_at: datetime = when(index=True, nullable=False)
+    """Indexed: the miner reads the verdicts received since its mark (vigil/mining/feedback.py)."""
     text: str | None = Field(default=None, sa_type=sa.Text)
 
 

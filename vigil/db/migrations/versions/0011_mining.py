@@ -51,12 +51,15 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("name"),
     )
     op.add_column("knowledge_entry", sa.Column("expires_at", sa.DateTime(timezone=True), nullable=True))
+    # Feedback by when it was received: the miner reads what came since its mark.
+    op.create_index("ix_feedback_received_at", "feedback", ["received_at"])
     # Closed cases by closure time: the miner's candidates since its watermark.
     op.create_index("ix_conversation_closed_at", "conversation", ["closed_at"])
 
 
 def downgrade() -> None:
     op.drop_index("ix_conversation_closed_at", table_name="conversation")
+    op.drop_index("ix_feedback_received_at", table_name="feedback")
     with op.batch_alter_table("knowledge_entry") as batch:
         batch.drop_column("expires_at")
     op.drop_table("miner_mark")
