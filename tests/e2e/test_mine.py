@@ -3,6 +3,7 @@ approves what waits for review."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -10,6 +11,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from sqlalchemy.ext.asyncio import create_async_engine
+
+from vigil.core.clock import SystemClock
+from vigil.flow.leases import Lease
+from vigil.mining.miner import LEASE
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 
@@ -29,6 +35,16 @@ def vigil(tmp_path: Path, *args: str, **settings: str) -> subprocess.CompletedPr
     return subprocess.run([str(VIGIL), *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
 
 
+async def hold_the_miners_lease(database: Path) -> str:
+    engine = create_async_engine(f"sqlite+aiosqlite:///{database}")
+    try:
+        lease = Lease(engine, LEASE, owner="daemon-replica-1", clock=SystemClock(), duration_s=600)
+        assert await lease.take() is None
+    finally:
+        await engine.dispose()
+    return lease.owner
+
+
 def test_mine_once_mines_the_stored_cases_once_and_a_lead_approves_what_waits(tmp_path: Path):
     demo = ROOT / "knowledge" / "demo" / "conversations.jsonl"
     # The demo's conversations stored (and answered from the help centre), with the daemon's miner off.
@@ -42,6 +58,11 @@ def test_mine_once_mines_the_stored_cases_once_and_a_lead_approves_what_waits(tm
     assert first.stdout.startswith("mined 18 cases"), first.stdout
     again = vigil(tmp_path, "mine", "--once", VIGIL_MINER__REQUIRE_REVIEW="true")
     assert again.stdout.startswith("mined 0 cases"), again.stdout
+    # While another miner (a daemon's) runs, this one mines nothing and says so, with sysexits' "try again later".
+    holder = asyncio.run(hold_the_miners_lease(tmp_path / "data" / "vigil.db"))
+    busy = vigil(tmp_path, "mine", "--once")
+    assert busy.returncode == 75 and busy.stdout == "", busy
+    assert f"nothing mined: another miner ({holder}) holds the lease until" in busy.stderr
 
     mined = [e for e in map(json.loads, vigil(tmp_path, "kb", "export").stdout.splitlines()) if e["origin"] == "miner"]
     assert sum(len(e["provenance"]["cases"]) for e in mined) == 18

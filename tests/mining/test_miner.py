@@ -19,12 +19,13 @@ from pydantic import SecretStr
 from tests.conftest import open_knowledge
 from tests.fake_anthropic import KEY, FakeAnthropic, Handler, error, hanging, tool_use
 from vigil.cases.store import CaseStore
-from vigil.core.clock import SystemClock
-from vigil.core.errors import KnowledgeError
+from vigil.core.clock import ManualClock, SystemClock
+from vigil.core.errors import KnowledgeError, LeaseLost
+from vigil.flow.leases import Holder, Lease
 from vigil.knowledge.store import KnowledgeStore
 from vigil.knowledge.tables import ENTRY
 from vigil.llm.settings import LlmSettings
-from vigil.mining.miner import Miner, entry_id
+from vigil.mining.miner import LEASE, Miner, entry_id
 from vigil.mining.rewrite import Rewriter, rewriter_from
 from vigil.mining.settings import MinerSettings
 from vigil.mining.tables import CASE_VECTOR, MINED_CASE
@@ -206,6 +207,41 @@ async def test_a_crash_while_writing_leaves_nothing_half_written_and_the_next_ru
         assert await conn.scalar(sa.select(sa.func.count()).select_from(CASE_VECTOR)) == 0
     report = await miner(store, knowledge).run()
     assert report.mined == 1 and len(await entries(store)) == 1
+
+
+async def test_a_run_while_another_miner_holds_the_lease_mines_nothing_and_says_whose_it_is(store, knowledge):
+    await record(store, parcel_case(0))
+    other = Lease(store.engine, LEASE, owner="replica-b", clock=SystemClock(), duration_s=600)
+    assert await other.take() is None
+    report = await miner(store, knowledge).run()
+    assert report.mined == 0 and report.busy is not None and report.busy.owner == "replica-b"
+    assert "another miner (replica-b) holds the lease until" in report.summary()
+    assert await mined(store) == {}
+    await other.free()
+    assert (await miner(store, knowledge).run()).mined == 1
+
+
+async def test_a_run_that_stalled_past_its_lease_writes_nothing_and_leaves_the_cases_to_the_next(store, knowledge):
+    await record(store, parcel_case(0))
+    clock = ManualClock(START)
+    stalled = Miner(MinerSettings(lease_s=60), engine=store.engine, knowledge=knowledge, clock=clock, owner="a")
+    other = Lease(store.engine, LEASE, owner="b", clock=clock, duration_s=60)
+    real_upsert = knowledge.upsert
+
+    async def after_a_stall(entries_, **kwargs):  # type: ignore[no-untyped-def]
+        clock.advance(61)
+        assert await other.take() is None
+        return await real_upsert(entries_, **kwargs)
+
+    knowledge.upsert = after_a_stall  # type: ignore[method-assign]
+    with pytest.raises(LeaseLost):
+        await stalled.run(START + timedelta(days=1))
+    knowledge.upsert = real_upsert  # type: ignore[method-assign]
+    assert await entries(store) == [] and await mined(store) == {}
+    later = Miner(MinerSettings(), engine=store.engine, knowledge=knowledge, clock=clock, owner="c")
+    assert (await later.run(START + timedelta(days=1))).busy == Holder("b", clock.now() + timedelta(seconds=60))
+    await other.free()
+    assert (await later.run(START + timedelta(days=1))).mined == 1
 
 
 async def test_the_same_problem_resolved_three_times_merges_into_one_faq(store, knowledge):

@@ -45,6 +45,8 @@ CHATTY_LOGGERS = ("bm25s", "apscheduler.scheduler", "apscheduler.executors.defau
 MIGRATION_LOGGER = "alembic.runtime.migration"
 MIGRATION_CHATTER = ("Context impl ", "Will assume ")
 HARD_EXIT_S = 2.0
+EX_TEMPFAIL = 75
+"""sysexits' "try again later": ``vigil mine --once`` found another miner running."""
 """After a second signal, how long cancelled work may take to unwind before the process exits regardless."""
 
 
@@ -165,7 +167,12 @@ def _parser() -> argparse.ArgumentParser:
     db = commands.add_parser("db", help="database schema").add_subparsers(required=True, metavar="ACTION")
     db.add_parser("upgrade", help="apply migrations up to the newest").set_defaults(command=_db_upgrade)
     _kb_commands(commands.add_parser("kb", help="the knowledge store").add_subparsers(required=True, metavar="ACTION"))
-    mine = commands.add_parser("mine", help="mine closed, human-resolved cases into knowledge")
+    mine = commands.add_parser(
+        "mine",
+        help="mine closed, human-resolved cases into knowledge",
+        description="Mine closed, human-resolved cases into knowledge. One miner runs at a time: if a daemon's is "
+        f"running, this mines nothing and exits {EX_TEMPFAIL}.",
+    )
     mine.add_argument("--once", action="store_true", required=True, help="mine what is due now, print a summary, exit")
     mine.set_defaults(command=_mine)
     token = commands.add_parser("token", help="make a panel sign-in token and its VIGIL_PANEL__USERS entry")
@@ -341,6 +348,9 @@ async def _mine(args: argparse.Namespace, settings: Settings) -> int:
     finally:
         if rewriter is not None:
             await rewriter.aclose()
+    if report.busy is not None:
+        print(f"vigil: {report.summary()}; try again then", file=sys.stderr)
+        return EX_TEMPFAIL
     print(report.summary())
     return 0
 

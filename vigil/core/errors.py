@@ -15,6 +15,7 @@
     │   ├── TransportUnavailable the broker cannot take or answer the request now (also an Unavailable, ``broker``)
     │   └── RecordRefused        the broker refuses the record itself, too large or invalid (never retried)
     ├── StartupError         a part did not start in time
+    ├── LeaseLost            work's lease passed to another replica before its results were written (none were)
     ├── InvalidCursor        a page cursor vigil did not give out (the API answers 422)
     └── AuthError            a panel sign-in was refused or failed (the message may be shown to the person)
         └── AuthUnavailable      the sign-in provider cannot be reached or answered nonsense (try again later)
@@ -125,3 +126,13 @@ class AuthError(VigilError):
 
 class AuthUnavailable(AuthError):
     """The sign-in provider cannot be reached or gave an unusable answer; signing in may work later."""
+
+
+class LeaseLost(VigilError):
+    """Work held a named lease (vigil/flow/leases.py) that ran out and passed to another holder before the work
+    wrote its results: the transaction that would have written them is rolled back, the other holder does the work."""
+
+    def __init__(self, name: str, owner: str) -> None:
+        super().__init__(f"{owner} no longer holds the lease {name!r}; another holder has taken it")
+        self.name = name
+        self.owner = owner

@@ -19,7 +19,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
-from vigil.core.errors import SettingsError, StoreError, StoreUnavailable, VigilError
+from vigil.core.errors import LeaseLost, SettingsError, StoreError, StoreUnavailable, VigilError
 from vigil.db.migrate import upgrade
 from vigil.db.settings import DatabaseSettings
 
@@ -189,7 +189,7 @@ async def guarded(
                 return
             async with conn.begin():
                 yield conn
-    except refused:
+    except (refused, LeaseLost):  # the caller's own verdict on its transaction, not the database's
         raise
     except Exception as exc:
         raise translate(exc, unavailable=unavailable, refused=refused, what=what) from exc

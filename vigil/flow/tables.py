@@ -1,4 +1,5 @@
-"""The platform's own table: the windows of durable scheduled jobs (``vigil.flow.claims``)."""
+"""The platform's own tables: the windows of durable scheduled jobs (``vigil.flow.claims``) and named leases
+(``vigil.flow.leases``)."""
 
 from __future__ import annotations
 
@@ -26,3 +27,16 @@ class JobClaimRow(SQLModel, table=True):
 
 
 JOB_CLAIM = JobClaimRow.__table__  # type: ignore[attr-defined]
+
+
+class LeaseRow(SQLModel, table=True):
+    """A named lease (vigil/flow/leases.py): who holds it, until when. A row with no owner is free."""
+
+    __tablename__ = "lease"
+
+    name: str = Field(primary_key=True, max_length=ID_LENGTH)
+    owner: str | None = Field(default=None, max_length=ID_LENGTH)
+    held_until: datetime | None = when()
+
+
+LEASE = LeaseRow.__table__  # type: ignore[attr-defined]

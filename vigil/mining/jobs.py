@@ -1,5 +1,6 @@
 """The miner on the scheduler: every ``interval_s``, durable, so one replica mines each window (the scheduler's
-lease) and a window missed while every replica was down runs at the next start."""
+claim) and a window missed while every replica was down runs at the next start. A run also holds the miner's own
+lease, which keeps it from overlapping ``vigil mine --once`` (vigil/mining/miner.py)."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ def mining_job(miner: Miner, interval_s: float) -> Job:
 
     async def mine(due: datetime) -> None:
         report = await miner.run(due)
-        if report.mined or report.withdrawn or report.skipped:
+        if report.busy is not None or report.mined or report.withdrawn or report.skipped:
             log.info("miner: %s", report.summary())
 
     return Job(name=MINE, run=mine, every_s=interval_s, durable=True, coalesce=True, lease_s=max(600.0, interval_s))

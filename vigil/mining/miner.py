@@ -25,6 +25,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from vigil.core.clock import Clock
 from vigil.db.engine import upsert
+from vigil.flow.leases import Holder, Lease
+from vigil.flow.scheduler import replica_id
 from vigil.knowledge.documents import Entry, Passage
 from vigil.knowledge.store import MINED, EntryStatus, Governance, KnowledgeStore
 from vigil.knowledge.tables import ENTRY
@@ -42,6 +44,8 @@ log = logging.getLogger(__name__)
 
 SOURCE = MINED
 """The ``origin`` of every mined entry."""
+LEASE = "miner"
+"""The lease a run holds: one miner at a time, whoever started it."""
 MAX_QUESTIONS = 10
 """The most customer phrasings a mined FAQ keeps as its question and alternates."""
 TITLE_CHARS = 160
@@ -60,6 +64,8 @@ class Report:
     """Cases that joined an entry other cases had made."""
     rewritten: int = 0
     """Cases whose entry the LLM wrote (the others keep their extractive entry)."""
+    busy: Holder | None = None
+    """Who was mining already, when this run found the miner's lease taken and mined nothing."""
 
     def add(self, other: Report) -> None:
         self.mined += other.mined
@@ -70,6 +76,11 @@ class Report:
         self.merged += other.merged
 
     def summary(self) -> str:
+        if self.busy is not None:
+            return (
+                f"nothing mined: another miner ({self.busy.owner}) holds the lease until "
+                f"{self.busy.until.isoformat(timespec='seconds')}"
+            )
         skipped = ", ".join(f"{n} {why}" for why, n in sorted(self.skipped.items())) or "none"
         written = ", ".join(f"{n} {what}" for what, n in sorted(self.entries.items())) or "none"
         return (
@@ -92,8 +103,10 @@ class Miner:
         clock: Clock,
         redactor: Redactor | None = None,
         rewriter: Rewriter | None = None,
+        owner: str | None = None,
     ) -> None:
         self._settings = settings
+        self._lease = Lease(engine, LEASE, owner=owner or replica_id(), clock=clock, duration_s=settings.lease_s)
         self._engine = engine
         self._knowledge = knowledge
         self._clock = clock
@@ -101,14 +114,35 @@ class Miner:
         self._rewriter = rewriter
 
     async def run(self, now: datetime | None = None) -> Report:
-        """Mine everything due at ``now`` (the clock's now by default), a batch at a time."""
+        """Mine everything due at ``now`` (the clock's now by default), a batch at a time, holding the lease
+        ``miner``; if another run holds it, mine nothing and say whose it is (``Report.busy``).
+
+        Raises:
+            LeaseLost: this run stalled past its lease and another took it; what this run had not yet written is
+                left to that one.
+        """
         now = now or self._clock.now()
         report = Report()
-        while True:
-            batch = await self._batch(now)
-            report.add(batch)
-            if batch.mined + sum(batch.skipped.values()) < self._settings.batch:
-                return report
+        report.busy = await self._lease.take()
+        if report.busy is not None:
+            return report
+        try:
+            while True:
+                batch = await self._batch(now)
+                report.add(batch)
+                if batch.mined + sum(batch.skipped.values()) < self._settings.batch:
+                    return report
+        finally:
+            await self._free()
+
+    async def _free(self) -> None:
+        """Free the lease; if that fails, it runs out by itself (and the run's own outcome is what is raised)."""
+        try:
+            await self._lease.free()
+        except Exception:
+            log.warning(
+                "the miner could not free its lease; it runs out in %s s", self._settings.lease_s, exc_info=True
+            )
 
     async def _batch(self, now: datetime) -> Report:
         report = Report()
@@ -250,6 +284,7 @@ class Miner:
         ]
 
         async def write(conn: AsyncConnection) -> None:
+            await self._lease.hold(conn)  # first: a run that lost the lease writes nothing
             if withdrawn:
                 await conn.execute(sa.delete(CASE_VECTOR).where(CASE_VECTOR.c.conversation_id.in_(withdrawn)))
                 await conn.execute(

@@ -55,6 +55,13 @@ class MinerSettings(BaseModel):
         "watermark.",
     )
     batch: int = Field(default=500, ge=1, description="The most cases one run mines at a time, before it writes.")
+    lease_s: float = Field(
+        default=600.0,
+        gt=0,
+        description="One miner runs at a time across replicas and `vigil mine --once`: a run holds the lease "
+        "`miner`, extended at every batch it writes; a run that stalls this long loses it to the next, and then "
+        "writes nothing.",
+    )
     llm: bool = Field(
         default=True,
         description="With an Anthropic key (VIGIL_LLM__API_KEY), have the LLM rewrite each mined case in a fixed "
