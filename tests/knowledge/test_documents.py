@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -161,3 +162,55 @@ def test_a_bad_tenant_is_refused_with_the_file_and_line(tmp_path: Path, tenant: 
     with pytest.raises(KnowledgeFileError, match="not a tenant id") as caught:
         read(path)
     assert caught.value.line == 2
+
+
+# --- An entry's expiry (issue 12: "an optional expiry"): absent is never ---
+
+
+def test_an_expiry_is_set_in_front_matter_faq_files_csv_and_documents(tmp_path: Path):
+    (article,) = read(
+        write(tmp_path, "a.md", ARTICLE.replace("product: mobile", "product: mobile\nexpires: 2027-03-31"))
+    )
+    assert article.expires_at == datetime(2027, 3, 31, tzinfo=UTC)
+    assert read(write(tmp_path, "b.md", ARTICLE))[0].expires_at is None
+    faqs = read(
+        write(
+            tmp_path,
+            "faqs.yaml",
+            "faqs:\n  - id: faq-1\n    question: q1\n    answer: a1\n    expires: 2027-01-01T09:30:00+01:00\n"
+            "  - id: faq-2\n    question: q2\n    answer: a2\n",
+        )
+    )
+    assert [f.expires_at for f in faqs] == [datetime(2027, 1, 1, 8, 30, tzinfo=UTC), None]
+    rows = read(write(tmp_path, "faqs.csv", "id,question,answer,expires\nfaq-3,q3,a3,2027-06-01 12:00\nfaq-4,q4,a4,\n"))
+    assert [r.expires_at for r in rows] == [datetime(2027, 6, 1, 12, tzinfo=UTC), None]
+    docs = [{"id": "d1", "title": "t", "content": "c", "expires": "2027-02-01T00:00:00Z"}]
+    (doc,) = read(write(tmp_path, "docs.json", json.dumps(docs)))
+    assert doc.expires_at == datetime(2027, 2, 1, tzinfo=UTC)
+
+
+def test_setting_or_moving_an_expiry_changes_the_digest_and_no_expiry_keeps_the_old_one(tmp_path: Path):
+    (article,) = read(write(tmp_path, "a.md", ARTICLE))
+    (expiring,) = read(
+        write(tmp_path, "b.md", ARTICLE.replace("product: mobile", "product: mobile\nexpires: 2027-03-31"))
+    )
+    assert replace(expiring, origin=article.origin).digest != article.digest
+    assert replace(expiring, expires_at=datetime(2027, 4, 1, tzinfo=UTC)).digest != expiring.digest
+    assert replace(expiring, expires_at=None).digest == article.digest
+
+
+@pytest.mark.parametrize("expires", ["soon", "'2027-13-01'", "[2027-01-01]", "31/03/2027"])
+def test_an_expiry_that_is_not_a_date_is_refused_with_the_file_and_line(tmp_path: Path, expires: str):
+    path = write(tmp_path, "faqs.yaml", f"faqs:\n  - id: ok\n    question: q\n    answer: a\n    expires: {expires}\n")
+    with pytest.raises(KnowledgeFileError, match="is not a date") as caught:
+        read(path)
+    assert caught.value.line == 2
+
+
+def test_a_yaml_value_that_looks_like_a_date_but_is_none_is_refused_not_raised(tmp_path: Path):
+    path = write(tmp_path, "faqs.yaml", "faqs:\n  - id: ok\n    question: q\n    answer: a\n    expires: 2027-13-01\n")
+    with pytest.raises(KnowledgeFileError, match=r"not what it looks like: month must be in 1\.\.12"):
+        read(path)
+    article = ARTICLE.replace("product: mobile", "product: mobile\nexpires: 2027-02-30")
+    with pytest.raises(KnowledgeFileError, match="front matter holds a value that is not what it looks like"):
+        read(write(tmp_path, "a.md", article))

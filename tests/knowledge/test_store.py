@@ -213,6 +213,22 @@ async def test_import_files_loads_all_or_nothing(knowledge: KnowledgeStore, tmp_
     assert {e["id"] for e in await knowledge.export()} == {"a", "faq-b"}
 
 
+async def test_an_imported_entry_is_served_until_its_expiry_and_a_new_expiry_in_its_file_serves_it_again(
+    knowledge: KnowledgeStore, tmp_path: Path
+):
+    kb = tmp_path / "kb"
+    kb.mkdir()
+    offer = "---\nid: winter-offer\ntitle: Winter offer\nexpires: {}\n---\n\nHalf price fibre for three months.\n"
+    (kb / "offer.md").write_text(offer.format("2020-01-01"))
+    await knowledge.import_files([kb])
+    [exported] = await knowledge.export()
+    assert exported["expires_at"].startswith("2020-01-01T00:00:00")
+    assert not await knowledge.search("is there a half price fibre offer?", 3)
+    (kb / "offer.md").write_text(offer.format("2999-01-01"))
+    assert (await knowledge.import_files([kb])).updated == 1
+    assert [h.entry_id for h in await knowledge.search("is there a half price fibre offer?", 3)] == ["winter-offer"]
+
+
 # --- Question vectors: exactly the ones stored for an entry, deleted on update and repaired (issue 8, item 13) ---
 
 

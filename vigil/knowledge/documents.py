@@ -7,12 +7,14 @@ nothing of a bad file is loaded.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import hashlib
 import json
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -65,6 +67,8 @@ class Entry:
     passages: tuple[Passage, ...] = field(default=())
     tenant: str | None = None
     """The one tenant whose conversations may see it; None (the default) for every tenant."""
+    expires_at: datetime | None = None
+    """From when it is no longer served (a price that ends, a promotion); None (the default): never."""
 
     @property
     def digest(self) -> str:
@@ -72,6 +76,8 @@ class Entry:
         content: list[object] = [self.kind, self.title, self.body, self.tags, self.url, self.product, self.questions]
         if self.tenant is not None:  # only then: a global entry keeps the digest it had before tenants existed
             content.append(self.tenant)
+        if self.expires_at is not None:  # likewise
+            content.append(self.expires_at.isoformat())
         return hashlib.sha256(json.dumps(content).encode()).hexdigest()[:32]
 
 
@@ -121,6 +127,8 @@ def _article(path: Path, text: str) -> Entry:
     except yaml.YAMLError as exc:
         line = exc.problem_mark.line + 1 if getattr(exc, "problem_mark", None) else 1  # type: ignore[attr-defined]
         raise KnowledgeFileError(path, f"front matter is not valid YAML: {getattr(exc, 'problem', exc)}", line) from exc
+    except ValueError as exc:  # a value YAML reads as a date or a time that is none ("2027-13-01")
+        raise KnowledgeFileError(path, f"front matter holds a value that is not what it looks like: {exc}", 1) from exc
     if not isinstance(meta, dict):
         raise KnowledgeFileError(path, "the front matter must be a mapping", 1)
     entry_id = _entry_id(path, meta.get("id"), 1)
@@ -139,6 +147,7 @@ def _article(path: Path, text: str) -> Entry:
         product=_optional(meta.get("product")),
         passages=tuple(split_sections(entry_id, title, body)),
         tenant=_tenant(path, meta.get("tenant"), 1),
+        expires_at=_expires(path, meta.get("expires"), 1),
     )
 
 
@@ -180,6 +189,8 @@ def _faq_yaml(path: Path, text: str) -> list[Entry]:
     except yaml.YAMLError as exc:
         line = exc.problem_mark.line + 1 if getattr(exc, "problem_mark", None) else None  # type: ignore[attr-defined]
         raise KnowledgeFileError(path, f"not valid YAML: {getattr(exc, 'problem', exc)}", line) from exc
+    except ValueError as exc:  # a value YAML reads as a date or a time that is none ("2027-13-01")
+        raise KnowledgeFileError(path, f"holds a value that is not what it looks like: {exc}") from exc
     if not isinstance(doc, dict) or not isinstance(doc.get("faqs"), list):
         raise KnowledgeFileError(path, "an FAQ file holds `faqs:` with a list of {id, question, answer}")
     lines = _yaml_item_lines(text)
@@ -227,6 +238,7 @@ def _faq(path: Path, item: object, line: int | None, tenant: str | None = None) 
         tags=_tags(path, item.get("tags")),
         passages=(Passage(id=f"{entry_id}#1", heading=None, text=f"{question}\n{answer}"),),
         tenant=_tenant(path, item.get("tenant"), line) or tenant,
+        expires_at=_expires(path, item.get("expires"), line),
     )
 
 
@@ -272,6 +284,7 @@ def _documents(path: Path, items: list[Any]) -> list[Entry]:
                 url=_optional(doc.get("url")),
                 passages=tuple(split_sections(entry_id, title, content)),
                 tenant=_tenant(path, doc.get("tenant"), where),
+                expires_at=_expires(path, doc.get("expires"), where),
             )
         )
     return entries
@@ -290,6 +303,21 @@ def _tenant(path: Path, value: object, line: int | None) -> str | None:
     if not isinstance(value, str) or not _TENANT.match(value.strip()):
         raise KnowledgeFileError(path, f"tenant {value!r} is not a tenant id (1-256 characters, not *)", line)
     return value.strip()
+
+
+def _expires(path: Path, value: object, line: int | None) -> datetime | None:
+    """An entry's expiry: absent or empty means never; a date means midnight UTC at its start (from that day on it
+    is not served), a date and time without a zone is taken as UTC."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, str):
+        with contextlib.suppress(ValueError):  # refused below, as any other value that is not a date
+            value = datetime.fromisoformat(value.strip())
+    if isinstance(value, datetime):
+        return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+    if isinstance(value, date):
+        return datetime(value.year, value.month, value.day, tzinfo=UTC)
+    raise KnowledgeFileError(path, f"expires {value!r} is not a date (2027-03-31) or a date and time", line)
 
 
 def _text(path: Path, value: object, name: str, line: int | None) -> str:

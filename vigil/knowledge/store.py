@@ -628,6 +628,7 @@ class KnowledgeStore:
                         "questions",
                         "question_vectors",
                         "tenant",
+                        "expires_at",
                         "digest",
                         "updated_at",
                     )
@@ -1045,6 +1046,7 @@ def _entry_row(e: Entry, now: Any) -> dict[str, Any]:
         "questions": list(e.questions),
         "question_vectors": [_question_id(e.id, n) for n in range(len(e.questions))],
         "tenant": e.tenant,
+        "expires_at": e.expires_at,
         "digest": e.digest,
         "status": "active",
         "confidence": 1.0,
