@@ -19,6 +19,7 @@ from pydantic import SecretStr
 from tests.conftest import open_knowledge
 from tests.fake_anthropic import KEY, FakeAnthropic, Handler, error, hanging, tool_use
 from vigil.cases.store import CaseStore
+from vigil.cases.tables import FEEDBACK
 from vigil.core.clock import ManualClock, SystemClock
 from vigil.core.errors import KnowledgeError, LeaseLost
 from vigil.flow.leases import Holder, Lease
@@ -537,6 +538,28 @@ async def test_accepted_answers_raise_an_entry_s_confidence_and_dismissed_ones_l
     await answered_from(store, row.id, ["dismissed"], cid="later-3")
     await miner(store, knowledge).run()
     assert not await knowledge.search(PARCEL[0], 3, tenant="parcelco")
+
+
+async def test_a_verdict_stamped_before_the_mark_by_a_replica_whose_clock_is_behind_is_counted_once(store, knowledge):
+    await record(store, parcel_case(0))
+    await miner(store, knowledge).run()
+    [row] = await entries(store)
+    await answered_from(store, row.id, ["accepted"])
+    await miner(store, knowledge).run()
+    async with store.engine.connect() as conn:
+        mark = await conn.scalar(sa.select(FEEDBACK.c.received_at).where(FEEDBACK.c.feedback_id == "later-f0"))
+    # Another replica, its clock a minute behind, stores a verdict after the miner has read up to its mark.
+    await answered_from(store, row.id, ["accepted"], cid="later-2")
+    async with store.engine.begin() as conn:
+        await conn.execute(
+            sa.update(FEEDBACK)
+            .where(FEEDBACK.c.feedback_id == "later-2-f0")
+            .values(received_at=mark - timedelta(minutes=1))
+        )
+    for _ in range(2):
+        await miner(store, knowledge).run()
+        [row] = await entries(store)
+        assert row.provenance["feedback"] == {"accepted": 2, "dismissed": 0}
 
 
 async def test_a_mined_entry_expires_its_ttl_after_the_latest_case_that_taught_it(store, knowledge):

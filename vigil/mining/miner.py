@@ -34,7 +34,7 @@ from vigil.mining import feedback, select
 from vigil.mining.distil import Distilled, distil
 from vigil.mining.merge import Cluster, Clusters, Member, passage_text, representative
 from vigil.mining.settings import MinerSettings
-from vigil.mining.tables import CASE_VECTOR, MINED_CASE, MINER_MARK
+from vigil.mining.tables import CASE_VECTOR, MINED_CASE
 
 if TYPE_CHECKING:
     from vigil.mining.redact import Redactor
@@ -182,8 +182,8 @@ class Miner:
         rivals = self._rivals(clusters)
         changed = [c for known in clusters.values() for c in known if c.changed]
         entries, governance = self._entries(changed, report, rivals)
-        if entries or governance or records or reopened or verdicts.until is not None:
-            write = self._bookkeeping(changed, records, [r.conversation_id for r in reopened], verdicts.until)
+        if entries or governance or records or reopened or verdicts.read:
+            write = self._bookkeeping(changed, records, [r.conversation_id for r in reopened], verdicts)
             # The batch's vectors, by text: the store embeds only what they do not cover.
             embedded = {text: vector for _, m in taught for text, vector in m.vectors()}
             await self._knowledge.upsert(entries, governance=governance, also=write, embedded=embedded)
@@ -266,7 +266,7 @@ class Miner:
         changed: Sequence[Cluster],
         records: list[dict[str, Any]],
         withdrawn: list[str],
-        read_feedback_until: datetime | None,
+        verdicts: feedback.Verdicts,
     ) -> Callable[[AsyncConnection], Awaitable[None]]:
         """The miner's own writes, made in the knowledge store's transaction: each case's vector, each case's
         record, the withdrawal of reopened cases, and how far it has counted feedback."""
@@ -299,12 +299,7 @@ class Miner:
                     ),
                     rows,
                 )
-            if read_feedback_until is not None:
-                stmt = upsert(conn, MINER_MARK)
-                await conn.execute(
-                    stmt.on_conflict_do_update(index_elements=[MINER_MARK.c.name], set_={"at": stmt.excluded.at}),
-                    {"name": feedback.MARK, "at": read_feedback_until},
-                )
+            await feedback.mark_counted(conn, verdicts)
             if records:
                 stmt = upsert(conn, MINED_CASE)
                 columns = ("tenant", "closed_at", "mined_at", "outcome", "reason", "entry_id")

@@ -58,6 +58,20 @@ class MinerMarkRow(SQLModel, table=True):
     at: datetime = when(nullable=False)
 
 
+class CountedVerdictRow(SQLModel, table=True):
+    """A verdict the miner has counted into an entry's confidence, kept while it is recent enough to be read again
+    (vigil/mining/feedback.py reads a little before its mark, for verdicts stamped by a replica whose clock is
+    behind, or committed late): so that none is missed, and none counted twice."""
+
+    __tablename__ = "counted_verdict"
+    __table_args__ = (sa.PrimaryKeyConstraint("conversation_id", "feedback_id", name="counted_verdict_pkey"),)
+
+    conversation_id: str = Field(max_length=ID_LENGTH)
+    feedback_id: str = Field(max_length=ID_LENGTH)
+    received_at: datetime = when(index=True, nullable=False)
+
+
 MINED_CASE = MinedCaseRow.__table__  # type: ignore[attr-defined]
 CASE_VECTOR = CaseVectorRow.__table__  # type: ignore[attr-defined]
 MINER_MARK = MinerMarkRow.__table__  # type: ignore[attr-defined]
+COUNTED_VERDICT = CountedVerdictRow.__table__  # type: ignore[attr-defined]

@@ -1,4 +1,4 @@
-"""leases: one holder at a time of work that must not run twice at once (the miner)
+"""leases: one holder at a time of work that must not run twice at once (the miner); the verdicts the miner counted
 
 Revision ID: 0012
 Revises: 0011
@@ -26,7 +26,17 @@ def upgrade() -> None:
         sa.Column("held_until", sa.DateTime(timezone=True), nullable=True),
         sa.PrimaryKeyConstraint("name"),
     )
+    op.create_table(
+        "counted_verdict",
+        sa.Column("conversation_id", sa.String(length=256), nullable=False),
+        sa.Column("feedback_id", sa.String(length=256), nullable=False),
+        sa.Column("received_at", sa.DateTime(timezone=True), nullable=False),
+        sa.PrimaryKeyConstraint("conversation_id", "feedback_id", name="counted_verdict_pkey"),
+    )
+    op.create_index("ix_counted_verdict_received_at", "counted_verdict", ["received_at"])
 
 
 def downgrade() -> None:
+    op.drop_index("ix_counted_verdict_received_at", table_name="counted_verdict")
+    op.drop_table("counted_verdict")
     op.drop_table("lease")
