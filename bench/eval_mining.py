@@ -231,7 +231,9 @@ async def _answer(knowledge, skill, company, n, row, entries) -> dict[str, Any]:
     )
     proposals = await skill.propose(message, None)
     cited = by_id.get(proposals[0].sources[0].id) if proposals else None
+    fast = bool(proposals) and proposals[0].why.startswith("matches the FAQ")
     return {
+        "fast": fast,
         "problem": row["problem"],
         "first": _problem_of(first, company.labels) if first else None,
         "first_kind": first["kind"] if first else None,
@@ -242,7 +244,8 @@ async def _answer(knowledge, skill, company, n, row, entries) -> dict[str, Any]:
 
 def store_quality(company: Company, mined: dict[str, Any]) -> dict[str, Any]:
     labels = company.labels
-    entries = mined["entries"]
+    # What is served or waits for review: an entry superseded by an FAQ (or emptied) is retired, and is no duplicate.
+    entries = [e for e in mined["entries"] if e["status"] != "retired"]
     holders: dict[str, set[str]] = defaultdict(set)
     mixed = 0
     for entry in entries:
@@ -279,7 +282,10 @@ def phrasing_quality(mined: dict[str, Any], min_confidence: float) -> dict[str, 
     answerable = [a for a in answers if a["problem"] is not None]
     unanswerable = [a for a in answers if a["problem"] is None]
     shown = [a for a in answerable if a["confidence"] >= min_confidence]
+    fast = [a for a in answerable if a["fast"]]
     return {
+        "fast": f"{len(fast)}/{len(answerable)}",
+        "fast_right": f"{sum(a['cited'] == a['problem'] for a in fast)}/{len(fast)}",
         "answerable": len(answerable),
         "search_first_right": sum(a["first"] == a["problem"] for a in answerable) / len(answerable),
         "shown": len(shown) / len(answerable),
@@ -287,6 +293,7 @@ def phrasing_quality(mined: dict[str, Any], min_confidence: float) -> dict[str, 
         "shown_right_of_all": sum(a["cited"] == a["problem"] for a in shown) / len(answerable),
         "unanswerable": len(unanswerable),
         "unanswerable_shown": sum(a["confidence"] >= min_confidence for a in unanswerable),
+        "unanswerable_fast": sum(a["fast"] for a in unanswerable),
     }
 
 
@@ -302,33 +309,50 @@ async def run(args: argparse.Namespace) -> list[str]:
     embedder.load()
     default = MinerSettings()
     grid = (
-        [(m, c, p) for m in (0.6, 0.65, 0.7, 0.75) for c in (0.15, 0.3, 0.45) for p in (0.7, 0.8, 0.9)]
+        [
+            (m, c, p, default.faq_similarity)
+            for m in (0.6, 0.65, 0.7, 0.75)
+            for c in (0.15, 0.3, 0.45)
+            for p in (0.7, 0.8, 0.9)
+        ]
         if args.sweep
-        else [(default.merge_similarity, default.conflict_similarity, default.conflict_problem_similarity)]
+        else []
     )
+    # The FAQ grouping's threshold, the others at their defaults (1.0: no FAQ of several entries, as before it).
+    grid += [
+        (default.merge_similarity, default.conflict_similarity, default.conflict_problem_similarity, f)
+        for f in ((0.55, 0.6, 0.65, 0.7, 0.75, 1.0) if args.sweep else (default.faq_similarity,))
+    ]
     lines += [
         "",
-        "| merge similarity | conflict similarity | same problem | entries | duplicates left | mixed entries "
-        "| conflicts caught | false conflicts "
-        "| recurring problems as FAQ | phrasings: search first right | answered (conf >= 0.5) | right of answered "
-        "| right of all | unanswerable answered |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| merge similarity | conflict similarity | same problem | FAQ similarity | entries | duplicates left "
+        "| mixed entries | conflicts caught | false conflicts | recurring problems as FAQ "
+        "| phrasings: search first right | answered (conf >= 0.5) | right of answered | right of all "
+        "| FAQ fast path (right) | unanswerable answered (fast path) |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    for merge, conflict, same in grid:
-        settings = MinerSettings(merge_similarity=merge, conflict_similarity=conflict, conflict_problem_similarity=same)
+    for merge, conflict, same, faq in grid:
+        settings = MinerSettings(
+            merge_similarity=merge, conflict_similarity=conflict, conflict_problem_similarity=same, faq_similarity=faq
+        )
         mined = await mine(company, embedder, settings)
-        store = store_quality(company, mined)
-        said = phrasing_quality(mined, AnswerSettings().min_confidence)
         lines.append(
-            f"| {merge} | {conflict} | {same} | {store['entries']} | {store['duplicates_left']} | "
-            f"{store['mixed_entries']} | "
-            f"{store['conflicts_caught']} | {store['false_conflicts']} | {store['recurring_as_faq']} | "
-            f"{said['search_first_right']:.3f} | {said['shown']:.3f} | "
-            f"{said['shown_right'] if said['shown_right'] is None else format(said['shown_right'], '.3f')} | "
-            f"{said['shown_right_of_all']:.3f} | {said['unanswerable_shown']}/{said['unanswerable']} |"
+            row(settings, store_quality(company, mined), phrasing_quality(mined, AnswerSettings().min_confidence))
         )
         print(lines[-1], flush=True)
     return lines
+
+
+def row(settings: MinerSettings, store: dict[str, Any], said: dict[str, Any]) -> str:
+    right = "-" if said["shown_right"] is None else format(said["shown_right"], ".3f")
+    return (
+        f"| {settings.merge_similarity} | {settings.conflict_similarity} | {settings.conflict_problem_similarity} | "
+        f"{settings.faq_similarity} | {store['entries']} | {store['duplicates_left']} | {store['mixed_entries']} | "
+        f"{store['conflicts_caught']} | {store['false_conflicts']} | {store['recurring_as_faq']} | "
+        f"{said['search_first_right']:.3f} | {said['shown']:.3f} | {right} | "
+        f"{said['shown_right_of_all']:.3f} | {said['fast']} ({said['fast_right']}) | "
+        f"{said['unanswerable_shown']}/{said['unanswerable']} ({said['unanswerable_fast']}) |"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -18,6 +18,8 @@ from pydantic import SecretStr
 
 from tests.conftest import open_knowledge
 from tests.fake_anthropic import KEY, FakeAnthropic, Handler, error, hanging, tool_use
+from vigil.answers.settings import AnswerSettings
+from vigil.answers.skill import AnswerSkill
 from vigil.cases.store import CaseStore
 from vigil.cases.tables import FEEDBACK
 from vigil.core.clock import ManualClock, SystemClock
@@ -258,6 +260,100 @@ async def test_the_same_problem_resolved_three_times_merges_into_one_faq(store, 
         "where is my parcel? it says delivered but there's nothing here", 3, tenant="parcelco"
     )
     assert hits[0].entry_id == row.id and hits[0].kind == "faq"
+
+
+FEE_QUESTIONS = (
+    "can I get the cancellation fee back if I cancel my subscription box?",
+    "will I get the cancellation fee back if I cancel the subscription box?",
+    "is the cancellation fee for the subscription box refunded if I cancel it?",
+)
+REFUNDABLE = "The cancellation fee is refundable within 14 days: I've refunded the fee to your card."
+NOT_REFUNDABLE = "The cancellation fee is not refundable within 14 days, so I've refunded nothing."
+
+APART = {"merge_similarity": 0.99, "faq_similarity": 0.7}
+"""Each case its own entry (as cases of one problem written in different words end), grouped for FAQs."""
+
+
+async def test_entries_of_one_problem_in_different_words_with_one_resolution_become_one_faq(store, knowledge):
+    for n in range(3):
+        await record(store, parcel_case(n))
+    report = await miner(store, knowledge, **APART).run()
+    assert report.merged == 0 and report.entries["superseded"] == 2
+    faq, *superseded = sorted(await entries(store), key=lambda r: r.kind != "faq")
+    assert faq.id == entry_id("parcelco", "parcel-0") and (faq.kind, faq.status) == ("faq", "active")
+    assert [c["conversation_id"] for c in faq.provenance["cases"]] == ["parcel-0", "parcel-1", "parcel-2"]
+    assert faq.provenance["support"] == 3 and len(faq.questions) == 3 and "3 working days" in faq.body
+    assert sorted(faq.provenance["subsumes"]) == sorted(r.id for r in superseded)
+    assert all(r.status == "retired" and r.provenance["superseded_by"] == faq.id for r in superseded)
+    question = "where is my parcel? it says delivered but there's nothing here"
+    hits = await knowledge.search(question, 3, tenant="parcelco")
+    assert [h.entry_id for h in hits] == [faq.id]
+    [answer] = await AnswerSkill(knowledge, AnswerSettings()).propose(
+        conversation("new", [("customer", question)])[1], None
+    )
+    assert answer.sources[0].id == faq.id and answer.why.startswith("matches the FAQ")
+    before = await entries(store)
+    again = await miner(store, knowledge, **APART).run()
+    assert again.mined == 0 and not again.entries and await entries(store) == before
+
+
+async def test_an_faq_that_loses_a_case_below_the_minimum_gives_its_entries_back(store, knowledge):
+    for n in range(3):
+        await record(store, parcel_case(n))
+    await miner(store, knowledge, **APART).run()
+    await store.record(
+        event(
+            type="case",
+            event_id="p2-re",
+            conversation_id="parcel-2",
+            tenant="parcelco",
+            at=_t(START + timedelta(1)),
+            event="reopened",
+        )
+    )
+    await miner(store, knowledge, **APART).run()
+    rows = {r.id: r for r in await entries(store)}
+    assert {r.kind for r in rows.values()} == {"case"}
+    assert rows[entry_id("parcelco", "parcel-1")].status == "active"
+    assert "superseded_by" not in rows[entry_id("parcelco", "parcel-1")].provenance
+    assert rows[entry_id("parcelco", "parcel-2")].status == "retired"
+
+
+async def test_a_superseded_entry_a_lead_retired_stays_retired_when_its_faq_falls_apart(store, knowledge):
+    for n in range(3):
+        await record(store, parcel_case(n))
+    await miner(store, knowledge, **APART).run()
+    assert await knowledge.govern(entry_id("parcelco", "parcel-1"), status="retired")
+    await store.record(
+        event(
+            type="case",
+            event_id="p2-re",
+            conversation_id="parcel-2",
+            tenant="parcelco",
+            at=_t(START + timedelta(1)),
+            event="reopened",
+        )
+    )
+    await miner(store, knowledge, **APART).run()
+    rows = {r.id: r for r in await entries(store)}
+    assert rows[entry_id("parcelco", "parcel-1")].status == "retired"
+    assert rows[entry_id("parcelco", "parcel-0")].status == "active"
+
+
+async def test_cases_of_one_problem_with_contradicting_resolutions_become_no_faq(store, knowledge):
+    for n, fix in enumerate((REFUNDABLE, REFUNDABLE, NOT_REFUNDABLE)):
+        await record(
+            store,
+            conversation(f"fee-{n}", [("customer", FEE_QUESTIONS[n]), ("analyst", fix)], at=START + timedelta(hours=n)),
+        )
+    await miner(store, knowledge, min_analyst_words=0, **APART).run()
+    rows = await entries(store)
+    assert len(rows) == 3 and not any(r.kind == "faq" for r in rows)
+    assert any(r.status == "pending_review" for r in rows)
+    proposals = await AnswerSkill(knowledge, AnswerSettings()).propose(
+        conversation("new", [("customer", FEE_QUESTIONS[0])])[1], None
+    )
+    assert not any(p.why.startswith("matches the FAQ") for p in proposals)
 
 
 async def test_later_runs_merge_into_what_earlier_runs_mined(store, knowledge):

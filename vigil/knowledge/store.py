@@ -110,6 +110,9 @@ class FaqMatch:
 
 MINED = "miner"
 """The ``origin`` of every entry the miner writes (``vigil.mining``): what tells mined knowledge from imported."""
+SUPERSEDED_BY = "superseded_by"
+"""In a mined entry's provenance: the FAQ that took it over (it is retired while that lasts, and served again when
+the FAQ's group falls apart). A lead's approval or retirement removes it: their decision stands."""
 EntryStatus = Literal["active", "pending_review", "retired"]
 """Only ``active`` entries are searched; ``pending_review`` ones wait for a lead (``vigil kb approve``)."""
 STATUSES: tuple[EntryStatus, ...] = ("active", "pending_review", "retired")
@@ -464,8 +467,16 @@ class KnowledgeStore:
         processes see it at their next refresh (the change moves the store's version)."""
         async with self._lock:
             async with self._database(begin=True) as conn:
+                provenance = await conn.scalar(sa.select(ENTRY.c.provenance).where(ENTRY.c.id == entry_id))
                 result = await conn.execute(
-                    sa.update(ENTRY).where(ENTRY.c.id == entry_id).values(status=status, updated_at=self._clock.now())
+                    sa.update(ENTRY)
+                    .where(ENTRY.c.id == entry_id)
+                    .values(
+                        status=status,
+                        # A person's decision, not the miner's grouping, governs it from now on.
+                        provenance={k: v for k, v in (provenance or {}).items() if k != SUPERSEDED_BY},
+                        updated_at=self._clock.now(),
+                    )
                 )
             if not result.rowcount:
                 return False

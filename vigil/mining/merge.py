@@ -97,6 +97,10 @@ class Cluster:
     accepted: int = 0
     dismissed: int = 0
     """Analysts' verdicts on answers drawn from the entry (vigil/mining/feedback.py)."""
+    superseded_by: str | None = None
+    """The FAQ that states this entry's answer with others' (``faqs.py``): the entry is kept but not served."""
+    subsumes: tuple[str, ...] = ()
+    """The entries this one, as an FAQ, supersedes."""
     changed: bool = False
 
     @property
@@ -106,11 +110,7 @@ class Cluster:
 
     def kept(self) -> Member:
         """The case whose resolution the most others agree with (ties: the earliest): the entry's resolution."""
-        if len(self.members) <= 2:
-            return self.members[0] if len(self.members) == 1 else max(self.members, key=_detail)
-        bags = [content_words(m.resolution) for m in self.members]
-        support = [sum(overlap(a, b) for j, b in enumerate(bags) if j != i) for i, a in enumerate(bags)]
-        return self.members[max(range(len(self.members)), key=lambda i: (support[i], -i))]
+        return kept_of(self.members)
 
     @property
     def problem_centroid(self) -> np.ndarray:
@@ -245,6 +245,16 @@ def _unit_mean(vectors: Sequence[np.ndarray]) -> np.ndarray:
     norm = float(np.linalg.norm(mean))
     unit: np.ndarray = mean / norm if norm else mean
     return unit
+
+
+def kept_of(members: Sequence[Member]) -> Member:
+    """Of these cases, the one whose resolution the most others agree with (the medoid by word overlap; ties: the
+    earliest); of two, the more detailed."""
+    if len(members) <= 2:
+        return members[0] if len(members) == 1 else max(members, key=_detail)
+    bags = [content_words(m.resolution) for m in members]
+    support = [sum(overlap(a, b) for j, b in enumerate(bags) if j != i) for i, a in enumerate(bags)]
+    return members[max(range(len(members)), key=lambda i: (support[i], -i))]
 
 
 def _detail(member: Member) -> tuple[int, int]:

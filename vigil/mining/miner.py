@@ -28,9 +28,9 @@ from vigil.db.engine import upsert
 from vigil.flow.leases import Holder, Lease
 from vigil.flow.scheduler import replica_id
 from vigil.knowledge.documents import Entry, Passage
-from vigil.knowledge.store import MINED, EntryStatus, Governance, KnowledgeStore
+from vigil.knowledge.store import MINED, SUPERSEDED_BY, EntryStatus, Governance, KnowledgeStore
 from vigil.knowledge.tables import ENTRY
-from vigil.mining import feedback, select
+from vigil.mining import faqs, feedback, select
 from vigil.mining.distil import Distilled, distil
 from vigil.mining.merge import Cluster, Clusters, Member, passage_text, representative
 from vigil.mining.settings import MinerSettings
@@ -180,8 +180,9 @@ class Miner:
             report.merged += len(cluster.members) > 1
             records.append(_record(case, now, "mined", None, cluster.entry_id))
         rivals = self._rivals(clusters)
+        grouped = {faq.founder.entry_id: faq for known in clusters.values() for faq in self._faqs(known, rivals)}
         changed = [c for known in clusters.values() for c in known if c.changed]
-        entries, governance = self._entries(changed, report, rivals)
+        entries, governance = self._entries(changed, report, rivals, grouped)
         if entries or governance or records or reopened or verdicts.read:
             write = self._bookkeeping(changed, records, [r.conversation_id for r in reopened], verdicts)
             # The batch's vectors, by text: the store embeds only what they do not cover.
@@ -238,26 +239,73 @@ class Miner:
                 other.changed = True
         return {entry: sorted(others) for entry, others in found.items()}
 
+    def _faqs(self, known: Clusters, rivals: dict[str, list[str]]) -> list[faqs.Faq]:
+        """A tenant's FAQs of several entries (``faqs.py``), when any of its entries changed; each entry's part in
+        them (an FAQ's founder, superseded by one, neither) set, and an entry whose part or whose FAQ changed marked
+        changed, so that it is written again. Entries that wait for review for a disagreement keep FAQs away."""
+        if not any(c.changed for c in known):
+            return []
+        served: list[Cluster] = []
+        held: list[Cluster] = []
+        for cluster in known:
+            if not cluster.members or cluster.status == "retired":
+                continue
+            disputed = bool(rivals.get(cluster.entry_id)) or bool(cluster.conflicts(self._settings.conflict_similarity))
+            if self._status(cluster, rivals.get(cluster.entry_id, [])) == "active":
+                served.append(cluster)
+            elif disputed:
+                held.append(cluster)
+        found = faqs.group(
+            served,
+            held,
+            similarity=self._settings.faq_similarity,
+            agreement=self._settings.conflict_similarity,
+            min_cases=self._settings.faq_min_cases,
+        )
+        parts: dict[str, tuple[str | None, tuple[str, ...]]] = {}
+        for faq in found:
+            parts[faq.founder.entry_id] = (None, tuple(c.entry_id for c in faq.others))
+            parts.update({c.entry_id: (faq.founder.entry_id, ()) for c in faq.others})
+            if any(c.changed for c in (faq.founder, *faq.others)):
+                for cluster in (faq.founder, *faq.others):
+                    cluster.changed = True
+        for cluster in known:
+            part = parts.get(cluster.entry_id, (None, ()))
+            if part != (cluster.superseded_by, cluster.subsumes):
+                cluster.superseded_by, cluster.subsumes = part
+                cluster.changed = True
+        return found
+
     def _entries(
-        self, changed: Sequence[Cluster], report: Report, rivals: dict[str, list[str]]
+        self,
+        changed: Sequence[Cluster],
+        report: Report,
+        rivals: dict[str, list[str]],
+        grouped: dict[str, faqs.Faq],
     ) -> tuple[list[Entry], dict[str, Governance]]:
         """The entries of the clusters that changed, and what to store of their status, confidence and
-        provenance (an emptied cluster only retires its entry)."""
+        provenance (an emptied cluster only retires its entry). An FAQ's founder states the whole group (its
+        cases, their phrasings, their best-supported resolution); an entry it supersedes is kept, retired."""
         entries: list[Entry] = []
         governance: dict[str, Governance] = {}
         for cluster in changed:
             status = self._status(cluster, rivals.get(cluster.entry_id, []))
+            faq = grouped.get(cluster.entry_id)
+            whole = cluster if faq is None else dataclasses.replace(cluster, members=faq.members)
+            if status == "active" and cluster.superseded_by is not None:
+                status = "retired"
+                report.entries["superseded"] += 1
+            elif status != "active":
+                report.entries[status] += 1
             if cluster.members:
-                entry = entry_of(cluster, faq_min_cases=self._settings.faq_min_cases, status=status)
+                entry = entry_of(whole, faq_min_cases=self._settings.faq_min_cases, status=status)
                 entries.append(entry)
                 report.entries[entry.kind] += 1
-            if status != "active":
-                report.entries[status] += 1
             governance[cluster.entry_id] = Governance(
                 status=status,
-                confidence=self._confidence(cluster),
-                provenance=self._provenance(cluster, rivals.get(cluster.entry_id, [])),
-                expires_at=self._expiry(cluster),
+                confidence=self._confidence(whole),
+                provenance=self._provenance(cluster, whole, rivals.get(cluster.entry_id, [])),
+                expires_at=self._expiry(whole),
             )
         return entries, governance
 
@@ -360,16 +408,20 @@ class Miner:
         latest = max(datetime.fromisoformat(m.closed_at) for m in cluster.members)
         return latest + timedelta(days=self._settings.entry_ttl_days)
 
-    def _provenance(self, cluster: Cluster, rivals: Sequence[str]) -> dict[str, Any]:
+    def _provenance(self, cluster: Cluster, whole: Cluster, rivals: Sequence[str]) -> dict[str, Any]:
+        """Where the entry came from: its cases (an FAQ's: every case of its group; the miner's table says which
+        are the entry's own), what it states, its conflicts and feedback, and its part in an FAQ."""
         conflicts = cluster.conflicts(self._settings.conflict_similarity) if cluster.members else []
         return {
             "source": SOURCE,
-            "support": len(cluster.members),
-            "kept": cluster.kept().conversation_id if cluster.members else None,
+            "support": len(whole.members),
+            "kept": whole.kept().conversation_id if whole.members else None,
             "conflicts": [m.conversation_id for m in conflicts],
             "conflicts_with": list(rivals),
             "feedback": {"accepted": cluster.accepted, "dismissed": cluster.dismissed},
-            "cases": [m.provenance() for m in cluster.members],
+            "cases": [m.provenance() for m in whole.members],
+            **({"subsumes": list(cluster.subsumes)} if cluster.subsumes else {}),
+            **({SUPERSEDED_BY: cluster.superseded_by} if cluster.superseded_by else {}),
         }
 
     async def _load(self, conn: AsyncConnection, tenant: str) -> Clusters:
@@ -396,24 +448,28 @@ class Miner:
                 )
             )
             for row in rows:
-                cases = (row.provenance or {}).get("cases", [])
+                provenance = row.provenance or {}
+                # An FAQ's provenance lists its whole group's cases: an entry's own are those the table gives it.
                 members = [
-                    _member(c, *vectors[c["conversation_id"]][1:]) for c in cases if c["conversation_id"] in vectors
+                    _member(c, *vectors[c["conversation_id"]][1:])
+                    for c in provenance.get("cases", [])
+                    if c["conversation_id"] in vectors and vectors[c["conversation_id"]][0] == row.id
                 ]
                 if members:
-                    said = (row.provenance or {}).get("feedback", {})
+                    said = provenance.get("feedback", {})
+                    superseded_by = provenance.get(SUPERSEDED_BY)
                     clusters.append(
                         Cluster(
                             entry_id=row.id,
                             tenant=tenant,
                             members=members,
-                            status=row.status,
-                            reviewed=frozenset(
-                                (row.provenance or {}).get("conflicts", [])
-                                + (row.provenance or {}).get("conflicts_with", [])
-                            ),
+                            # A superseded entry was served when its FAQ took it over, and is again if that goes.
+                            status="active" if superseded_by and row.status == "retired" else row.status,
+                            reviewed=frozenset(provenance.get("conflicts", []) + provenance.get("conflicts_with", [])),
                             accepted=said.get("accepted", 0),
                             dismissed=said.get("dismissed", 0),
+                            superseded_by=superseded_by,
+                            subsumes=tuple(provenance.get("subsumes", ())),
                         )
                     )
         return Clusters(clusters)

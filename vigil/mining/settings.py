@@ -28,6 +28,13 @@ class MinerSettings(BaseModel):
         le=1,
         description="Two cases whose problems are at least this similar (cosine) are one entry (docs/evaluation.md).",
     )
+    faq_similarity: float = Field(
+        default=0.65,
+        gt=0,
+        le=1,
+        description="Entries whose cases are on average at least this similar (cosine, problem and resolution "
+        "together) and whose resolutions agree are one FAQ, once they hold faq_min_cases cases (docs/evaluation.md).",
+    )
     conflict_similarity: float = Field(
         default=0.45,
         ge=0,
