@@ -70,9 +70,7 @@ def group(
     parts: dict[int, list[int]] = {i: [i] for i in range(len(clusters))}
     alive = np.ones(len(clusters), dtype=bool)
     disputed: set[int] = set()
-    heap: list[tuple[float, int, int]] = []
-    for a in range(len(served)):
-        _queue(heap, sums, sizes, alive, a, similarity, after=a)
+    heap = _pairs(sums, sizes, len(served), similarity)
     while heap:
         link, a, b = heapq.heappop(heap)
         if not (alive[a] and alive[b]) or abs(-link - _link(sums, sizes, a, b)) > 1e-5:
@@ -94,6 +92,16 @@ def group(
     ]
 
 
+def _pairs(sums: np.ndarray, sizes: np.ndarray, served: int, similarity: float) -> list[tuple[float, int, int]]:
+    """The first groups' pairs at ``similarity`` or more, as a heap (nearest first): each pair of a served group
+    with a later group once, from one matrix product (a tenant's thousands of entries, every run)."""
+    links = (sums[:served] @ sums.T) / np.outer(sizes[:served], sizes)
+    first, second = np.nonzero(np.triu(links >= similarity, k=1))
+    heap = [(-float(links[a, b]), int(a), int(b)) for a, b in zip(first, second, strict=True)]
+    heapq.heapify(heap)
+    return heap
+
+
 def _queue(
     heap: list[tuple[float, int, int]],
     sums: np.ndarray,
@@ -101,14 +109,13 @@ def _queue(
     alive: np.ndarray,
     a: int,
     similarity: float,
-    after: int = -1,
 ) -> None:
-    """Queue ``a``'s pairs at ``similarity`` or more with the other groups (only those after ``after``, to queue
-    each pair of the first groups once), nearest first; a pair is written smaller index first, so that a group
-    that waits for review (the indices after the served ones) is always its second."""
+    """Queue the pairs of ``a`` (a group that just grew) at ``similarity`` or more with the other groups, nearest
+    first; a pair is written smaller index first, so that a group that waits for review (the indices after the
+    served ones) is always its second."""
     links = (sums @ sums[a]) / (sizes * sizes[a])
     for b in np.flatnonzero((links >= similarity) & alive):
-        if b != a and b > after:
+        if b != a:
             heapq.heappush(heap, (-float(links[b]), min(a, int(b)), max(a, int(b))))
 
 
