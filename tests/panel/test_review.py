@@ -307,6 +307,19 @@ async def test_an_expired_entry_says_it_is_not_served(store: CaseStore, shelf: S
     assert after.attr("li", "data-expired", class_="review") == [""]
 
 
+async def test_an_entry_an_faq_took_over_says_so_and_links_to_the_faq(store: CaseStore, shelf: Shelf, registry):  # type: ignore[no-untyped-def]
+    part, said = mined("case-part", "globex", [case("g-7", "where is the tracking page?", ["Under My parcels."])])
+    await shelf.put(part, {**said, "superseded_by": "case-faq"}, status="retired")
+    app = panel_app(store, MemoryOutbox(), registry, knowledge=shelf.knowledge, clock=shelf.clock)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://vigil.test") as client:
+        review = Page((await client.get("/panel/review?status=retired", headers=bearer("lee"))).text)
+        page = Page((await client.get("/panel/knowledge/case-part", headers=bearer("lee"))).text)
+    for shown in (review, page):
+        assert shown.text("dd", data_fact="status") == ["Part of an FAQ (served as the FAQ)"]
+        assert shown.text("dd", data_fact="superseded-by") == ["the FAQ that serves it"]
+        assert "/panel/knowledge/case-faq" in [a for a in shown.attr("a", "href") if a]
+
+
 async def test_the_review_is_for_leads_and_admins_and_only_they_have_it_in_the_nav(client: httpx.AsyncClient):
     assert (await client.get("/panel/review", headers=bearer("ana"))).status_code == 403
     assert "/panel/review" not in (await client.get("/panel", headers=bearer("ana"))).text

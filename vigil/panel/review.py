@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote
 
-from vigil.knowledge.store import MINED, EntryStatus
+from vigil.knowledge.store import MINED, SUPERSEDED_BY, EntryStatus
 from vigil.panel.display import Display
 
 LIMIT = 100
@@ -89,11 +89,16 @@ class Reviewed:
     expired: bool
     rivals: tuple[Reviewed, ...] = ()
     """The other entries for the same problem that say otherwise (those the reader may see)."""
+    superseded_by: str | None = None
+    """The mined FAQ that states this entry's answer with other cases' (``vigil/mining/faqs.py``): it serves
+    instead of this entry, which comes back if the FAQ's group falls apart."""
 
     @property
     def status_label(self) -> str:
         if self.expired and self.status == "active":
             return "Expired (not served)"
+        if self.superseded_by is not None and self.status == "retired":
+            return "Part of an FAQ (served as the FAQ)"
         return STATUS_LABELS.get(self.status, self.status)
 
     @property
@@ -142,6 +147,7 @@ def reviewed(
         expires=_when(expires_at, display),
         expired=isinstance(expires_at, datetime) and expires_at <= now,
         rivals=tuple(rivals[i] for i in provenance.get("conflicts_with") or () if rivals and i in rivals),
+        superseded_by=str(provenance[SUPERSEDED_BY]) if provenance.get(SUPERSEDED_BY) else None,
     )
 
 
