@@ -27,6 +27,8 @@ async def test_one_holder_at_a_time_and_the_others_are_told_whose_it_is_and_unti
     a, b = lease(store, clock, "a"), lease(store, clock, "b")
     assert await a.take() is None
     assert await b.take() == Holder(owner="a", until=START + timedelta(seconds=DURATION_S))
+    # Not twice by one holder either: two runs in one process must not overlap.
+    assert await a.take() == Holder(owner="a", until=START + timedelta(seconds=DURATION_S))
     # Another name is another lease.
     assert await lease(store, clock, "b", name="sweeper").take() is None
 

@@ -46,11 +46,12 @@ class Lease:
         self._duration = timedelta(seconds=duration_s)
 
     async def take(self) -> Holder | None:
-        """Take the lease (None), unless another holds it: then who does, and until when."""
+        """Take the lease (None), unless it is held (by another, or by this owner for another run): then who holds
+        it, and until when."""
         now = self._clock.now()
         async with self._engine.begin() as conn:
             await conn.execute(upsert(conn, LEASE).on_conflict_do_nothing(), {"name": self.name})
-            free = sa.or_(LEASE.c.owner.is_(None), LEASE.c.held_until <= now, LEASE.c.owner == self.owner)
+            free = sa.or_(LEASE.c.owner.is_(None), LEASE.c.held_until <= now)
             taken = await conn.execute(
                 sa.update(LEASE)
                 .where(LEASE.c.name == self.name, free)
