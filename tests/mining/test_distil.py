@@ -182,3 +182,14 @@ def test_a_short_case_that_only_reports_what_was_done_is_thin_and_an_instruction
     assert handed_off.thin(30)
     assert not instructed.thin(30)
     assert not handed_off.thin(5)
+
+
+def test_only_a_participant_is_taken_for_an_addressee():
+    taught = distil(
+        chat_room(
+            ("customer", "ronald", "any one know how to install the ALSA driver? my soundcard is not supported"),
+            ("analyst", "skx", "Note: alsa is already installed, run alsamixer and unmute the Master channel"),
+        )
+    )
+    assert taught is not None
+    assert taught.steps == ("Note: alsa is already installed, run alsamixer and unmute the Master channel",)
