@@ -173,7 +173,7 @@ def thin(company: Company, words: int) -> tuple[int, int, int, int]:
         if label["kind"] in ("bot", "customer", "reopened") or cid not in cases:
             continue
         taught = distil(cases[cid])
-        skipped = taught is None or taught.analyst_words < words
+        skipped = taught is None or taught.thin(words)
         side = "thin" if label["kind"] == "thin" else "other"
         counts[side] += 1
         counts[f"{side}_skipped"] += skipped

@@ -122,3 +122,74 @@ def test_analyst_words_leave_out_chatter():
     )
     assert taught is not None
     assert taught.analyst_words == 3
+
+
+def chat_room(*lines: tuple[str, str, str]) -> ClosedCase:
+    """A case as a chat room gives it: (role, nick, text), helpers addressing people by their nick."""
+    return ClosedCase(
+        conversation_id="c2",
+        tenant="acme",
+        closed_at=AT,
+        summary=None,
+        csat=None,
+        turns=tuple(Turn(f"m{n}", role, nick, text, AT) for n, (role, nick, text) in enumerate(lines, start=1)),
+    )
+
+
+def test_a_terse_chat_room_resolution_of_commands_is_kept_without_the_nicks_it_addressed():
+    taught = distil(
+        chat_room(
+            ("customer", "kiamo", "how do I get my webcam working in skype? it shows a black window"),
+            ("analyst", "zoli2k", "kiamo: sudo apt-get install v4l-utils"),
+            ("customer", "kiamo", "zoli2k: done"),
+            ("analyst", "zoli2k", "kiamo, then run skype from a terminal with LD_PRELOAD set"),
+        )
+    )
+    assert taught is not None
+    assert taught.steps == ("sudo apt-get install v4l-utils", "then run skype from a terminal with LD_PRELOAD set")
+    assert taught.analyst_words < 30
+    assert not taught.thin(30)
+
+
+def test_a_bare_command_or_link_is_a_resolving_turn():
+    assert score("lspci -v") > 0
+    assert score("dmesg | grep usb") > 0
+    assert score("http://paste.ubuntu.com") > 0
+    assert score("lol") == 0
+
+
+def test_a_canned_answer_a_helper_called_up_is_the_helper_s_turn():
+    taught = distil(
+        chat_room(
+            ("customer", "fairway", "are NTFS partitions fully supported? (both R/W)"),
+            ("analyst", "Vlet", "!ntfs | fairway"),
+            ("bot", "ubotu", "fairway: For NTFS write access see https://help.ubuntu.com/community/MountingWindows"),
+        )
+    )
+    assert taught is not None
+    assert taught.steps == ("For NTFS write access see https://help.ubuntu.com/community/MountingWindows",)
+    assert taught.step_ids == ("m3",)
+
+
+def test_a_short_case_that_only_reports_what_was_done_is_thin_and_an_instruction_is_not():
+    handed_off = distil(
+        case(("customer", "my claim has had no answer for a week"), ("analyst", "I've passed this to the claims team."))
+    )
+    instructed = distil(
+        case(("customer", "how do I get my invoices?"), ("analyst", "Go to Account > Billing > Invoices."))
+    )
+    assert handed_off is not None and instructed is not None
+    assert handed_off.thin(30)
+    assert not instructed.thin(30)
+    assert not handed_off.thin(5)
+
+
+def test_only_a_participant_is_taken_for_an_addressee():
+    taught = distil(
+        chat_room(
+            ("customer", "ronald", "any one know how to install the ALSA driver? my soundcard is not supported"),
+            ("analyst", "skx", "Note: alsa is already installed, run alsamixer and unmute the Master channel"),
+        )
+    )
+    assert taught is not None
+    assert taught.steps == ("Note: alsa is already installed, run alsamixer and unmute the Master channel",)

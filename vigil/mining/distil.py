@@ -17,7 +17,8 @@ Nothing here redacts: the miner redacts what it keeps (vigil/mining/redact.py) b
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 
 from vigil.mining.select import ClosedCase, Turn
 
@@ -71,7 +72,14 @@ _EXPLAIN = re.compile(
     r"you have to|you must|the fix|to fix|the way to|what you do is|it should|it will|you will|you'll)\b",
     re.IGNORECASE,
 )
-_TECHNICAL = re.compile(r"`[^`]+`|https?://\S+|(?:^|\s)/[\w./-]+|\b[\w-]+\.(?:conf|list|log|sh|exe|cfg|ini)\b")
+_TECHNICAL = re.compile(
+    r"`[^`]+`|https?://\S+|(?:^|\s)/[\w./-]+|\b[\w-]+\.(?:conf|list|log|sh|exe|cfg|ini)\b|"
+    r"(?<=\w)\s+--?[a-zA-Z][\w-]*|\s\|\s*[a-z]"
+)
+"""Commands (quoted, with options, piped), links, paths and config files: what a terse answer in a chat room holds
+("lspci -v", "dmesg | grep usb"), and a step written out carries."""
+_TRIGGER = re.compile(r"^!\S+")
+"""A chat room's call for a bot's canned answer."""
 _ERROR = re.compile(
     r"[\"\u201c][^\"\u201d]{6,120}[\"\u201d]|\b(?:error|err|code|fault)\s*[:#]?\s*[A-Z]*-?\d[\w-]*|\b0x[0-9a-f]{4,}\b|"
     r"\b[A-Z]{1,4}-\d{2,5}\b",
@@ -95,12 +103,22 @@ class Distilled:
     outcome: str | None
     analyst_words: int
     """How many words the analysts said beyond greetings and sign-offs: how much the case can teach."""
+    instructive: bool = False
+    """A step tells the customer what to do or how things work (an instruction, a command, a path or link, "you
+    need to"), not only what the analyst did ("I've passed it on") or an acknowledgement."""
+
+    def thin(self, min_words: int) -> bool:
+        """Too thin to teach: the analysts said fewer than ``min_words`` words and no step instructs. A chat room's
+        whole resolution can be "sudo apt-get install foo": its words are few, and it is what the next helper says."""
+        return self.analyst_words < min_words and not self.instructive
 
 
 def distil(case: ClosedCase) -> Distilled | None:
     """What ``case`` teaches, or None when it has no customer problem or no analyst turn with a resolution."""
-    customer = [t for t in case.turns if t.role == "customer" and words(_GREETING.sub("", t.text))]
-    analyst = [t for t in case.turns if t.role == "analyst"]
+    unaddressed = _unaddress(case)
+    turns = _called_up([replace(t, text=unaddressed(t.text)) for t in case.turns])
+    customer = [t for t in turns if t.role == "customer" and words(_GREETING.sub("", t.text))]
+    analyst = [t for t in turns if t.role == "analyst"]
     if not customer:
         return None
     problem_turns = _problem(customer)
@@ -109,16 +127,18 @@ def distil(case: ClosedCase) -> Distilled | None:
         return None
     problem = " ".join(_GREETING.sub("", t.text).strip() for t in problem_turns)
     context = tuple(dict.fromkeys(m.group(0).strip() for t in customer for m in _ERROR.finditer(t.text)))[:3]
+    steps = tuple(_one_line(_substance(t.text)) for t in chosen)
     return Distilled(
         problem=_one_line(problem),
         problem_ids=tuple(t.message_id for t in problem_turns),
         context=context,
-        steps=tuple(_one_line(_substance(t.text)) for t in chosen),
+        steps=steps,
         step_ids=tuple(t.message_id for t in chosen),
         outcome=_one_line(case.summary) if case.summary and case.summary.strip() else None,
         analyst_words=sum(
             words(s) for t in analyst for s in map(_clean, _SENTENCE.split(t.text)) if s and not _chatter(s)
         ),
+        instructive=any(p.search(s) for s in steps for p in (_STEP, _EXPLAIN, _TECHNICAL)),
     )
 
 
@@ -150,11 +170,33 @@ def score(text: str) -> float:
         + min(sum(words(s) for s in substantive), 60) / 20
         - 1.0 * questions
     )
-    return value if cues or words(" ".join(substantive)) >= 4 else 0.0
+    return value if cues or _TECHNICAL.search(text) or words(" ".join(substantive)) >= 4 else 0.0
 
 
 def words(text: str) -> int:
     return len(_WORD.findall(text))
+
+
+def _unaddress(case: ClosedCase) -> Callable[[str], str]:
+    """A message without the participant it is addressed to ("dana: run ...", "sam.k, try ..."), as chat rooms
+    address: a step then starts the message, as in a chat of two, and the resolution keeps no one's name."""
+    names = sorted({t.author for t in case.turns if t.author}, key=len, reverse=True)
+    if not names:
+        return lambda text: text
+    pattern = re.compile(r"^\s*@?(?:" + "|".join(map(re.escape, names)) + r")\s*[:,>]+\s*(?=\S)", re.IGNORECASE)
+    return lambda text: pattern.sub("", text, count=1)
+
+
+def _called_up(turns: list[Turn]) -> list[Turn]:
+    """The turns, an analyst's call for a canned answer ("!ntfs | dana") replaced by the bot's answer to it: what
+    the analyst said, in the words the team keeps for it."""
+    kept: list[Turn] = []
+    for turn in turns:
+        if turn.role == "bot" and kept and kept[-1].role == "analyst" and _TRIGGER.match(kept[-1].text):
+            kept[-1] = replace(turn, role="analyst")
+        else:
+            kept.append(turn)
+    return kept
 
 
 def _problem(customer: list[Turn]) -> list[Turn]:

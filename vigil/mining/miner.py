@@ -198,7 +198,7 @@ class Miner:
         kept: list[tuple[select.ClosedCase, Distilled]] = []
         for case in cases:
             distilled = distil(case)
-            if distilled is None or distilled.analyst_words < self._settings.min_analyst_words:
+            if distilled is None or distilled.thin(self._settings.min_analyst_words):
                 why = "no_resolution" if distilled is None else "thin"
                 report.skipped[why] += 1
                 records.append(_record(case, now, "skipped", why, None))

@@ -13,8 +13,8 @@ class MinerSettings(BaseModel):
     min_analyst_words: int = Field(
         default=30,
         ge=0,
-        description="A case whose analysts said fewer words than this, greetings and sign-offs aside, teaches "
-        "nothing and is skipped.",
+        description="A case whose analysts said fewer words than this, greetings and sign-offs aside, and told the "
+        "customer nothing to do (no step, command, path or link) teaches nothing and is skipped.",
     )
     faq_min_cases: int = Field(
         default=3, ge=2, description="A problem resolved in this many mined cases becomes an FAQ."
