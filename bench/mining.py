@@ -2,12 +2,14 @@
 
     python -m bench.mining                 # ~5 minutes: 10,000 real cases mined, then search at 1k/10k/100k entries
     python -m bench.mining --cases 2000 --entries 0
+    python -m bench.mining --entries --parallel 2   # as `vigil mine --once` mines on this 2-core machine
 
 **Cases.** The #ubuntu IRC threads of ``../shared/data/ubuntu-irc`` (9,160, jkkummerfeld/irc-disentanglement, train
 split, CC BY 4.0), converted as ``eval/ubuntu_irc.py --cases`` converts them (each thread a case, closed as
 resolved by a human at its last line), stored in a fresh SQLite through the case store (not timed). Beyond 9,160 the
 threads are taken again under new conversation ids (``#2``), which the miner treats as new cases that repeat known
-problems. Then the miner runs as the daemon's job does (redaction, the real model on one thread, Chroma on disk),
+problems. Then the miner runs as the daemon's job does (redaction, the real model on one thread, Chroma on disk;
+with ``--parallel N``, as ``vigil mine --once`` does on N cores),
 once at each tenth of the cases' closing times, and each run is timed: wall time, CPU, cases dealt with (mined or
 skipped as too thin), entries by kind, and the size on disk of SQLite and Chroma.
 
@@ -177,6 +179,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     folder = Path(tempfile.mkdtemp(prefix="vigil-mining-"))
     try:
         settings = Settings(_env_file=None, data_dir=folder)  # type: ignore[call-arg]
+        if args.parallel is not None:
+            settings.miner.embed_parallelism = args.parallel
         lines = case_events(args.cases)
         started = time.perf_counter()
         await store_cases(lines, settings)
@@ -207,6 +211,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cases", type=int, default=10_000)
     parser.add_argument("--steps", type=int, default=10, help="miner runs, each up to the next tenth of closings")
     parser.add_argument("--entries", type=int, nargs="*", default=[1_000, 10_000, 100_000])
+    parser.add_argument(
+        "--parallel",
+        type=int,
+        default=None,
+        help="embedding calls at once (VIGIL_MINER__EMBED_PARALLELISM); default: the daemon's, 1; "
+        "`vigil mine --once` uses one per core",
+    )
     args = parser.parse_args(argv)
     result = asyncio.run(run(args))
     RESULTS.mkdir(exist_ok=True)

@@ -143,6 +143,13 @@ async def test_the_vector_searches_of_concurrent_conversations_go_to_chroma_toge
     assert faqs[1] is not None and faqs[1].entry_id == "faq-bill-date"
 
 
+async def test_many_texts_embedded_in_parallel_calls_come_back_in_order_and_the_same(knowledge: KnowledgeStore):
+    texts = [f"my parcel number {n} never arrived" if n % 2 else f"how do I reset hub {n}?" for n in range(9)]
+    one = await knowledge.embed_many(texts)
+    for parallel in (2, 3, 8):
+        assert np.allclose(await knowledge.embed_many(texts, parallel=parallel), one, atol=1e-5)
+
+
 async def test_search_finds_the_article_that_answers(knowledge: KnowledgeStore):
     await knowledge.upsert(help_centre())
     hits = await knowledge.search("how do I install an eSIM on my iPhone?", 5)

@@ -340,6 +340,9 @@ async def _mine(args: argparse.Namespace, settings: Settings) -> int:
     from vigil.mining.rewrite import rewriter_from
 
     clock = SystemClock()
+    if settings.miner.embed_parallelism is None:  # nothing else to serve here: every core embeds
+        miner_settings = settings.miner.model_copy(update={"embed_parallelism": len(os.sched_getaffinity(0))})
+        settings = settings.model_copy(update={"miner": miner_settings})
     rewriter = rewriter_from(settings.llm, settings.miner, registry=CollectorRegistry(), clock=clock)
     try:
         async with standalone(settings.knowledge, settings.database, data_dir=settings.data_dir) as knowledge:

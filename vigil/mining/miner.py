@@ -219,7 +219,8 @@ class Miner:
             # the problem alone; docs/evaluation.md). Both vectors are handed on to the store, which then embeds
             # only what they do not cover (an entry of several cases states one case's problem, another's fix).
             texts = [m.problem for _, m in taught] + [m.passage for _, m in taught]
-            vectors = np.asarray(await self._knowledge.embed_many(texts), dtype=np.float32)
+            parallel = self._settings.embed_parallelism or 1
+            vectors = np.asarray(await self._knowledge.embed_many(texts, parallel=parallel), dtype=np.float32)
             for n, (_, member) in enumerate(taught):
                 member.problem_vector = _unit(vectors[n])
                 member.vector = _unit(vectors[len(taught) + n])

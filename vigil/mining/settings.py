@@ -62,6 +62,13 @@ class MinerSettings(BaseModel):
         "watermark.",
     )
     batch: int = Field(default=500, ge=1, description="The most cases one run mines at a time, before it writes.")
+    embed_parallelism: int | None = Field(
+        default=None,
+        ge=1,
+        le=64,
+        description="How many embedding calls a run makes at once, each on a core. Unset: 1 in the daemon, whose "
+        "other cores answer questions meanwhile, and one per core in `vigil mine --once`.",
+    )
     lease_s: float = Field(
         default=600.0,
         gt=0,
