@@ -297,10 +297,13 @@ async def test_entries_of_one_problem_in_different_words_with_one_resolution_bec
     assert again.mined == 0 and not again.entries and await entries(store) == before
 
 
-async def test_an_faq_that_loses_a_case_below_the_minimum_gives_its_entries_back(store, knowledge):
+async def three_parcel_cases_as_an_faq(store: CaseStore, knowledge: KnowledgeStore) -> None:
     for n in range(3):
         await record(store, parcel_case(n))
     await miner(store, knowledge, **APART).run()
+
+
+async def reopen_the_third(store: CaseStore) -> None:
     await store.record(
         event(
             type="case",
@@ -311,6 +314,11 @@ async def test_an_faq_that_loses_a_case_below_the_minimum_gives_its_entries_back
             event="reopened",
         )
     )
+
+
+async def test_an_faq_that_loses_a_case_below_the_minimum_gives_its_entries_back(store, knowledge):
+    await three_parcel_cases_as_an_faq(store, knowledge)
+    await reopen_the_third(store)
     await miner(store, knowledge, **APART).run()
     rows = {r.id: r for r in await entries(store)}
     assert {r.kind for r in rows.values()} == {"case"}
@@ -320,20 +328,9 @@ async def test_an_faq_that_loses_a_case_below_the_minimum_gives_its_entries_back
 
 
 async def test_a_superseded_entry_a_lead_retired_stays_retired_when_its_faq_falls_apart(store, knowledge):
-    for n in range(3):
-        await record(store, parcel_case(n))
-    await miner(store, knowledge, **APART).run()
+    await three_parcel_cases_as_an_faq(store, knowledge)
     assert await knowledge.govern(entry_id("parcelco", "parcel-1"), status="retired")
-    await store.record(
-        event(
-            type="case",
-            event_id="p2-re",
-            conversation_id="parcel-2",
-            tenant="parcelco",
-            at=_t(START + timedelta(1)),
-            event="reopened",
-        )
-    )
+    await reopen_the_third(store)
     await miner(store, knowledge, **APART).run()
     rows = {r.id: r for r in await entries(store)}
     assert rows[entry_id("parcelco", "parcel-1")].status == "retired"
