@@ -112,7 +112,8 @@ MINED = "miner"
 """The ``origin`` of every entry the miner writes (``vigil.mining``): what tells mined knowledge from imported."""
 SUPERSEDED_BY = "superseded_by"
 """In a mined entry's provenance: the FAQ that took it over (it is retired while that lasts, and served again when
-the FAQ's group falls apart). A lead's approval or retirement removes it: their decision stands."""
+the FAQ's group falls apart). A lead's approval or retirement removes it, so a retirement stands when the group falls
+apart; an approved entry is served until the miner's next run finds it in an FAQ's group again."""
 EntryStatus = Literal["active", "pending_review", "retired"]
 """Only ``active`` entries are searched; ``pending_review`` ones wait for a lead (``vigil kb approve``)."""
 STATUSES: tuple[EntryStatus, ...] = ("active", "pending_review", "retired")
