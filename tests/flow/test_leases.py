@@ -48,13 +48,15 @@ async def test_a_lease_passes_on_only_once_its_holder_stops_renewing_it(store: C
     a, b = lease(store, clock, "a"), lease(store, clock, "b")
     await a.take()
     clock.advance(DURATION_S - 1)
-    await a.renew()
+    async with store.engine.begin() as conn:  # a batch written: the lease extended with it
+        await a.hold(conn)
     clock.advance(DURATION_S - 1)
     assert await b.take() is not None  # renewed: a's for another DURATION_S
     clock.advance(1)
     assert await b.take() is None
     with pytest.raises(LeaseLost):
-        await a.renew()
+        async with store.engine.begin() as conn:
+            await a.hold(conn)
 
 
 async def test_a_holder_that_lost_its_lease_writes_nothing_in_the_transaction_that_proves_it(store: CaseStore):

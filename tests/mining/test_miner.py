@@ -303,12 +303,13 @@ async def three_parcel_cases_as_an_faq(store: CaseStore, knowledge: KnowledgeSto
     await miner(store, knowledge, **APART).run()
 
 
-async def reopen_the_third(store: CaseStore) -> None:
+async def reopen(store: CaseStore, n: int) -> None:
+    """Parcel case ``n`` reopened the next day."""
     await store.record(
         event(
             type="case",
-            event_id="p2-re",
-            conversation_id="parcel-2",
+            event_id=f"p{n}-re",
+            conversation_id=f"parcel-{n}",
             tenant="parcelco",
             at=_t(START + timedelta(1)),
             event="reopened",
@@ -318,7 +319,7 @@ async def reopen_the_third(store: CaseStore) -> None:
 
 async def test_an_faq_that_loses_a_case_below_the_minimum_gives_its_entries_back(store, knowledge):
     await three_parcel_cases_as_an_faq(store, knowledge)
-    await reopen_the_third(store)
+    await reopen(store, 2)
     await miner(store, knowledge, **APART).run()
     rows = {r.id: r for r in await entries(store)}
     assert {r.kind for r in rows.values()} == {"case"}
@@ -330,7 +331,7 @@ async def test_an_faq_that_loses_a_case_below_the_minimum_gives_its_entries_back
 async def test_a_superseded_entry_a_lead_retired_stays_retired_when_its_faq_falls_apart(store, knowledge):
     await three_parcel_cases_as_an_faq(store, knowledge)
     assert await knowledge.govern(entry_id("parcelco", "parcel-1"), status="retired")
-    await reopen_the_third(store)
+    await reopen(store, 2)
     await miner(store, knowledge, **APART).run()
     rows = {r.id: r for r in await entries(store)}
     assert rows[entry_id("parcelco", "parcel-1")].status == "retired"
@@ -424,16 +425,7 @@ async def test_a_lead_s_approval_of_a_disagreement_holds_until_a_new_disagreemen
 async def test_a_reopened_case_has_its_knowledge_withdrawn(store, knowledge):
     await record(store, parcel_case(0))
     await miner(store, knowledge).run()
-    await store.record(
-        event(
-            type="case",
-            event_id="p0-re",
-            conversation_id="parcel-0",
-            tenant="parcelco",
-            at=_t(START + timedelta(1)),
-            event="reopened",
-        )
-    )
+    await reopen(store, 0)
     report = await miner(store, knowledge).run()
     assert report.withdrawn == 1
     [row] = await entries(store)

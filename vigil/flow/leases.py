@@ -80,15 +80,6 @@ class Lease:
         if held.rowcount != 1:
             raise LeaseLost(self.name, self.owner)
 
-    async def renew(self) -> None:
-        """Extend the lease on its own (between writes).
-
-        Raises:
-            LeaseLost: it is no longer this owner's.
-        """
-        async with self._engine.begin() as conn:
-            await self.hold(conn)
-
     async def free(self) -> None:
         """Give the lease up (a no-op if another holds it now)."""
         async with self._engine.begin() as conn:
