@@ -24,6 +24,10 @@ class Conversation(SQLModel, table=True):
     id: str = Field(primary_key=True, max_length=ID_LENGTH)
     tenant: str = Field(index=True, max_length=ID_LENGTH)
     status: str = Field(default="open", max_length=ID_LENGTH)
+    """The platform's word for it (``open``, ``escalated``, ``closed`` or what a ``status`` event said)."""
+    state: str = Field(default="new", max_length=32, sa_column_kwargs={"server_default": "new"})
+    """Where the case stands, by vigil's transitions (vigil/cases/states.py)."""
+    state_since: datetime | None = when()
     assignee: str | None = Field(default=None, max_length=ID_LENGTH)
     priority: str | None = Field(default=None, max_length=ID_LENGTH)
     opened_at: datetime = when(nullable=False)
@@ -106,6 +110,7 @@ class SuggestionRow(SQLModel, table=True):
     confidence: float
     sources: list[dict[str, Any]] = Field(default_factory=list, sa_column=sa.Column(sa.JSON, nullable=False))
     action: dict[str, Any] | None = Field(default=None, sa_column=sa.Column(sa.JSON))
+    step: dict[str, Any] | None = Field(default=None, sa_column=sa.Column(sa.JSON))
     latency_ms: float
     published_at: datetime | None = when()
 
@@ -140,9 +145,83 @@ class ReadMark(SQLModel, table=True):
     read_at: datetime = when(nullable=False)
 
 
+class TimerRow(SQLModel, table=True):
+    """A durable timer of a case (vigil/cases/timers.py): an SLA target or a commitment's due time, with a warning
+    before it. ``fire_at`` is when it next fires: at ``warn_at`` in stage ``warn``, at ``due_at`` in stage ``due``.
+    A replica that fires it holds it until ``lease_until``; one that dies mid-fire loses it to the next sweep."""
+
+    __tablename__ = "timer"
+    __table_args__ = (sa.Index("ix_timer_status_fire_at", "status", "fire_at"),)
+
+    timer_id: str = Field(primary_key=True, max_length=ID_LENGTH)
+    conversation_id: str = Field(index=True, max_length=ID_LENGTH)
+    tenant: str = Field(max_length=ID_LENGTH)
+    kind: str = Field(max_length=32)
+    """``first_response``, ``next_response``, ``resolution`` (SLA targets) or ``commitment``."""
+    ref: str | None = Field(default=None, max_length=ID_LENGTH)
+    """What it times: the commitment's id, the event that started an SLA clock."""
+    priority: str | None = Field(default=None, max_length=ID_LENGTH)
+    started_at: datetime = when(nullable=False)
+    warn_at: datetime | None = when()
+    due_at: datetime = when(nullable=False)
+    stage: str = Field(default="warn", max_length=8)
+    fire_at: datetime = when(nullable=False)
+    status: str = Field(default="running", max_length=16)
+    """``running``, ``done`` (fired at its due time) or ``cancelled`` (met, kept, or no longer applying)."""
+    owner: str | None = Field(default=None, max_length=ID_LENGTH)
+    lease_until: datetime | None = when()
+    warned_at: datetime | None = when()
+    fired_at: datetime | None = when()
+
+
+class CommitmentRow(SQLModel, table=True):
+    """Something an analyst promised the customer (vigil/progress/commitments.py finds them)."""
+
+    __tablename__ = "commitment"
+    __table_args__ = (sa.PrimaryKeyConstraint("conversation_id", "commitment_id", name="commitment_pkey"),)
+
+    conversation_id: str = Field(max_length=ID_LENGTH)
+    commitment_id: str = Field(max_length=ID_LENGTH)
+    message_id: str = Field(max_length=ID_LENGTH)
+    tenant: str = Field(max_length=ID_LENGTH)
+    what: str = Field(sa_type=sa.Text)
+    made_at: datetime = when(nullable=False)
+    due_at: datetime | None = when()
+    status: str = Field(default="open", max_length=16)
+    """``open``, ``kept``, ``missed`` or ``cancelled``."""
+    settled_at: datetime | None = when()
+    settled_by: str | None = Field(default=None, max_length=ID_LENGTH)
+    """The message that kept it, or the case event that cancelled it."""
+
+
+class CaseProgressRow(SQLModel, table=True):
+    """What the progress capability last made of a case: its procedure and step, the next step, the customer's
+    mood, the problem and what has been tried. The handover brief is read from it."""
+
+    __tablename__ = "case_progress"
+
+    conversation_id: str = Field(primary_key=True, max_length=ID_LENGTH)
+    category: str | None = Field(default=None, max_length=ID_LENGTH)
+    """The platform's category, from the ``opened`` event."""
+    procedure: str | None = Field(default=None, max_length=ID_LENGTH)
+    step: str | None = Field(default=None, max_length=ID_LENGTH)
+    next_step: str | None = Field(default=None, max_length=ID_LENGTH)
+    next_reply: str | None = Field(default=None, sa_type=sa.Text)
+    sentiment: float | None = None
+    chases: int = 0
+    problem: str | None = Field(default=None, sa_type=sa.Text)
+    tried: list[str] = Field(default_factory=list, sa_column=sa.Column(sa.JSON, nullable=False))
+    handled_by: str | None = Field(default=None, max_length=ID_LENGTH)
+    """The assignee the brief was last written for: a new one is a handover."""
+    updated_at: datetime = when(nullable=False)
+
+
 CONVERSATION = Conversation.__table__  # type: ignore[attr-defined]
 MESSAGE = MessageRow.__table__  # type: ignore[attr-defined]
 CASE_EVENT = CaseEventRow.__table__  # type: ignore[attr-defined]
 SUGGESTION = SuggestionRow.__table__  # type: ignore[attr-defined]
 FEEDBACK = FeedbackRow.__table__  # type: ignore[attr-defined]
+TIMER = TimerRow.__table__  # type: ignore[attr-defined]
+COMMITMENT = CommitmentRow.__table__  # type: ignore[attr-defined]
+CASE_PROGRESS = CaseProgressRow.__table__  # type: ignore[attr-defined]
 READ_MARK = ReadMark.__table__  # type: ignore[attr-defined]

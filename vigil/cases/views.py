@@ -17,7 +17,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from vigil.cases import paging
 from vigil.cases.store import suggestion_of
-from vigil.cases.tables import CASE_EVENT, CONVERSATION, FEEDBACK, MESSAGE, READ_MARK, SUGGESTION
+from vigil.cases import progress, timers
+from vigil.cases.tables import CASE_EVENT, CONVERSATION, FEEDBACK, MESSAGE, READ_MARK, SUGGESTION, TIMER
 from vigil.cases.writes import case_state
 from vigil.db.engine import guarded, upsert
 from vigil.wire.events import Suggestion
@@ -34,6 +35,54 @@ class MessageView(BaseModel):
     metadata: dict[str, Any] | None
 
 
+class TimerView(BaseModel):
+    """A running timer: an SLA target, or a commitment's due time."""
+
+    timer_id: str
+    kind: str
+    """``first_response``, ``next_response``, ``resolution`` or ``commitment``."""
+    ref: str | None
+    """For a commitment: its ``commitment_id``."""
+    due_at: datetime
+    warn_at: datetime | None
+    """When vigil warns the analyst (a ``follow_up`` suggestion); None: no warning."""
+    stage: str
+    """``warn`` until the warning is out, then ``due``."""
+
+
+class StateView(BaseModel):
+    """Where the case stands (vigil/cases/states.py), since when, and its running timers, soonest due first."""
+
+    status: str
+    since: datetime
+    timers: list[TimerView] = []
+
+
+class CommitmentView(BaseModel):
+    """Something the analyst promised the customer."""
+
+    commitment_id: str
+    message_id: str
+    what: str
+    due_at: datetime | None
+    status: str
+    """``open``, ``kept``, ``missed`` or ``cancelled``."""
+    settled_at: datetime | None
+
+
+class ProgressView(BaseModel):
+    """Where the case is in its procedure, and the customer's mood, as vigil last read them."""
+
+    procedure: str | None
+    step: str | None
+    next_step: str | None
+    next_reply: str | None
+    sentiment: float | None
+    """From -1 (angry) to 1 (happy), over the customer's recent messages."""
+    chases: int
+    """How many times the customer has chased ("any update?") since the analyst last wrote."""
+
+
 class ConversationSummary(BaseModel):
     """A conversation in a list: its state, without the messages."""
 
@@ -45,6 +94,7 @@ class ConversationSummary(BaseModel):
     opened_at: datetime
     updated_at: datetime
     message_count: int
+    state: StateView
 
 
 PREVIEW_CHARS = 140
@@ -70,6 +120,8 @@ class QueueItem(ConversationSummary):
 
     waiting_since: datetime | None
     """When the customer's unanswered message came; None if the analyst has replied since."""
+    next_due_at: datetime | None
+    """When the case's first running timer falls due (the queue sorts by it); None when none runs."""
     unread_suggestions: list[str]
     """Suggestions out since the reader last read the conversation and not judged by anyone yet, oldest first."""
 
@@ -97,6 +149,10 @@ class ConversationView(ConversationSummary):
     """At most a page, newest first."""
     feedback: list[FeedbackView]
     """The latest verdict on each suggestion of the page, oldest first."""
+    commitments: list[CommitmentView]
+    """Every commitment of the case, in the order they were made."""
+    progress: ProgressView | None
+    """None until vigil has read the case."""
     older: str | None
     """The cursor of the page before this one (pass it as ``before``); None when this page reaches the start."""
 
@@ -143,13 +199,20 @@ class CaseViews:
             older, messages, suggestions = paging.next_position(position, messages, suggestions, limit)
             ids = [s.suggestion_id for s in suggestions]
             feedback = (await conn.execute(paging.latest_verdicts(FEEDBACK, conversation_id, ids))).all() if ids else []
+            running = await timers.running(conn, conversation_id)
+            promised = await progress.commitments(conn, conversation_id)
+            read = await progress.reading(conn, conversation_id)
+        summary = _summary(head)
+        summary.state.timers = [TimerView.model_validate(t, from_attributes=True) for t in running]
         return ConversationView(
-            **_summary(head).model_dump(),
+            **summary.model_dump(),
             closed_at=head.closed_at,
             waiting_since=case_state(head).waiting_since,
             messages=[MessageView.model_validate(dict(m._mapping)) for m in messages],
             suggestions=[suggestion_of(s) for s in suggestions],
             feedback=[FeedbackView.model_validate(dict(f._mapping)) for f in feedback],
+            commitments=[CommitmentView.model_validate(c, from_attributes=True) for c in promised],
+            progress=ProgressView.model_validate(read, from_attributes=True) if read is not None else None,
             older=older.encode(),
         )
 
@@ -179,10 +242,19 @@ class CaseViews:
         # CaseState.waiting_since in SQL, so that the limit keeps those who have waited longest.
         unanswered = sa.or_(c.last_analyst_at.is_(None), c.last_analyst_at < c.last_customer_at)
         waiting_since = sa.case((sa.and_(c.last_customer_at.is_not(None), unanswered), c.last_customer_at))
+        t = TIMER.c
+        next_due = (
+            sa.select(sa.func.min(t.due_at))
+            .where(t.conversation_id == c.id, t.status == timers.RUNNING)
+            .scalar_subquery()
+            .label("next_due_at")
+        )
         stmt = (
-            sa.select(CONVERSATION)
+            sa.select(CONVERSATION, next_due)
             .where(c.status != "closed")
-            .order_by(waiting_since.is_(None), waiting_since, c.updated_at.desc(), c.id)
+            .order_by(
+                next_due.is_(None), next_due, waiting_since.is_(None), waiting_since, c.updated_at.desc(), c.id
+            )
             .limit(limit)
         )
         if tenants is not None:
@@ -210,6 +282,7 @@ class CaseViews:
             QueueItem(
                 **_summary(row).model_dump(),
                 waiting_since=case_state(row).waiting_since,
+                next_due_at=row.next_due_at,
                 unread_suggestions=unread[row.id],
                 customer_name=latest[row.id].customer_name if row.id in latest else None,
                 last_message=_preview(latest[row.id]) if row.id in latest else None,
@@ -277,7 +350,8 @@ class CaseViews:
 
 
 def _summary(row: sa.Row[Any]) -> ConversationSummary:
-    return ConversationSummary.model_validate({**row._mapping, "conversation_id": row.id})
+    state = StateView(status=row.state, since=row.state_since or row.opened_at)
+    return ConversationSummary.model_validate({**row._mapping, "conversation_id": row.id, "state": state})
 
 
 def _latest_messages(conversation_ids: list[str]) -> sa.Select[Any]:

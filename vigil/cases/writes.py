@@ -15,6 +15,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from vigil.cases.states import State, Trigger, next_state, sql_next, status_trigger
 from vigil.cases.tables import CASE_EVENT, CONVERSATION, FEEDBACK, MESSAGE, SUGGESTION
 from vigil.core.errors import EventConflict
 from vigil.db.engine import insert, upsert
@@ -36,6 +37,10 @@ _CASE_COLUMNS = tuple(
         "message_count",
         "last_customer_at",
         "last_analyst_at",
+        "first_customer_at",
+        "first_response_at",
+        "state",
+        "state_since",
     )
 )
 """The columns of ``conversation`` that ``case_state`` reads."""
@@ -56,6 +61,10 @@ def case_state(row: sa.Row[Any]) -> CaseState:
         message_count=m["message_count"],
         last_customer_at=m["last_customer_at"],
         last_analyst_at=m["last_analyst_at"],
+        first_customer_at=m["first_customer_at"],
+        first_response_at=m["first_response_at"],
+        state=m["state"],
+        state_since=m["state_since"] or m["opened_at"],
     )
 
 
@@ -157,9 +166,28 @@ def _case_event_row(e: CaseEvent, received_at: datetime) -> dict[str, Any]:
     }
 
 
-# What an event does to its conversation row: ("message", role) or ("case", changed columns), and whether the
-# row's tenant must match. Events of one shape share one multi-row upsert.
-_Shape = tuple[str, tuple[str, ...], bool]
+# What an event does to its conversation row: ("message", role) or ("case", changed columns), whether the row's
+# tenant must match, and the trigger it is for the case's state (vigil/cases/states.py). Events of one shape share
+# one multi-row upsert.
+_Shape = tuple[str, tuple[str, ...], bool, Trigger | None]
+
+_ROLE_TRIGGERS = {"customer": Trigger.CUSTOMER, "analyst": Trigger.ANALYST}
+_CASE_TRIGGERS = {
+    "opened": Trigger.OPENED,
+    "escalated": Trigger.ESCALATED,
+    "closed": Trigger.CLOSED,
+    "reopened": Trigger.REOPENED,
+}
+
+
+def trigger_of(event: Message | CaseEvent) -> Trigger | None:
+    """What ``event`` is to its case's state; None when it leaves the state alone (a bot's message, an assignment,
+    a status vigil does not know)."""
+    if isinstance(event, Message):
+        return _ROLE_TRIGGERS.get(event.role)
+    if event.event == "status":
+        return status_trigger(event.status)
+    return _CASE_TRIGGERS.get(event.event)
 
 
 def _conversation_change(
@@ -170,6 +198,8 @@ def _conversation_change(
     row: dict[str, Any] = {"id": event.conversation_id, "tenant": event.tenant or default_tenant}
     checked = event.tenant is not None
     at = min(event.occurred_at, latest)
+    trigger = trigger_of(event)
+    row |= {"state": next_state(None, trigger) if trigger else State.NEW, "state_since": at}
     if isinstance(event, Message):
         row |= {"status": "open", "message_count": 1, "opened_at": at, "updated_at": at}
         if event.role == "customer":
@@ -177,7 +207,7 @@ def _conversation_change(
         elif event.role == "analyst":
             row["last_analyst_at"] = at
         role = event.role if event.role in ("customer", "analyst") else "other"
-        return ("message", (role,), checked), row
+        return ("message", (role,), checked, trigger), row
     changes: dict[str, Any] = {"updated_at": at}
     if event.assignee:
         changes["assignee"] = event.assignee
@@ -185,7 +215,7 @@ def _conversation_change(
         changes["priority"] = event.priority
     changes |= _status_change(event, at)
     row |= {"status": "open", "opened_at": at, "message_count": 0, **changes}
-    return ("case", tuple(sorted(changes)), checked), row
+    return ("case", tuple(sorted(changes)), checked, trigger), row
 
 
 def _status_change(e: CaseEvent, at: datetime) -> dict[str, Any]:
@@ -217,7 +247,7 @@ def _insert_new(dialect: str, table: str, key: str) -> Any:
 @functools.cache
 def _upsert_conversations(dialect: str, shape: _Shape) -> Any:
     """Create conversations or apply one shape of change to them; rows of another tenant are left alone."""
-    kind, detail, checked = shape
+    kind, detail, checked, trigger = shape
     c = CONVERSATION.c
     stmt = insert(dialect, CONVERSATION)
     new = stmt.excluded  # the row the event would have inserted
@@ -237,6 +267,10 @@ def _upsert_conversations(dialect: str, shape: _Shape) -> Any:
                 (sa.and_(c.first_response_at.is_(None), c.first_customer_at.is_not(None)), new.last_analyst_at),
                 else_=c.first_response_at,
             )
+    if trigger is not None:
+        state = sql_next(c.state, trigger)
+        changes["state"] = state
+        changes["state_since"] = sa.case((state != c.state, new.state_since), else_=c.state_since)
     return stmt.on_conflict_do_update(
         index_elements=[c.id], set_=changes, where=(c.tenant == new.tenant) if checked else None
     ).returning(*_CASE_COLUMNS)

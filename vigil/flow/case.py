@@ -21,6 +21,12 @@ class CaseState:
     message_count: int
     last_customer_at: datetime | None = None
     last_analyst_at: datetime | None = None
+    first_customer_at: datetime | None = None
+    first_response_at: datetime | None = None
+    state: str = "new"
+    """Where the case stands (vigil/cases/states.py: new, waiting_on_analyst, ..., closed)."""
+    state_since: datetime | None = None
+    """When it came to stand there."""
 
     @property
     def waiting_since(self) -> datetime | None:

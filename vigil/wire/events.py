@@ -137,6 +137,9 @@ class CaseEvent(_Wire):
     assignee: Name | None = None
     priority: Name | None = None
     status: Name | None = None
+    category: Name | None = Field(
+        default=None, description="On `opened`: the platform's category of the case (which procedure it follows)."
+    )
     resolution: Resolution | None = None
 
     @model_validator(mode="after")
@@ -203,6 +206,15 @@ class Action(BaseModel):
     arguments: dict[str, Any] = Field(default_factory=dict, description="Its arguments, by name.")
 
 
+class StepRef(BaseModel):
+    """Where a ``next_step`` suggestion sits: the procedure and the label of the step it suggests."""
+
+    model_config = ConfigDict(frozen=True)
+
+    procedure: str
+    label: str
+
+
 DRAFT_MARK = "Drafted by AI from the sources"
 """How a suggestion's ``why`` begins when a language model wrote its text; the panel labels such cards as
 machine-written."""
@@ -228,6 +240,7 @@ class Suggestion(BaseModel):
     confidence: Annotated[float, Field(ge=0.0, le=1.0)]
     sources: list[SourceRef] = []
     action: Action | None = None
+    step: StepRef | None = Field(default=None, description="For `next_step`: the procedure and the step suggested.")
     latency_ms: Annotated[float, Field(ge=0.0)]
 
     def to_json(self) -> bytes:
