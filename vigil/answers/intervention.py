@@ -88,11 +88,11 @@ class InterventionPolicy:
             return False
         return await self._implicit.heard(text)
 
-    async def review(self, proposal: Proposal, event: Event, case: CaseState | None) -> Decision:
+    async def review(self, proposal: Proposal, event: Event | None, case: CaseState | None) -> Decision:
         floor = self._settings.min_confidence
         if proposal.confidence < floor:
             return Decision.silence("low_confidence")
-        if proposal.kind != "answer":
+        if proposal.kind != "answer" or event is None:
             return Decision.allow()
         earlier = await self._recent(event)
         return _fresh(proposal, [e.suggestion for e in earlier], self._settings.max_similarity)

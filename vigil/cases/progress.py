@@ -84,6 +84,18 @@ async def commitments(conn: AsyncConnection, conversation_id: str, *, status: st
     return [Commitment.of(row) for row in rows]
 
 
+async def commitment(conn: AsyncConnection, conversation_id: str, commitment_id: str) -> Commitment | None:
+    """One commitment, or None."""
+    row = (
+        await conn.execute(
+            sa.select(COMMITMENT).where(
+                COMMITMENT.c.conversation_id == conversation_id, COMMITMENT.c.commitment_id == commitment_id
+            )
+        )
+    ).first()
+    return Commitment.of(row) if row is not None else None
+
+
 async def settle(
     conn: AsyncConnection, conversation_id: str, commitment_id: str, status: str, *, at: datetime, by: str | None
 ) -> bool:

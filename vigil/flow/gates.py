@@ -43,8 +43,8 @@ class Gate(Protocol):
         """Before a skill proposing ``kind`` works on ``event``."""
         ...
 
-    async def review(self, proposal: Proposal, event: Event, case: CaseState | None) -> Decision:
-        """For each proposal a skill made."""
+    async def review(self, proposal: Proposal, event: Event | None, case: CaseState | None) -> Decision:
+        """For each proposal a skill made; ``event`` is None for what a scheduled job proposes (a reminder)."""
         ...
 
     def timely(self, event: Event, *, superseded: bool) -> Decision:
@@ -64,7 +64,7 @@ class ConfidenceGate:
     def timely(self, event: Event, *, superseded: bool) -> Decision:
         return Decision.allow()
 
-    async def review(self, proposal: Proposal, event: Event, case: CaseState | None) -> Decision:
+    async def review(self, proposal: Proposal, event: Event | None, case: CaseState | None) -> Decision:
         if proposal.confidence < self._min_confidence:
             return Decision.silence("low_confidence")
         return Decision.allow()
@@ -83,7 +83,7 @@ class Chain:
                 return decision
         return Decision.allow()
 
-    async def review(self, proposal: Proposal, event: Event, case: CaseState | None) -> Decision:
+    async def review(self, proposal: Proposal, event: Event | None, case: CaseState | None) -> Decision:
         for gate in self.gates:
             decision = await gate.review(proposal, event, case)
             if not decision.speak:

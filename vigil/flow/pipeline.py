@@ -202,8 +202,45 @@ class Pipeline:
             confidence=proposal.confidence,
             sources=list(proposal.sources),
             action=proposal.action,
+            step=proposal.step,
             latency_ms=round((self._clock.monotonic() - received) * 1000, 3),
         )
+
+    async def announce(
+        self, proposal: Proposal, *, conversation_id: str, tenant: str, key: str, in_reply_to: str | None = None
+    ) -> Suggestion | None:
+        """Say what a scheduled job proposes about a conversation (a reminder, a warning before a breach): reviewed
+        by its kind's gates (with no event), then stored and published as an event's suggestions are.
+
+        ``key`` names what is said (a timer and its stage): the same key makes the same suggestion, so a job that
+        says it twice (it fired again after a crash) publishes the same suggestion id. Returns the suggestion, or
+        None when a gate kept it quiet.
+        """
+        decision = await self._backoff.retry(
+            "consulting the gate", partial(self._gates[proposal.kind].review, proposal, None, None)
+        )
+        if not decision.speak:
+            self._silenced(decision.reason)
+            return None
+        received = self._clock.monotonic()
+        suggestion = Suggestion(
+            suggestion_id=str(uuid.uuid5(_SUGGESTION_IDS, f"{conversation_id}/@{key}")),
+            conversation_id=conversation_id,
+            tenant=tenant,
+            in_reply_to=in_reply_to,
+            created_at=self._clock.now(),
+            kind=proposal.kind,
+            text=proposal.text,
+            why=proposal.why or None,
+            confidence=proposal.confidence,
+            sources=list(proposal.sources),
+            action=proposal.action,
+            step=proposal.step,
+            latency_ms=0.0,
+        )
+        await self._backoff.retry("storing a suggestion", partial(self._store.save_suggestion, suggestion))
+        await self._publish([suggestion], received)
+        return suggestion
 
     def _timely(self, suggestions: list[Suggestion], event: Event, superseded: Callable[[], bool]) -> list[Suggestion]:
         """The suggestions each kind's gates still find timely, in their order."""

@@ -64,6 +64,10 @@ class Job:
         coalesce: when several windows fall due at once (simulated time jumping ahead, a stalled loop), run only
             the latest: for a job that only catches up on state, such as the knowledge refresh. Otherwise each
             window runs, in order, at its own time.
+        wakes: on a simulated clock, when the job is next needed after a moment, besides its windows (the timers'
+            sweep: when the next timer fires), or None. ``run_due`` runs it then, with that moment as its due
+            time, so that a replay fires a timer at its own time and not only at the job's next window. It must
+            answer a moment after the one it is given, or None.
     """
 
     name: str
@@ -73,6 +77,7 @@ class Job:
     durable: bool = False
     lease_s: float = 600.0
     coalesce: bool = False
+    wakes: Callable[[datetime], Awaitable[datetime | None]] | None = None
 
     def __post_init__(self) -> None:
         if (self.every_s is None) == (self.at is None):
@@ -81,6 +86,8 @@ class Job:
             raise ValueError(f"job {self.name!r}: every_s must be positive")
         if self.lease_s <= 0:
             raise ValueError(f"job {self.name!r}: lease_s must be positive")
+        if self.wakes is not None and self.durable:
+            raise ValueError(f"job {self.name!r}: a durable job runs in its windows only; wakes is for the others")
 
     @property
     def period(self) -> timedelta:
@@ -121,6 +128,8 @@ class _Fire(Enum):
     """A window missed while every replica was down."""
     RETRY = "retry"
     """A window another replica held, asked again when its lease ends."""
+    WAKE = "wake"
+    """On a simulated clock: a moment the job asked for (``Job.wakes``), outside its windows."""
 
 
 @dataclass(order=True, frozen=True, slots=True)
@@ -226,7 +235,15 @@ class Scheduler:
         clock = self._clock
         if not isinstance(clock, ManualClock):
             raise TypeError("run_due drives a ManualClock; on the SystemClock jobs run by themselves")
-        while self._queue and self._queue[0].at <= until:
+        while True:
+            woken = await self._woken(until)
+            if woken is not None and (not self._queue or woken[0] < self._queue[0].at):
+                at, job = woken
+                clock.advance_to(at)
+                await self._fire(job, at, _Fire.WAKE)
+                continue
+            if not self._queue or self._queue[0].at > until:
+                break
             item = heapq.heappop(self._queue)
             if item.fire is _Fire.WINDOW and item.job.coalesce and item.job.latest(until) > item.due:
                 latest = item.job.latest(until)  # the windows in between collapse into this one, in its turn
@@ -238,6 +255,18 @@ class Scheduler:
                 self._push(following, item.job, following, _Fire.WINDOW)
             await self._fire(item.job, item.due, item.fire)
         clock.advance_to(until)
+
+    async def _woken(self, until: datetime) -> tuple[datetime, Job] | None:
+        """The first moment up to ``until`` at which a job with ``wakes`` asks to run, and that job."""
+        first: tuple[datetime, Job] | None = None
+        now = self._clock.now()
+        for job in self.jobs:
+            if job.wakes is None:
+                continue
+            at = await job.wakes(now)
+            if at is not None and now < at <= until and (first is None or at < first[0]):
+                first = (at, job)
+        return first
 
     @property
     def _db(self) -> AsyncEngine:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from vigil.flow.case import CaseState
-from vigil.wire.events import Action, Event, SourceRef, SuggestionKind
+from vigil.wire.events import Action, Event, SourceRef, StepRef, SuggestionKind
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,6 +24,7 @@ class Proposal:
     sources: tuple[SourceRef, ...] = ()
     action: Action | None = None
     why: str = ""
+    step: StepRef | None = None
 
 
 class Skill(Protocol):

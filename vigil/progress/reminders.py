@@ -1,0 +1,185 @@
+"""The timers' sweep: every replica, every ``sweep_s``, fires the timers that have come due.
+
+A timer's warning becomes a ``follow_up`` suggestion to the analyst: an SLA target about to pass, a promise about
+to fall due. At its due time an SLA timer counts a breach (``vigil_sla_breaches_total``) and a commitment still open
+becomes ``missed``, with a ``follow_up`` saying so. Each timer is taken by one replica at a time
+(vigil/cases/timers.py); a suggestion's id is made from the timer and its stage, so one fired twice after a crash is
+the same suggestion.
+
+On a simulated clock (``vigil eval replay``, tests) the job also wakes when the next timer fires, so reminders go
+out at their own moment of simulated time.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timedelta
+import sqlalchemy as sa
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from vigil.cases import progress, timers
+from vigil.cases.tables import TIMER
+from vigil.cases.timers import Timer
+from vigil.core.clock import Clock
+from vigil.flow.outlet import Outlet
+from vigil.flow.scheduler import Job
+from vigil.flow.skills import Proposal
+from vigil.progress import sla
+from vigil.progress.settings import ProgressSettings
+
+log = logging.getLogger(__name__)
+
+SWEEP = "progress-timers"
+BATCH = 500
+COMMITMENT = "commitment"
+
+
+class Reminders:
+    """Fires due timers for one replica (``owner``)."""
+
+    def __init__(
+        self,
+        *,
+        engine: AsyncEngine,
+        outlet: Outlet,
+        clock: Clock,
+        settings: ProgressSettings,
+        registry: CollectorRegistry,
+        owner: str,
+    ) -> None:
+        self._engine = engine
+        self._outlet = outlet
+        self._clock = clock
+        self._settings = settings
+        self._owner = owner
+        self._breaches = Counter(
+            "vigil_sla_breaches",
+            "SLA targets passed before they were met, by clock (first_response, next_response, resolution) and "
+            "priority.",
+            ["clock", "priority"],
+            registry=registry,
+        )
+        self._reminded = Counter(
+            "vigil_timer_warnings",
+            "Warnings given before a timer falls due (follow_up suggestions), by kind.",
+            ["kind"],
+            registry=registry,
+        )
+        self._commitments = Counter(
+            "vigil_commitments_settled",
+            "Commitments settled, by how (kept, missed, cancelled).",
+            ["status"],
+            registry=registry,
+        )
+        self._lateness = Histogram(
+            "vigil_timer_lateness_seconds",
+            "How long after its time a timer fired.",
+            buckets=(0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 30.0, 300.0),
+            registry=registry,
+        )
+        for clock_name in sla.CLOCKS:
+            self._breaches.labels(clock=clock_name, priority="none")
+        for status in (progress.KEPT, progress.MISSED, progress.CANCELLED):
+            self._commitments.labels(status)
+
+    def settled(self, status: str, count: int = 1) -> None:
+        """Count commitments settled (the skill counts those it keeps or cancels)."""
+        self._commitments.labels(status).inc(count)
+
+    def job(self) -> Job:
+        """The sweep on the scheduler: in every replica (each timer is claimed), and on a simulated clock also at
+        each timer's own moment."""
+
+        async def wakes(after: datetime) -> datetime | None:
+            return await timers.next_fire_at(self._engine, after)
+
+        return Job(name=SWEEP, run=self.sweep, every_s=self._settings.sweep_s, coalesce=True, wakes=wakes)
+
+    async def sweep(self, due: datetime | None = None) -> int:
+        """Fire every timer whose time has come; returns how many fired."""
+        fired = 0
+        lease = timedelta(seconds=self._settings.lease_s)
+        while True:
+            now = self._clock.now()
+            batch = await timers.claim_due(self._engine, now=now, owner=self._owner, lease=lease, limit=BATCH)
+            for timer in batch:
+                if await self._fire(timer):
+                    fired += 1
+            if len(batch) < BATCH:
+                return fired
+
+    async def _fire(self, timer: Timer) -> bool:
+        now = self._clock.now()
+        try:
+            if timer.kind == COMMITMENT:
+                await self._commitment(timer, now)
+            else:
+                await self._sla(timer)
+        except Exception:
+            log.exception("timer %s could not fire; it will be tried again", timer.timer_id)
+            await self._release(timer)
+            return False
+        async with self._engine.begin() as conn:
+            moved = await timers.advance(conn, timer, owner=self._owner, now=now)
+        if moved:
+            self._lateness.observe(max(0.0, (now - timer.fire_at).total_seconds()))
+        return moved
+
+    async def _release(self, timer: Timer) -> None:
+        async with self._engine.begin() as conn:
+            await conn.execute(
+                sa.update(TIMER)
+                .where(TIMER.c.timer_id == timer.timer_id, TIMER.c.owner == self._owner)
+                .values(owner=None, lease_until=None)
+            )
+
+    async def _say(self, timer: Timer, text: str, why: str, confidence: float = 0.9) -> None:
+        await self._outlet.announce(
+            Proposal(kind="follow_up", text=text, confidence=confidence, why=why),
+            conversation_id=timer.conversation_id,
+            tenant=timer.tenant,
+            key=f"{timer.timer_id}/{timer.stage}",
+        )
+
+    def _local(self, timer: Timer, moment: datetime) -> str:
+        return moment.astimezone(self._settings.zone(timer.tenant)).strftime("%H:%M %Z on %a %d %b")
+
+    async def _sla(self, timer: Timer) -> None:
+        label = sla.LABELS.get(timer.kind, timer.kind)
+        if timer.stage == timers.WARN:
+            minutes = max(1, round((timer.due_at - self._clock.now()).total_seconds() / 60))
+            await self._say(
+                timer,
+                f"{label} is due by {self._local(timer, timer.due_at)} (in about {minutes} min).",
+                f"SLA {timer.kind.replace('_', ' ')} target for {timer.priority or 'normal'} priority",
+            )
+            self._reminded.labels(timer.kind).inc()
+        else:
+            self._breaches.labels(clock=timer.kind, priority=(timer.priority or "none").lower()).inc()
+            log.info("SLA %s breached on %s", timer.kind, timer.conversation_id)
+
+    async def _commitment(self, timer: Timer, now: datetime) -> None:
+        if timer.ref is None:
+            return
+        async with self._engine.connect() as conn:
+            row = await progress.commitment(conn, timer.conversation_id, timer.ref)
+        if row is None or row.status != progress.OPEN:
+            return  # kept or cancelled while the timer was due: nothing to say
+        due = self._local(timer, timer.due_at)
+        if timer.stage == timers.WARN:
+            await self._say(timer, f"Reminder: you promised to {row.what} by {due}.", "an open commitment")
+            self._reminded.labels(COMMITMENT).inc()
+            return
+        await self._say(  # before it is marked: a failure here leaves it open, to be said at the next try
+            timer,
+            f"Missed: you promised to {row.what} by {due}. Update the customer now.",
+            "a commitment passed its due time unkept",
+            confidence=0.95,
+        )
+        async with self._engine.begin() as conn:
+            missed = await progress.settle(
+                conn, timer.conversation_id, timer.ref, progress.MISSED, at=now, by=timer.timer_id
+            )
+        if missed:
+            self.settled(progress.MISSED)

@@ -1,0 +1,107 @@
+"""The progress section of the settings (``VIGIL_PROGRESS__*``): SLA targets, reminders, time zones."""
+
+from __future__ import annotations
+
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from pydantic import BaseModel, Field, field_validator
+
+ANY = "*"
+"""In ``sla`` and ``timezones``: every tenant (or priority) not named."""
+
+
+class Targets(BaseModel):
+    """How long a case may wait, in seconds, for each SLA clock (None: that clock does not run)."""
+
+    first_response_s: float | None = Field(default=None, gt=0)
+    next_response_s: float | None = Field(default=None, gt=0)
+    resolution_s: float | None = Field(default=None, gt=0)
+
+
+DEFAULT_SLA: dict[str, dict[str, Targets]] = {
+    ANY: {
+        "urgent": Targets(first_response_s=120, next_response_s=300, resolution_s=4 * 3600),
+        "high": Targets(first_response_s=300, next_response_s=600, resolution_s=8 * 3600),
+        ANY: Targets(first_response_s=600, next_response_s=1800, resolution_s=24 * 3600),
+        "low": Targets(first_response_s=1800, next_response_s=3600, resolution_s=72 * 3600),
+    }
+}
+"""Chat targets: first response, next response while the customer waits, resolution (from the case's opening)."""
+
+
+class ProgressSettings(BaseModel):
+    """Case states, SLA timers, commitments and their reminders, escalation, handover, next steps."""
+
+    enabled: bool = Field(default=True, description="Track each case's progress and remind the analyst.")
+    sla: dict[str, dict[str, Targets]] = Field(
+        default_factory=lambda: {t: dict(p) for t, p in DEFAULT_SLA.items()},
+        description='SLA targets by tenant, then priority, in seconds; "*" is every tenant or priority not named. '
+        'JSON, e.g. {"acme": {"urgent": {"first_response_s": 60}, "*": {"resolution_s": 86400}}}.',
+    )
+    warn_before_s: float = Field(
+        default=300.0,
+        ge=0,
+        description="How long before an SLA target vigil warns the analyst (a follow_up suggestion); never more than "
+        "half the target, so a short target is not warned of the moment it starts.",
+    )
+    remind_before_s: float = Field(
+        default=900.0,
+        ge=0,
+        description="How long before a commitment falls due vigil reminds the analyst; at most half the time "
+        "between the promise and its due time.",
+    )
+    timezones: dict[str, str] = Field(
+        default_factory=dict,
+        description='Each tenant\'s customers\' time zone (IANA name), for promises like "tomorrow morning"; '
+        'a message\'s metadata "timezone" wins. "*" for every tenant not named.',
+    )
+    default_timezone: str = Field(default="UTC", description="The time zone of a tenant not in timezones.")
+    sweep_s: float = Field(
+        default=0.5, gt=0, description="How often each replica looks for timers that have come due."
+    )
+    lease_s: float = Field(
+        default=30.0, gt=0, description="How long a replica holds a timer it is firing before another may."
+    )
+    escalate_after_chases: int = Field(
+        default=2,
+        ge=1,
+        description='Chasing messages ("any update?") since the analyst last wrote that make vigil suggest '
+        "escalating.",
+    )
+
+    @field_validator("timezones")
+    @classmethod
+    def _zones_exist(cls, value: dict[str, str]) -> dict[str, str]:
+        for tenant, zone in value.items():
+            _zone(zone, f"timezones[{tenant}]")
+        return value
+
+    @field_validator("default_timezone")
+    @classmethod
+    def _zone_exists(cls, value: str) -> str:
+        _zone(value, "default_timezone")
+        return value
+
+    def zone(self, tenant: str) -> ZoneInfo:
+        """The time zone of ``tenant``'s customers."""
+        return ZoneInfo(self.timezones.get(tenant) or self.timezones.get(ANY) or self.default_timezone)
+
+    def targets(self, tenant: str, priority: str | None) -> Targets:
+        """The SLA targets of a case of ``tenant`` at ``priority``: the most specific named, clock by clock."""
+        merged: dict[str, float | None] = {}
+        for t in (ANY, tenant):
+            by_priority = self.sla.get(t)
+            if by_priority is None:
+                continue
+            for p in (ANY, (priority or "").lower()):
+                targets = by_priority.get(p)
+                if targets is not None:
+                    merged |= {k: v for k, v in targets.model_dump().items() if k in targets.model_fields_set or v}
+        return Targets(**merged)
+
+
+def _zone(name: str, where: str) -> None:
+    try:
+        ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError) as exc:
+        raise ValueError(f"{where}: {name!r} is not a time zone") from exc
