@@ -125,9 +125,14 @@ def _promise_spans(sentence: str, offset: int) -> Iterator[tuple[int, int]]:
         ):
             triggers.append(trigger)
     for i, trigger in enumerate(triggers):
-        stop = triggers[i + 1].start() if i + 1 < len(triggers) else len(sentence.rstrip().rstrip(".!"))
+        stop = triggers[i + 1].start() if i + 1 < len(triggers) else len(sentence)
+        stop = len(_TAIL.sub("", sentence[:stop]))
         for start, end in _cut(sentence, trigger.start(), stop):
             yield offset + start, offset + end
+
+
+_TAIL = re.compile(r"(?:[\s,;:.!-]|\b(?:and|then|but)\b)+$", re.IGNORECASE)
+"""What ends a clause without belonging to its promise: punctuation, and the "and" before the next promise."""
 
 
 def _is_promise(trigger: re.Match[str], sentence: str) -> bool:
@@ -167,12 +172,19 @@ _LEAD = re.compile(
 )
 
 
+_LOOSE_END = re.compile(
+    r"(?:\s+(?:this|that|on|by|at|before|in|within|the|your time|sharp|today|now|right away|straight away|of|and|next|after))+$",
+    re.IGNORECASE,
+)
+
+
 def _what(span: str) -> str:
     """A short phrase of what was promised: the span without its trigger and its time words."""
     what = _LEAD.sub("", span)
     for pattern in _TIME_WORDS:
         what = pattern.sub(" ", what)
     what = re.sub(r"\s+", " ", what).strip(" ,.")
+    what = _LOOSE_END.sub("", what)
     return what or span
 
 
@@ -208,7 +220,7 @@ _WEEKDAY = re.compile(r"\b(?P<following>the following\s+)?(?P<day>(?:mon|tues|we
 _MONTH = r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*"
 _DATE = re.compile(
     rf"\b(?:(?:mon|tues|wednes|thurs|fri|satur|sun)day,?\s+)?(?:\d{{1,2}}(?:st|nd|rd|th)?\s+(?:of\s+)?{_MONTH}"
-    rf"|{_MONTH}\s+\d{{1,2}}(?:st|nd|rd|th)?(?!\d|:|\s*(?:am|pm))|the\s+\d{{1,2}}(?:st|nd|rd|th))\b",
+    rf"|{_MONTH}\s+\d{{1,2}}(?:st|nd|rd|th)?(?!\d|:|\s*(?:am|pm))|the\s+\d{{1,2}}(?:st|nd|rd|th)(?:\s+of\s+{_MONTH})?)\b",
     re.IGNORECASE,
 )
 _CLOCK = re.compile(
@@ -218,8 +230,8 @@ _CLOCK = re.compile(
     re.IGNORECASE,
 )
 _DAY_PART = re.compile(
-    r"\b(?P<first>first thing)|(?P<noon>midday|noon|lunchtime|lunch)|(?P<morning>morning)|(?P<afternoon>afternoon|arvo)"
-    r"|(?P<evening>tonight|this evening)\b",
+    r"\b(?:(?P<first>first thing)|(?P<noon>midday|noon|lunchtime|lunch)|(?P<morning>morning)"
+    r"|(?P<afternoon>afternoon|arvo|after lunch)|(?P<evening>tonight|this evening))\b",
     re.IGNORECASE,
 )
 _ZONES = {
@@ -375,7 +387,24 @@ def _calendar_date(phrase: str, local: datetime) -> date | None:
         languages=["en"],
         settings={"RELATIVE_BASE": local.replace(tzinfo=None), "PREFER_DATES_FROM": "future", "DATE_ORDER": "DMY"},
     )
-    return parsed.date() if parsed is not None else None
+    if parsed is None:
+        return None
+    day = parsed.date()
+    if day < local.date():  # dateparser keeps a bare "the 2nd" in the month of sending, even when it has passed
+        named_month = re.search(rf"\b{_MONTH}\b", phrase, re.IGNORECASE)
+        day = day.replace(year=day.year + 1) if named_month else _next_month(day)
+    return day
+
+
+def _next_month(day: date) -> date:
+    """The same day of the next month that has it ("the 31st" in April is 31 May)."""
+    year, month = day.year, day.month
+    while True:
+        year, month = (year + 1, 1) if month == 12 else (year, month + 1)
+        try:
+            return day.replace(year=year, month=month)
+        except ValueError:
+            continue
 
 
 def _add_working_days(day: date, n: int) -> date:
