@@ -173,7 +173,8 @@ _LEAD = re.compile(
 
 
 _LOOSE_END = re.compile(
-    r"(?:\s+(?:this|that|on|by|at|before|in|within|the|your time|sharp|today|now|right away|straight away|of|and|next|after))+$",
+    r"(?:\s+(?:this|that|on|by|at|before|in|within|the|your time|sharp|today|now|right away|straight away|of|and"
+    r"|next|after))+$",
     re.IGNORECASE,
 )
 
