@@ -191,3 +191,8 @@ def test_a_curly_apostrophe_is_read_like_a_straight_one():
 )
 def test_a_follow_up_keeps_a_promise_when_it_delivers_on_the_same_thing(text: str, kept: bool):
     assert follows_up("check with engineering and get back to the customer", text) is kept
+
+
+def test_a_day_of_the_month_after_by_is_a_date_not_a_clock_time():
+    assert due("I'll send the statement by 20 February.") == utc(2026, 2, 20, 17, 0)
+    assert due("I'll send the statement by 9 March, at the latest.") == utc(2026, 3, 9, 17, 0)

@@ -227,7 +227,7 @@ _DATE = re.compile(
 _CLOCK = re.compile(
     r"\b(?:(?P<prep>at|by|before|until|till|for)\s+(?:about\s+|around\s+)?)?(?P<part>quarter (?:to|past)|half past)?"
     r"\s*(?P<h>\d{1,2})(?:[:.](?P<m>\d{2}))?\s*(?P<ampm>[ap]\.?m\b\.?)?"
-    r"(?!\s*(?:minutes?|mins?|hours?|hrs?|days?|weeks?|working|business|st|nd|rd|th)\b|\s*[%\d])",
+    rf"(?!\s*(?:minutes?|mins?|hours?|hrs?|days?|weeks?|working|business|st|nd|rd|th|(?:of\s+)?{_MONTH})\b|\s*[%\d])",
     re.IGNORECASE,
 )
 _DAY_PART = re.compile(
