@@ -76,7 +76,8 @@ _LET_ME_LATER = re.compile(
 )
 """After "let me": work whose answer comes after the chat (not "let me have a look", done while the customer waits)."""
 _IN_CHAT = re.compile(
-    r"\b(?:one (?:moment|sec|second|minute)|just a (?:moment|sec|minute)|give me a (?:moment|sec|minute))"
+    r"\b(?:one (?:moment|sec|second|minute)|just a (?:moment|sec|minute)|give me a (?:moment|sec|minute))",
+    re.IGNORECASE,
 )
 _OFFER = re.compile(r"\bif (?:you|that(?:'s| is| would| suits))\b|\bhappy to\b|\bif it helps\b", re.IGNORECASE)
 """An offer that waits on the customer ("I can call you tomorrow if you like"): not a promise yet."""
