@@ -1,0 +1,53 @@
+"""Customer pressure: chasers, sentiment, and when vigil suggests an escalation."""
+
+from __future__ import annotations
+
+import pytest
+
+from vigil.progress.pressure import chasing, pressure, sentiment
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["Any update?", "hello??", "Still waiting to hear back.", "It's been 3 days now.", "??", "Just checking in again"],
+)
+def test_chasers_are_recognised(text: str):
+    assert chasing(text)
+
+
+@pytest.mark.parametrize("text", ["Thanks, that's great.", "When will the SIM arrive?", "Can I change my plan?"])
+def test_questions_and_thanks_are_not_chasers(text: str):
+    assert not chasing(text)
+
+
+def test_sentiment_is_in_range_and_reads_support_threats_as_negative():
+    assert sentiment("Thanks so much, really appreciate it.") > 0.5
+    assert sentiment("I want to speak to a manager and I'm going to cancel.") <= -0.5
+    assert -1.0 <= sentiment("Useless, ridiculous, a disgrace, the worst, I'll cancel and complain.") <= 1.0
+
+
+def test_two_chasers_since_the_last_reply_call_for_an_escalation():
+    result = pressure(["Any update?", "Hello??"])
+    assert result.chases == 2 and result.escalate
+    assert "chased 2 times" in result.why
+
+
+def test_one_polite_chaser_does_not():
+    result = pressure(["Hi, any update on this?"])
+    assert result.chases == 1 and not result.escalate and result.why == ""
+
+
+def test_a_strongly_negative_mood_that_is_getting_worse_calls_for_an_escalation():
+    result = pressure(
+        ["Why is this taking so long?", "This is getting frustrating.", "Worst service ever, I'm fed up."]
+    )
+    assert result.trend < 0 and result.escalate
+
+
+def test_a_mood_that_recovers_does_not():
+    result = pressure(["This is a disgrace, the worst service I've had.", "Oh it's working now, brilliant, thank you!"])
+    assert result.trend > 0 and not result.escalate
+
+
+def test_no_messages_is_no_pressure():
+    assert pressure([]).escalate is False

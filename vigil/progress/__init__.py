@@ -1,0 +1,1 @@
+"""Progress through the case's life: what the analyst promised, when it falls due, and how hard the customer presses."""
