@@ -14,7 +14,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from vigil import answers, cases, knowledge, live, mining, panel
+from vigil import answers, cases, knowledge, live, mining, panel, progress
 from vigil.app.settings import Settings
 from vigil.cases.store import CaseStore
 from vigil.cases.views import CaseViews
@@ -24,6 +24,7 @@ from vigil.core.retry import Backoff
 from vigil.flow.capability import Capability, Check, Platform, Step
 from vigil.flow.feed import LiveFeed
 from vigil.flow.gates import ConfidenceGate, Gate, Gates
+from vigil.flow.outlet import Outlet
 from vigil.flow.pipeline import Pipeline, Watcher
 from vigil.flow.scheduler import Job, Scheduler
 from vigil.flow.skills import Skill
@@ -45,6 +46,8 @@ class Parts:
     knowledge: KnowledgeStore
     feed: LiveFeed
     transports: Transports
+    outlet: Outlet
+    """Where scheduled jobs speak: bound to the pipeline once ``Composition.pipeline`` builds it."""
 
 
 def _fanout_url(parts: Parts) -> str | None:
@@ -64,6 +67,9 @@ CAPABILITIES: tuple[tuple[str, Callable[[Parts], Capability]], ...] = (
     ("mining", lambda p: mining.setup(
         p.settings.miner, p.settings.llm, p.platform, engine=p.store.engine, knowledge=p.knowledge,
         load=p.settings.answers.enabled,
+    )),
+    ("progress", lambda p: progress.setup(
+        p.settings.progress, p.platform, engine=p.store.engine, outlet=p.outlet
     )),
     ("live", lambda p: live.setup(p.platform, feed=p.feed, fanout_url=_fanout_url(p))),
     ("panel", lambda p: panel.setup(
@@ -112,8 +118,9 @@ class Composition(Parts):
         )
 
     def pipeline(self) -> Pipeline:
-        """The pipeline over the case store, the skills, the gates, the sinks and the watchers."""
-        return Pipeline(
+        """The pipeline over the case store, the skills, the gates, the sinks and the watchers; the outlet speaks
+        through it from now on."""
+        pipeline = Pipeline(
             recorder=self.store,
             skills=self.skills,
             gates=self.gates,
@@ -124,6 +131,8 @@ class Composition(Parts):
             default_tenant=self.settings.default_tenant,
             watchers=self.watchers,
         )
+        self.outlet.bind(pipeline)
+        return pipeline
 
 
 def platform(
@@ -184,6 +193,7 @@ def compose(
             embedder=embedder,
         ),
         feed=LiveFeed(),
+        outlet=Outlet(),
         transports=transports
         or Transports.from_settings(
             settings.kafka,
@@ -206,6 +216,7 @@ def compose(
         knowledge=parts.knowledge,
         feed=parts.feed,
         transports=parts.transports,
+        outlet=parts.outlet,
         skills=[*skills, *(skill for c in chosen for skill in c.skills)],
         # The confidence floor for kinds no capability gates is the answers' (the one setting vigil has for it).
         gates=Gates(chains, base=ConfidenceGate(settings.answers.min_confidence)),

@@ -27,6 +27,7 @@ from vigil.knowledge.settings import KnowledgeSettings
 from vigil.llm.settings import LlmSettings
 from vigil.mining.settings import MinerSettings
 from vigil.panel.settings import PanelSettings, is_loopback
+from vigil.progress.settings import ProgressSettings
 from vigil.transport.settings import KafkaSettings, MqttSettings
 
 ENV_PREFIX = "VIGIL_"
@@ -66,6 +67,7 @@ class Settings(BaseSettings):
     mqtt: MqttSettings = MqttSettings()
     panel: PanelSettings = PanelSettings()
     miner: MinerSettings = MinerSettings()
+    progress: ProgressSettings = ProgressSettings()
 
     @model_validator(mode="after")
     def _panel_is_guarded(self) -> Settings:

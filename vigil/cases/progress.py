@@ -42,10 +42,10 @@ class Commitment:
     @classmethod
     def of(cls, row: sa.Row[Any]) -> Commitment:
         m = row._mapping
-        return cls(**{name: m[name] for name in cls.__slots__})  # type: ignore[attr-defined]
+        return cls(**{name: m[name] for name in cls.__slots__})
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Reading:
     """The progress capability's latest reading of a case."""
 
@@ -65,13 +65,13 @@ class Reading:
     @classmethod
     def of(cls, row: sa.Row[Any]) -> Reading:
         m = row._mapping
-        return cls(**{name: m[name] for name in cls.__slots__})  # type: ignore[attr-defined]
+        return cls(**{name: m[name] for name in cls.__slots__})
 
 
 async def add_commitments(conn: AsyncConnection, commitments: Sequence[Commitment]) -> None:
     """Store new commitments (one already stored is left as it is)."""
     if commitments:
-        rows = [{name: getattr(c, name) for name in Commitment.__slots__} for c in commitments]  # type: ignore[attr-defined]
+        rows = [{name: getattr(c, name) for name in Commitment.__slots__} for c in commitments]
         await conn.execute(upsert(conn, COMMITMENT).on_conflict_do_nothing(), rows)
 
 
@@ -114,13 +114,15 @@ async def settle(
 
 async def reading(conn: AsyncConnection, conversation_id: str) -> Reading | None:
     """The latest reading of the case, if there is one."""
-    row = (await conn.execute(sa.select(CASE_PROGRESS).where(CASE_PROGRESS.c.conversation_id == conversation_id))).first()
+    row = (
+        await conn.execute(sa.select(CASE_PROGRESS).where(CASE_PROGRESS.c.conversation_id == conversation_id))
+    ).first()
     return Reading.of(row) if row is not None else None
 
 
 async def save_reading(conn: AsyncConnection, reading: Reading) -> None:
     """Store the latest reading of the case, in place of the one before."""
-    row = {name: getattr(reading, name) for name in Reading.__slots__}  # type: ignore[attr-defined]
+    row = {name: getattr(reading, name) for name in Reading.__slots__}
     stmt = upsert(conn, CASE_PROGRESS)
     update = {name: stmt.excluded[name] for name in row if name != "conversation_id"}
     await conn.execute(stmt.values(row).on_conflict_do_update(index_elements=["conversation_id"], set_=update))

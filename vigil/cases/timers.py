@@ -52,7 +52,7 @@ class Timer:
     @classmethod
     def of(cls, row: sa.Row[Any]) -> Timer:
         m = row._mapping
-        return cls(**{name: m[name] for name in cls.__slots__})  # type: ignore[attr-defined]
+        return cls(**{name: m[name] for name in cls.__slots__})
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,7 +108,9 @@ async def arm(conn: AsyncConnection, timers: Sequence[Arm]) -> None:
     )
 
 
-async def cancel(conn: AsyncConnection, conversation_id: str, *, kinds: Sequence[str] = (), keep: Sequence[str] = ()) -> int:
+async def cancel(
+    conn: AsyncConnection, conversation_id: str, *, kinds: Sequence[str] = (), keep: Sequence[str] = ()
+) -> int:
     """Cancel the conversation's running timers (of ``kinds``, if given), but those of ``keep``; returns how many."""
     stmt = sa.update(TIMER).where(TIMER.c.conversation_id == conversation_id, TIMER.c.status == RUNNING)
     if kinds:
@@ -147,13 +149,17 @@ async def claim_due(
     free = sa.or_(TIMER.c.lease_until.is_(None), TIMER.c.lease_until <= now)
     async with engine.begin() as conn:
         candidates = (
-            await conn.execute(
-                sa.select(TIMER.c.timer_id)
-                .where(TIMER.c.status == RUNNING, TIMER.c.fire_at <= now, free)
-                .order_by(TIMER.c.fire_at)
-                .limit(limit)
+            (
+                await conn.execute(
+                    sa.select(TIMER.c.timer_id)
+                    .where(TIMER.c.status == RUNNING, TIMER.c.fire_at <= now, free)
+                    .order_by(TIMER.c.fire_at)
+                    .limit(limit)
+                )
             )
-        ).scalars().all()
+            .scalars()
+            .all()
+        )
         if not candidates:
             return []
         await conn.execute(

@@ -15,9 +15,8 @@ import sqlalchemy as sa
 from pydantic import BaseModel
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from vigil.cases import paging
+from vigil.cases import paging, progress, timers
 from vigil.cases.store import suggestion_of
-from vigil.cases import progress, timers
 from vigil.cases.tables import CASE_EVENT, CONVERSATION, FEEDBACK, MESSAGE, READ_MARK, SUGGESTION, TIMER
 from vigil.cases.writes import case_state
 from vigil.db.engine import guarded, upsert
@@ -252,9 +251,7 @@ class CaseViews:
         stmt = (
             sa.select(CONVERSATION, next_due)
             .where(c.status != "closed")
-            .order_by(
-                next_due.is_(None), next_due, waiting_since.is_(None), waiting_since, c.updated_at.desc(), c.id
-            )
+            .order_by(next_due.is_(None), next_due, waiting_since.is_(None), waiting_since, c.updated_at.desc(), c.id)
             .limit(limit)
         )
         if tenants is not None:

@@ -1,1 +1,43 @@
-"""Progress through the case's life: what the analyst promised, when it falls due, and how hard the customer presses."""
+"""Progress through the case's life: SLA timers, what the analyst promised and when it falls due, how hard the
+customer presses, the next step of the procedure, and a handover brief when the case changes hands."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from vigil.flow.capability import Capability, Platform, Step
+from vigil.flow.outlet import Outlet
+from vigil.flow.scheduler import replica_id
+from vigil.progress.settings import ProgressSettings
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncEngine
+
+
+def setup(settings: ProgressSettings, platform: Platform, *, engine: AsyncEngine, outlet: Outlet) -> Capability:
+    """When enabled, the progress skill (consulted on every message and case event) and the timers' sweep, which
+    speaks through ``outlet``."""
+    if not settings.enabled:
+        return Capability(name="progress")
+    from vigil.progress.commitments import warm_up
+    from vigil.progress.reminders import Reminders
+    from vigil.progress.skill import ProgressSkill
+
+    reminders = Reminders(
+        engine=engine,
+        outlet=outlet,
+        clock=platform.clock,
+        settings=settings,
+        registry=platform.registry,
+        owner=replica_id(),
+    )
+
+    async def warm() -> None:
+        warm_up()
+
+    return Capability(
+        name="progress",
+        skills=[ProgressSkill(engine=engine, settings=settings, clock=platform.clock, reminders=reminders)],
+        jobs=[reminders.job()],
+        starting=[Step("loading the time parser", warm)],
+    )

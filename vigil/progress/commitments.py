@@ -98,6 +98,11 @@ _MEANS = re.compile(
 _ESCALATE = re.compile(r"\bescalat", re.IGNORECASE)
 
 
+def warm_up() -> None:
+    """Load dateparser's English data now (about 0.2 s), not on the first promise with a calendar date."""
+    find_promises("I'll call you on 21 May.", sent_at=datetime(2026, 1, 1, tzinfo=UTC), zone=ZoneInfo("UTC"))
+
+
 def find_promises(text: str, *, sent_at: datetime, zone: ZoneInfo) -> list[Promise]:
     """The analyst's promises in ``text``, in text order, each with its due time.
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime, timedelta
+
 import sqlalchemy as sa
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -94,9 +95,12 @@ class Reminders:
         async def wakes(after: datetime) -> datetime | None:
             return await timers.next_fire_at(self._engine, after)
 
-        return Job(name=SWEEP, run=self.sweep, every_s=self._settings.sweep_s, coalesce=True, wakes=wakes)
+        async def run(due: datetime) -> None:
+            await self.sweep()
 
-    async def sweep(self, due: datetime | None = None) -> int:
+        return Job(name=SWEEP, run=run, every_s=self._settings.sweep_s, coalesce=True, wakes=wakes)
+
+    async def sweep(self) -> int:
         """Fire every timer whose time has come; returns how many fired."""
         fired = 0
         lease = timedelta(seconds=self._settings.lease_s)

@@ -52,21 +52,13 @@ class ProgressSettings(BaseModel):
     )
     timezones: dict[str, str] = Field(
         default_factory=dict,
-        description='Each tenant\'s customers\' time zone (IANA name), for promises like "tomorrow morning"; '
+        description="Each tenant's customers' time zone (IANA name), for promises like \"tomorrow morning\"; "
         'a message\'s metadata "timezone" wins. "*" for every tenant not named.',
     )
     default_timezone: str = Field(default="UTC", description="The time zone of a tenant not in timezones.")
-    sweep_s: float = Field(
-        default=0.5, gt=0, description="How often each replica looks for timers that have come due."
-    )
+    sweep_s: float = Field(default=0.5, gt=0, description="How often each replica looks for timers that have come due.")
     lease_s: float = Field(
         default=30.0, gt=0, description="How long a replica holds a timer it is firing before another may."
-    )
-    escalate_after_chases: int = Field(
-        default=2,
-        ge=1,
-        description='Chasing messages ("any update?") since the analyst last wrote that make vigil suggest '
-        "escalating.",
     )
 
     @field_validator("timezones")

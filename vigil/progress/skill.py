@@ -44,7 +44,7 @@ from vigil.wire.events import CaseEvent, Event, Message
 log = logging.getLogger(__name__)
 
 RECENT = 30
-"""How many of the conversation's latest messages the customer's mood is read from."""
+"""How many of the conversation's latest messages are read for the customer's messages since the analyst's last."""
 TRIED = 8
 """How many of the analysts' steps the brief keeps (the latest)."""
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
@@ -57,9 +57,7 @@ class ProgressSkill:
     name = "progress"
     kind = "progress"
 
-    def __init__(
-        self, *, engine: AsyncEngine, settings: ProgressSettings, clock: Clock, reminders: Reminders
-    ) -> None:
+    def __init__(self, *, engine: AsyncEngine, settings: ProgressSettings, clock: Clock, reminders: Reminders) -> None:
         self._engine = engine
         self._settings = settings
         self._clock = clock
@@ -70,7 +68,7 @@ class ProgressSkill:
             return []
         now = self._clock.now()
         said: list[Proposal] = []
-        moved = False
+        moved: str | None = None  # why the case changed hands, if it did
         async with self._engine.begin() as conn:
             read = await progress.reading(conn, case.conversation_id) or Reading(case.conversation_id, updated_at=now)
             plan = sla.plan(case, self._settings)
@@ -90,14 +88,16 @@ class ProgressSkill:
                 if event.event == "closed":
                     await self._cancel_commitments(conn, case, event.id, now)
                 reassigned = event.event == "assigned" and read.handled_by not in (None, event.assignee)
-                moved = event.event == "escalated" or reassigned
+                if event.event == "escalated" or reassigned:
+                    moved = _moved(event)
                 if case.assignee:
                     read.handled_by = case.assignee
-            await progress.save_reading(conn, _at(read, now))
-            if moved:
+            read.updated_at = now
+            await progress.save_reading(conn, read)
+            if moved is not None:
                 brief = await handover.brief(conn, case.conversation_id, zone=self._settings.zone(case.tenant))
                 if brief is not None:
-                    said.append(Proposal(kind="handover", text=brief.text, confidence=1.0, why=_moved(event)))
+                    said.append(Proposal(kind="handover", text=brief.text, confidence=1.0, why=moved))
         return said
 
     async def _kept(self, conn: AsyncConnection, message: Message, case: CaseState) -> None:
@@ -170,18 +170,15 @@ class ProgressSkill:
                 break
             if row.role == "customer":
                 waiting.insert(0, row.text)
-        recent = [row.text for row in reversed(rows) if row.role == "customer"]
-        now = pressure(recent, since_reply=len(waiting), chases_to_escalate=self._settings.escalate_after_chases)
-        before = pressure(
-            recent[:-1], since_reply=len(waiting) - 1, chases_to_escalate=self._settings.escalate_after_chases
-        )
+        now, before = pressure(waiting), pressure(waiting[:-1])
         read.sentiment, read.chases = now.sentiment, now.chases
         if not now.escalate or before.escalate or case.state == State.WAITING_ON_INTERNAL:
             return []
         return [
             Proposal(
                 kind="escalation",
-                text=f"The customer {now.why}. Consider escalating, or give them a concrete update and time.",
+                text=f"{now.why[:1].upper()}{now.why[1:]}. Consider escalating, or give them a concrete update "
+                "and a time.",
                 confidence=0.8,
                 why="the customer keeps chasing, or is getting angrier",
             )
@@ -214,10 +211,6 @@ def _steps(text: str) -> list[str]:
         if len(sentence.split()) >= 4 and not _CHATTER.match(sentence):
             return [sentence if len(sentence) <= 160 else sentence[:159] + "…"]
     return []
-
-
-def _at(read: Reading, now: datetime) -> Reading:
-    return Reading(**{**{name: getattr(read, name) for name in Reading.__slots__}, "updated_at": now})  # type: ignore[attr-defined]
 
 
 def _moved(event: CaseEvent) -> str:
