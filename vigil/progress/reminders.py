@@ -12,15 +12,14 @@ out at their own moment of simulated time.
 
 from __future__ import annotations
 
+import itertools
 import logging
 from datetime import datetime, timedelta
 
-import sqlalchemy as sa
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from vigil.cases import progress, timers
-from vigil.cases.tables import TIMER
 from vigil.cases.timers import Timer
 from vigil.core.clock import Clock
 from vigil.flow.outlet import Outlet
@@ -54,6 +53,7 @@ class Reminders:
         self._clock = clock
         self._settings = settings
         self._owner = owner
+        self._claims = itertools.count(1)
         self._breaches = Counter(
             "vigil_sla_breaches",
             "SLA targets passed before they were met, by clock (first_response, next_response, resolution) and "
@@ -101,19 +101,22 @@ class Reminders:
         return Job(name=SWEEP, run=run, every_s=self._settings.sweep_s, coalesce=True, wakes=wakes)
 
     async def sweep(self) -> int:
-        """Fire every timer whose time has come; returns how many fired."""
+        """Fire every timer whose time has come, and a warned one again if its due time has come too; returns how
+        many fired. A timer that fails to fire stays held until its lease ends, and is tried again after it."""
         fired = 0
         lease = timedelta(seconds=self._settings.lease_s)
         while True:
             now = self._clock.now()
-            batch = await timers.claim_due(self._engine, now=now, owner=self._owner, lease=lease, limit=BATCH)
-            for timer in batch:
-                if await self._fire(timer):
-                    fired += 1
-            if len(batch) < BATCH:
+            # Each claim its own holder: two sweeps of one replica at once (a slow one overtaken) never share timers.
+            holder = f"{self._owner}#{next(self._claims)}"
+            batch = await timers.claim_due(self._engine, now=now, owner=holder, lease=lease, limit=BATCH)
+            if not batch:
                 return fired
+            for timer in batch:
+                if await self._fire(timer, holder):
+                    fired += 1
 
-    async def _fire(self, timer: Timer) -> bool:
+    async def _fire(self, timer: Timer, holder: str) -> bool:
         now = self._clock.now()
         try:
             if timer.kind == COMMITMENT:
@@ -121,22 +124,13 @@ class Reminders:
             else:
                 await self._sla(timer)
         except Exception:
-            log.exception("timer %s could not fire; it will be tried again", timer.timer_id)
-            await self._release(timer)
+            log.exception("timer %s could not fire; tried again when its lease ends", timer.timer_id)
             return False
         async with self._engine.begin() as conn:
-            moved = await timers.advance(conn, timer, owner=self._owner, now=now)
+            moved = await timers.advance(conn, timer, owner=holder, now=now)
         if moved:
             self._lateness.observe(max(0.0, (now - timer.fire_at).total_seconds()))
         return moved
-
-    async def _release(self, timer: Timer) -> None:
-        async with self._engine.begin() as conn:
-            await conn.execute(
-                sa.update(TIMER)
-                .where(TIMER.c.timer_id == timer.timer_id, TIMER.c.owner == self._owner)
-                .values(owner=None, lease_until=None)
-            )
 
     async def _say(self, timer: Timer, text: str, why: str, confidence: float = 0.9) -> None:
         await self._outlet.announce(
