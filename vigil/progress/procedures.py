@@ -27,7 +27,8 @@ Tracking a running case, from its turns so far:
 - ``next_steps(procedure, turns, k)`` -> ``[NextStep(label, probability, template)]``, ranked: a second-order
   transition model backing off to first order and to step frequency (interpolated, Witten-Bell-like weights
   ``backoff``), times naive-Bayes evidence from what the customer said since the last analyst turn
-  (weight ``cue_weight``), normalised over the procedure's steps.
+  (weight ``cue_weight``) and from which steps the case has taken already (weight ``done_weight``), normalised
+  over the procedure's steps.
 - ``skipped(procedure, turns, step)`` -> the steps ``step`` requires that the case has not had yet.
 """
 
@@ -80,6 +81,8 @@ class Procedure:
     """Second order: ``"<a> <b>"`` (the two latest steps) -> next step -> count."""
     cues: dict[str, dict[str, int]] = field(default_factory=dict)
     """Step -> word -> in how many cases the customer said it just before the step."""
+    done: dict[str, dict[str, int]] = field(default_factory=dict)
+    """Step -> earlier step -> how many times the step was taken with the earlier one already done."""
     words: dict[str, int] = field(default_factory=dict)
     """Word (and ``step:<label>``) counts of the procedure's conversations, for ``identify``."""
     idf: dict[str, float] = field(default_factory=dict)
@@ -98,6 +101,7 @@ class Procedure:
             "requires": self.requires,
             "pairs": self.pairs,
             "cues": self.cues,
+            "done": self.done,
             "words": self.words,
             "idf": self.idf,
         }
@@ -113,6 +117,7 @@ class Procedure:
             requires=data["requires"],
             pairs=data.get("pairs", {}),
             cues=data.get("cues", {}),
+            done=data.get("done", {}),
             words=data.get("words", {}),
             idf=data.get("idf", {}),
         )
@@ -146,8 +151,10 @@ class PredictSettings:
 
     backoff: float = 1.0
     """Weight of the lower-order estimate against an observed context's counts (higher: trust context less)."""
-    cue_weight: float = 1.0
+    cue_weight: float = 3.0
     """Weight of the customer's words since the last analyst turn against the transition model."""
+    done_weight: float = 0.3
+    """Weight of which steps the case has already taken (naive Bayes over the set) against the transition model."""
     smoothing: float = 0.1
     """Additive smoothing of the word distributions (cues and identification)."""
     place_threshold: float = 0.5
@@ -191,6 +198,7 @@ def _mine_one(name: str, conversations: Sequence[Sequence[Turn]], settings: Mini
     transitions: dict[str, Counter[str]] = defaultdict(Counter)
     pairs: dict[str, Counter[str]] = defaultdict(Counter)
     cues: dict[str, Counter[str]] = defaultdict(Counter)
+    done: dict[str, Counter[str]] = defaultdict(Counter)
     before: dict[str, Counter[str]] = defaultdict(Counter)
     occurs: Counter[str] = Counter()
     words: Counter[str] = Counter()
@@ -210,6 +218,7 @@ def _mine_one(name: str, conversations: Sequence[Sequence[Turn]], settings: Mini
             transitions[b][step] += 1
             pairs[f"{a} {b}"][step] += 1
             cues[step].update(said)
+            done[step].update(set(seen))
             if step not in seen:
                 occurs[step] += 1
                 before[step].update(set(seen))
@@ -220,6 +229,7 @@ def _mine_one(name: str, conversations: Sequence[Sequence[Turn]], settings: Mini
     proc.transitions = {k: dict(v) for k, v in transitions.items()}
     proc.pairs = {k: dict(v) for k, v in pairs.items()}
     proc.cues = {k: dict(v.most_common(settings.cue_vocabulary)) for k, v in cues.items()}
+    proc.done = {k: dict(v) for k, v in done.items()}
     proc.words = dict(words.most_common(settings.vocabulary))
     proc.requires = {
         s: sorted(p for p, c in before[s].items() if c >= settings.require_ratio * n)
@@ -354,11 +364,15 @@ def next_steps(
         return []
     steps = [START, START, *history(procedure, turns, settings)]
     a, b = steps[-2], steps[-1]
+    taken = set(steps[2:])
     said = _customer_since_analyst(turns)
     scores = {s: math.log(p) for s, p in _transition_probs(procedure, a, b, settings.backoff).items()}
     if said and settings.cue_weight:
         for s, cue in _cue_scores(procedure, said, settings.smoothing).items():
             scores[s] += settings.cue_weight * cue
+    if settings.done_weight:
+        for s, evidence in _done_scores(procedure, taken).items():
+            scores[s] += settings.done_weight * evidence
     probs = _softmax(scores)
     ranked = sorted(probs, key=lambda s: (-probs[s], s))[:k]
     return [NextStep(s, probs[s], procedure.steps[s].template) for s in ranked]
@@ -401,6 +415,19 @@ def _cue_scores(procedure: Procedure, said: set[str], alpha: float) -> dict[str,
     # Centred, so the weight scales evidence rather than a constant shared by every step.
     mean = sum(out.values()) / len(out)
     return {s: v - mean for s, v in out.items()}
+
+
+def _done_scores(procedure: Procedure, taken: set[str]) -> dict[str, float]:
+    """Log-likelihood of which steps are done (and which not) before each candidate step (Bernoulli naive Bayes)."""
+    out = {}
+    for s, info in procedure.steps.items():
+        done = procedure.done.get(s, {})
+        n = info.count
+        out[s] = sum(
+            math.log(((done.get(x, 0) + 0.5) / (n + 1)) if x in taken else ((n - done.get(x, 0) + 0.5) / (n + 1)))
+            for x in procedure.steps
+        )
+    return out
 
 
 def _customer_since_analyst(turns: Sequence[Turn]) -> set[str]:
