@@ -6,13 +6,13 @@ later ones, and before each step the agent took, rank the next step from the con
     python -m bench.eval_star --data DIR --split test      # replay another directory of the same layout
     python -m bench.eval_star --cut 2020-05-22 --data DIR  # mine every dialogue of the history before the cut
 
-Data (``/work/shared/data/README.md``, STAR row; ``VIGIL_SHARED_DATA`` says where): ``dialogues-dev.jsonl.gz`` and
-``tasks/<task>/<task>.json``. A dialogue becomes vigil turns: a User ``utter`` is a customer turn, a Wizard ``utter``
-an unlabelled analyst turn, a Wizard ``pick_suggestion`` an analyst turn whose step is its ``ActionLabel``. Queries,
-knowledge-base returns and the Wizard's drafts (``request_suggestions``) are not turns: a customer never sees them.
-Each ``pick_suggestion`` is a prediction point: from the turns before it, rank the next step; the gold is its
-``ActionLabel``. Single-task dialogues are mined and scored; multi-task ones (the Wizard switches task mid-dialogue)
-are only replayed, on one extra line, with the procedure identified from the text.
+Data (``/work/shared/data/README.md``, STAR row; ``VIGIL_SHARED_DATA`` says where): every ``dialogues*.jsonl.gz`` of a
+directory (dev: ``dialogues-dev``) and ``tasks/<task>/<task>.json``. A dialogue becomes vigil turns: a User ``utter`` is
+a customer turn, a Wizard ``utter`` an unlabelled analyst turn, a Wizard ``pick_suggestion`` an analyst turn whose step
+is its ``ActionLabel``. Queries, knowledge-base returns and the Wizard's drafts (``request_suggestions``) are not turns:
+a customer never sees them. Each ``pick_suggestion`` is a prediction point: from the turns before it, rank the next
+step; the gold is its ``ActionLabel``. Single-task dialogues are mined and scored; multi-task ones (the Wizard switches
+task mid-dialogue) are only replayed, on one extra line, with the procedure identified from the text.
 
 Measured, hit@1 and hit@3:
 - **vigil**, category given (the task) and identified from the text (``identify``), labelled mining;
@@ -57,7 +57,6 @@ from vigil.progress.procedures import (
 
 SHARED = Path(os.environ.get("VIGIL_SHARED_DATA") or "/work/shared/data")
 STAR = SHARED / "star"
-DIALOGUES = "dialogues-dev.jsonl.gz"
 
 TUNE_CUT = datetime(2020, 5, 16, 6, tzinfo=UTC)
 """Mining for the tune split ends here (about 60% of the dev dialogues by start time)."""
@@ -121,8 +120,15 @@ def to_dialogue(record: Mapping[str, Any]) -> Dialogue:
 
 
 def load(directory: Path) -> list[Dialogue]:
-    with gzip.open(directory / DIALOGUES, "rt", encoding="utf-8") as f:
-        return [to_dialogue(json.loads(line)) for line in f if line.strip()]
+    """The dialogues of every ``dialogues*.jsonl.gz`` in ``directory`` (STAR dev has one, ``dialogues-dev``)."""
+    files = sorted(directory.glob("dialogues*.jsonl.gz"))
+    if not files:
+        raise FileNotFoundError(f"no dialogues*.jsonl.gz in {directory}")
+    out: list[Dialogue] = []
+    for path in files:
+        with gzip.open(path, "rt", encoding="utf-8") as f:
+            out.extend(to_dialogue(json.loads(line)) for line in f if line.strip())
+    return out
 
 
 # --- scoring --------------------------------------------------------------------------------------------------------
