@@ -131,7 +131,9 @@ async def test_each_wait_for_the_analyst_has_its_own_next_response_clock(vigil: 
 async def test_escalation_stops_the_response_clocks_and_gives_a_handover_brief(vigil: Wired):
     await vigil.send(change(1, "opened", 0, assignee="sam", priority="high"))
     await vigil.send(say(2, "customer", "I was charged twice for my December bill and I am annoyed.", 1))
-    await vigil.send(say(3, "analyst", "I can see the double charge. I'll email you the refund confirmation by 5pm today.", 2))
+    await vigil.send(
+        say(3, "analyst", "I can see the double charge. I'll email you the refund confirmation by 5pm today.", 2)
+    )
     await vigil.send(change(4, "escalated", 3))
     state = (await view(vigil)).state
     assert state.status == "waiting_on_internal"
@@ -240,9 +242,10 @@ async def test_timers_pending_at_a_restart_fire_after_it(tmp_path: Path):
 async def test_two_replicas_sharing_a_database_fire_each_timer_once(db_url: str, tmp_path: Path):
     config = settings(tmp_path, db_url)
     clock = ManualClock(T0)
-    async with wired(tmp_path / "a", settings=config, clock=clock) as a, wired(
-        tmp_path / "b", settings=config, clock=clock
-    ) as b:
+    async with (
+        wired(tmp_path / "a", settings=config, clock=clock) as a,
+        wired(tmp_path / "b", settings=config, clock=clock) as b,
+    ):
         for n in range(20):
             conversation = f"c-{n}"
             await a.send(say(1, "customer", "Is there a fault on my line?", 0, conversation))

@@ -11,9 +11,13 @@ import vigil.flow.tables
 import vigil.knowledge.tables
 import vigil.mining.tables
 import vigil.panel.tables
+import vigil.progress.tables
 from vigil.db.schema import metadata
 
-PACKAGES = (vigil.flow.tables, vigil.cases.tables, vigil.knowledge.tables, vigil.mining.tables, vigil.panel.tables)
+PACKAGES = (
+    vigil.flow.tables, vigil.cases.tables, vigil.knowledge.tables, vigil.mining.tables, vigil.panel.tables,
+    vigil.progress.tables,
+)  # fmt: skip
 """The modules that declare tables."""
 
 __all__ = ["PACKAGES", "metadata"]

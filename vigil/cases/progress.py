@@ -126,3 +126,23 @@ async def save_reading(conn: AsyncConnection, reading: Reading) -> None:
     stmt = upsert(conn, CASE_PROGRESS)
     update = {name: stmt.excluded[name] for name in row if name != "conversation_id"}
     await conn.execute(stmt.values(row).on_conflict_do_update(index_elements=["conversation_id"], set_=update))
+
+
+async def save_step(
+    conn: AsyncConnection,
+    conversation_id: str,
+    *,
+    procedure: str | None,
+    step: str | None,
+    next_step: str | None,
+    next_reply: str | None,
+    at: datetime,
+) -> None:
+    """Store where the case stands in its procedure, leaving the rest of its reading as it is."""
+    values = {"procedure": procedure, "step": step, "next_step": next_step, "next_reply": next_reply}
+    stmt = upsert(conn, CASE_PROGRESS).values(
+        conversation_id=conversation_id, chases=0, tried=[], updated_at=at, **values
+    )
+    await conn.execute(
+        stmt.on_conflict_do_update(index_elements=["conversation_id"], set_={**values, "updated_at": at})
+    )

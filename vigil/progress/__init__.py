@@ -15,11 +15,14 @@ if TYPE_CHECKING:
 
 
 def setup(settings: ProgressSettings, platform: Platform, *, engine: AsyncEngine, outlet: Outlet) -> Capability:
-    """When enabled, the progress skill (consulted on every message and case event) and the timers' sweep, which
-    speaks through ``outlet``."""
+    """When enabled, the progress skill (consulted on every message and case event), the next-step skill, the
+    timers' sweep (which speaks through ``outlet``) and the procedures' mining."""
     if not settings.enabled:
         return Capability(name="progress")
+    from vigil.flow.gates import ConfidenceGate
     from vigil.progress.commitments import warm_up
+    from vigil.progress.library import Library
+    from vigil.progress.next_step import NextStepSkill
     from vigil.progress.reminders import Reminders
     from vigil.progress.skill import ProgressSkill
 
@@ -35,9 +38,16 @@ def setup(settings: ProgressSettings, platform: Platform, *, engine: AsyncEngine
     async def warm() -> None:
         warm_up()
 
+    library = Library(
+        engine, clock=platform.clock, refresh_s=settings.procedures_refresh_s, window=settings.procedures_window
+    )
     return Capability(
         name="progress",
-        skills=[ProgressSkill(engine=engine, settings=settings, clock=platform.clock, reminders=reminders)],
-        jobs=[reminders.job()],
+        skills=[
+            ProgressSkill(engine=engine, settings=settings, clock=platform.clock, reminders=reminders),
+            NextStepSkill(engine=engine, library=library, clock=platform.clock),
+        ],
+        gates={"next_step": [ConfidenceGate(settings.next_step_min_confidence)]},
+        jobs=[reminders.job(), library.job(settings.procedures_interval_s)],
         starting=[Step("loading the time parser", warm)],
     )

@@ -61,6 +61,23 @@ class ProgressSettings(BaseModel):
         default=30.0, gt=0, description="How long a replica holds a timer it is firing before another may."
     )
 
+    procedures_interval_s: float = Field(
+        default=3600.0, gt=0, description="How often procedures are mined again from the resolved cases."
+    )
+    procedures_window: int = Field(
+        default=5000, ge=1, description="How many of a tenant's latest resolved cases its procedures are mined from."
+    )
+    procedures_refresh_s: float = Field(
+        default=300.0, gt=0, description="How long a replica uses the procedures it read before reading them again."
+    )
+    next_step_min_confidence: float = Field(
+        default=0.3,
+        ge=0,
+        le=1,
+        description="Suggest the next step only when the procedure and the step together are at least this likely "
+        "(on STAR, the top step is the one taken 60% of the time: docs/evaluation.md).",
+    )
+
     @field_validator("timezones")
     @classmethod
     def _zones_exist(cls, value: dict[str, str]) -> dict[str, str]:

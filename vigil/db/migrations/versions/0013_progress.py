@@ -94,9 +94,19 @@ def _progress_tables() -> None:
         sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
         sa.PrimaryKeyConstraint("conversation_id"),
     )
+    op.create_table(
+        "procedure",
+        sa.Column("tenant", sa.String(length=256), nullable=False),
+        sa.Column("name", sa.String(length=256), nullable=False),
+        sa.Column("cases", sa.Integer(), nullable=False),
+        sa.Column("body", sa.JSON(), nullable=False),
+        sa.Column("mined_at", sa.DateTime(timezone=True), nullable=False),
+        sa.PrimaryKeyConstraint("tenant", "name"),
+    )
 
 
 def downgrade() -> None:
+    op.drop_table("procedure")
     op.drop_table("case_progress")
     op.drop_table("commitment")
     op.drop_index("ix_timer_status_fire_at", table_name="timer")
