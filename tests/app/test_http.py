@@ -179,7 +179,12 @@ async def test_the_openapi_names_its_security_schemes_and_every_status_a_route_c
         if path.startswith("/api/")
         for method, operation in item.items()
     }
-    store_backed = {"/api/queue", "/api/conversations", "/api/conversations/{conversation_id}"}
+    store_backed = {
+        "/api/queue",
+        "/api/conversations",
+        "/api/conversations/{conversation_id}",
+        "/api/conversations/{conversation_id}/handover",
+    }
     for (method, path), operation in operations.items():
         statuses = set(operation["responses"])
         assert "401" in statuses, (method, path)
@@ -197,7 +202,7 @@ async def test_the_openapi_names_its_security_schemes_and_every_status_a_route_c
         for status in statuses - {"200", "202", "204", "422"}:
             error = operation["responses"][status]["content"]["application/json"]["schema"]
             assert error == {"$ref": "#/components/schemas/Error"}, (method, path, status)
-    assert {method for method, _ in operations} == {"GET", "POST"} and len(operations) == 10
+    assert {method for method, _ in operations} == {"GET", "POST"} and len(operations) == 11
 
 
 async def test_a_read_mark_takes_an_rfc_3339_date_time_with_its_zone_and_nothing_else(

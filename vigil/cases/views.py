@@ -10,12 +10,14 @@ import contextlib
 from collections.abc import AsyncIterator, Sequence
 from datetime import datetime
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import sqlalchemy as sa
 from pydantic import BaseModel
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from vigil.cases import paging, progress, timers
+from vigil.cases.handover import Brief, brief
 from vigil.cases.store import suggestion_of
 from vigil.cases.tables import CASE_EVENT, CONVERSATION, FEEDBACK, MESSAGE, READ_MARK, SUGGESTION, TIMER
 from vigil.cases.writes import case_state
@@ -214,6 +216,17 @@ class CaseViews:
             progress=ProgressView.model_validate(read, from_attributes=True) if read is not None else None,
             older=older.encode(),
         )
+
+    async def handover(
+        self, conversation_id: str, *, tenants: Sequence[str] | None = None, zone: ZoneInfo | None = None
+    ) -> Brief | None:
+        """The conversation's handover brief (times in its text in ``zone``, else UTC); None if there is none of
+        ``tenants`` (None: any) by that id."""
+        async with self._transaction() as conn:
+            found = await brief(conn, conversation_id, zone=zone)
+        if found is None or (tenants is not None and found.tenant not in tenants):
+            return None
+        return found
 
     async def suggestion(self, suggestion_id: str) -> Suggestion | None:
         """One suggestion by id, or None."""

@@ -13,6 +13,7 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
@@ -21,6 +22,7 @@ from fastapi.sse import EventSourceResponse, ServerSentEvent
 from pydantic import AfterValidator, BaseModel, Field, model_validator
 
 from vigil.cases import paging
+from vigil.cases.handover import Brief
 from vigil.cases.views import CaseViews, ConversationSummary, ConversationView, QueueItem
 from vigil.core.clock import Clock
 from vigil.core.errors import InvalidCursor, StoreError, TransportError
@@ -221,6 +223,9 @@ def api_routes(
         if not await views.mark_read(who.name, conversation_id, through, tenants=who.tenant_filter):
             raise HTTPException(404, "unknown conversation")
 
+    # Before the conversation's own route: its path converter would take ".../handover" as part of the id.
+    _handover_route(router, views, who_is, unknown_conversation)
+
     @router.get(
         "/conversations/{conversation_id:path}",
         responses={**_SIGNED_IN, **unknown_conversation, **_UNAVAILABLE},
@@ -334,6 +339,39 @@ def openapi_components(schema: dict[str, Any]) -> dict[str, Any]:
         "title": "Error",
     }
     return schema
+
+
+def _handover_route(router: APIRouter, views: CaseViews, who_is: Any, unknown_conversation: Responses) -> None:
+    """``GET /api/conversations/{id}/handover``."""
+
+    @router.get(
+        "/conversations/{conversation_id:path}/handover",
+        responses={**_SIGNED_IN, **unknown_conversation, **_UNAVAILABLE},
+        openapi_extra=_READ_SECURITY,
+    )
+    async def handover(
+        conversation_id: str,
+        who: Identity = who_is,
+        tz: Annotated[str | None, Query(max_length=64, description="IANA time zone for the text's times")] = None,
+    ) -> Brief:
+        """The case's handover brief: the problem, what has been tried, the open promises with their due times, the
+        customer's sentiment, the next step and the SLA clocks; as JSON, and as ``text`` for a person."""
+        zone = _zone(tz)
+        brief = await views.handover(conversation_id, tenants=who.tenant_filter, zone=zone)
+        if brief is None:
+            raise HTTPException(404, "unknown conversation")
+        return brief
+
+
+def _zone(name: str | None) -> ZoneInfo | None:
+    """The time zone a query names; a 422 in the shape of the others for one that does not exist."""
+    if name is None:
+        return None
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError) as exc:
+        error = {"type": "value_error", "loc": ("query", "tz"), "msg": f"{name!r} is not a time zone", "input": name}
+        raise RequestValidationError([error]) from exc
 
 
 async def visible_conversation(
