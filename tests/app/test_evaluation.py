@@ -263,3 +263,17 @@ async def test_a_problem_analysts_resolved_one_day_is_answered_from_what_was_min
     [answer] = answered
     assert answer["sources"][0]["kind"] == "faq" and answer["sources"][0]["id"].startswith("case-")
     assert "3 working days" in answer["text"]
+
+
+async def test_timers_fire_in_simulated_time_between_the_events(tmp_path: Path):
+    lines = [
+        message(1, "2026-03-10T09:00:00Z", "Is there a fault on my line?"),
+        message(2, "2026-03-10T09:01:00Z", "I'll get back to you within 2 hours.", role="analyst"),
+        message(3, "2026-03-10T13:00:00Z", "Hello?? Anyone there?"),
+    ]
+    events = written(tmp_path, "promise.jsonl", lines)
+    summary = await replay(events, tmp_path / "out.jsonl", settings_for(tmp_path, answers=False), fresh=True)
+    said = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
+    follow_ups = [(s["created_at"], s["text"].split(":")[0]) for s in said if s["kind"] == "follow_up"]
+    assert follow_ups == [("2026-03-10T10:46:00Z", "Reminder"), ("2026-03-10T11:01:00Z", "Missed")]
+    assert summary.suggestions["follow_up"] == 2

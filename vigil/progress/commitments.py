@@ -66,9 +66,19 @@ _TRIGGER = re.compile(
     re.IGNORECASE,
 )
 _NOT_A_PROMISE = re.compile(
-    r"\s*(?:just\s+)?(?:be (?:here|around|available)|leave (?:you|it)|let you go|wait\b|not\b|never\b)", re.IGNORECASE
+    r"\s*(?:just\s+)?(?:be (?:here|around|available)|leave (?:you|it)|let you go|wait\b|not\b|never\b|need\b"
+    r"|(?:do|sort|action) (?:that|this|it) (?:now|right away|straight away)\b)",
+    re.IGNORECASE,
 )
-"""What follows a trigger in courtesy ("I'll be here") and refusals ("we will not")."""
+"""What follows a trigger in courtesy ("I'll be here"), refusals ("we will not"), needs ("we'll need an engineer")
+and work done at once, while the customer waits ("I'll do that now")."""
+_CONDITION = re.compile(
+    r"\b(?:otherwise|come back to (?:us|me)|(?:contact|call|message) (?:us|me)|get in touch|let (?:us|me) know)\b",
+    re.IGNORECASE,
+)
+"""Before a trigger in its sentence: a promise that waits on the customer's next move ("if it happens again, come
+back to us and we'll replace it"; "otherwise I'll close it"). One that waits on an event the analyst watches for is
+kept ("if the test fails tonight, I'll call you first thing")."""
 _LET_ME_LATER = re.compile(
     r"\s*(?:just\s+)?(?:escalate|check with|talk|speak|ask|raise|chase|find out|look into|get back|come back|follow"
     r"|pass|refer|send|arrange|book|call|ring|email|update|confirm)\b",
@@ -143,7 +153,7 @@ _TAIL = re.compile(r"(?:[\s,;:.!-]|\b(?:and|then|but)\b)+$", re.IGNORECASE)
 
 def _is_promise(trigger: re.Match[str], sentence: str) -> bool:
     after = sentence[trigger.end() :]
-    if _NOT_A_PROMISE.match(after):
+    if _NOT_A_PROMISE.match(after) or _CONDITION.search(sentence[: trigger.start()]):
         return False
     if trigger.group().lower() in ("let me", "let us"):
         return bool(_LET_ME_LATER.match(after)) and not _IN_CHAT.search(sentence)
