@@ -363,3 +363,28 @@ async def test_stopping_lets_a_run_in_progress_finish_within_the_grace():
     await asyncio.wait_for(began.wait(), 10)
     await scheduler.stop(grace_s=5)
     assert len(finished) == 1  # it ran to its end instead of being cancelled
+
+
+async def test_on_a_simulated_clock_a_job_also_runs_at_each_moment_it_wakes_for():
+    clock = ManualClock(T0)
+    swept = Recorder(clock)
+    moments = [T0 + timedelta(seconds=s) for s in (130, 250, 4000)]
+
+    async def wakes(after: datetime) -> datetime | None:
+        return next((m for m in moments if m > after), None)
+
+    scheduler, registry = await started(
+        [Job(name="timers", run=swept, every_s=1000, coalesce=True, wakes=wakes)], clock
+    )
+    await scheduler.run_due(T0 + timedelta(seconds=1100))
+    at = [T0 + timedelta(seconds=s) for s in (130, 250, 1000)]
+    assert swept.runs == [(moment, moment) for moment in at]  # each moment asked for, and its one window
+    assert counted(registry, "timers", "ran") == 3 and clock.now() == T0 + timedelta(seconds=1100)
+
+
+def test_a_durable_job_runs_in_its_windows_only():
+    async def never(after: datetime) -> datetime | None:
+        return None
+
+    with pytest.raises(ValueError, match="wakes"):
+        Job(name="x", run=Recorder(ManualClock(T0)), every_s=60, durable=True, wakes=never)
