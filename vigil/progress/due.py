@@ -1,0 +1,272 @@
+"""Due times: when a promise falls due, from the time words of its clause (bench/data/README.md, "Conventions").
+
+The due time is the latest moment at which the promise is still kept (bench/data/README.md, "Conventions"), in the
+customer's zone unless the text names one ("2pm Eastern", "your time"):
+
+- durations: "in 30 minutes", "within 2 hours", "within the hour" are elapsed time from sending; "in N days" and
+  "in N weeks" are that many calendar days later at the same local clock time;
+- working days and hours: "within N working days" steps over Saturdays and Sundays at the same clock time; "next
+  business day" is the next weekday at 17:00; "within N business hours" counts 09:00-17:00, Monday to Friday.
+  Public holidays are not skipped (there is no holiday calendar);
+- days: "today", "tomorrow", a weekday (the next such day after the day of sending; "the following Tuesday" is the
+  Tuesday of the next week), a calendar date ("21 May", "November 2", "the 18th", parsed by dateparser);
+- times: a clock time ("by 3pm", "at quarter to 4", "at 9:30"; a bare hour is 9-11 am, 12 noon, 1-8 pm), "first
+  thing" 09:00, "morning" 12:00, "noon"/"lunchtime" 12:00, "afternoon" 17:00, "tonight"/"this evening" 21:00, and a
+  day without a time 17:00; "end of day" and "close of business" 17:00 today; "this week" and "end of the week"
+  Friday 17:00, "next week" the Friday after; "now" and "right away" the moment of sending;
+- vague ("soon", "as soon as I hear back", "in a few days") or no time at all: ``due_at`` is None.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, date, datetime, time, timedelta
+from zoneinfo import ZoneInfo
+
+import dateparser
+
+OPEN, CLOSE = time(9), time(17)
+"""Working hours, Monday to Friday, for every tenant."""
+DAY_END = time(17)
+"""The time of a promise that names a day and no time ("on Friday", "tomorrow", "end of day")."""
+
+_NUMBERS = {
+    "a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
+    "nine": 9, "ten": 10, "twelve": 12, "a couple of": 2, "couple of": 2, "half an": 0.5, "half a": 0.5,
+}  # fmt: skip
+_COUNT = (
+    r"(?P<n>\d+(?:\.\d+)?|an?|one|two|three|four|five|six|seven|eight|nine|ten|twelve|a couple of|couple of|half an?)"
+)
+_DURATION = re.compile(
+    rf"\b(?:in|within)\s+(?:the\s+next\s+)?{_COUNT}\s*(?P<unit>minutes?|mins?|hours?|hrs?|days?|weeks?)"
+    r"(?P<half>\s+and\s+a\s+half)?\b",
+    re.IGNORECASE,
+)
+_WITHIN_THE_HOUR = re.compile(r"\bwithin the (?:next )?hour\b", re.IGNORECASE)
+_WORKING = re.compile(
+    rf"\b(?:in|within)\s+(?:the\s+next\s+)?{_COUNT}\s+(?:working|business)\s+(?P<unit>days?|hours?)\b", re.IGNORECASE
+)
+_NEXT_WORKING_DAY = re.compile(r"\bnext (?:working|business) day\b", re.IGNORECASE)
+_NOW = re.compile(r"\b(?:right now|now|right away|straight away|immediately)\b", re.IGNORECASE)
+_END_OF_DAY = re.compile(
+    r"\b(?:(?:the )?end of (?:the |to)?day|close of (?:business|play)|end of play|COB|EOD|later today|today)\b",
+    re.IGNORECASE,
+)
+_THIS_WEEK = re.compile(r"\b(?:(?:the )?end of (?:the|this) week|this week)\b", re.IGNORECASE)
+_NEXT_WEEK = re.compile(r"\b(?:(?:the )?end of next week|next week)\b", re.IGNORECASE)
+_TOMORROW = re.compile(r"\btomorrow\b", re.IGNORECASE)
+_WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+_WEEKDAY = re.compile(r"\b(?P<following>the following\s+)?(?P<day>(?:mon|tues|wednes|thurs|fri|satur|sun)day)\b", re.I)
+_MONTH = r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*"
+_DATE = re.compile(
+    rf"\b(?:(?:mon|tues|wednes|thurs|fri|satur|sun)day,?\s+)?(?:\d{{1,2}}(?:st|nd|rd|th)?\s+(?:of\s+)?{_MONTH}"
+    rf"|{_MONTH}\s+\d{{1,2}}(?:st|nd|rd|th)?(?!\d|:|\s*(?:am|pm))|the\s+\d{{1,2}}(?:st|nd|rd|th)(?:\s+of\s+{_MONTH})?)\b",
+    re.IGNORECASE,
+)
+_CLOCK = re.compile(
+    r"\b(?:(?P<prep>at|by|before|until|till|for)\s+(?:about\s+|around\s+)?)?(?P<part>quarter (?:to|past)|half past)?"
+    r"\s*(?P<h>\d{1,2})(?:[:.](?P<m>\d{2}))?\s*(?P<ampm>[ap]\.?m\b\.?)?"
+    rf"(?!\s*(?:minutes?|mins?|hours?|hrs?|days?|weeks?|working|business|st|nd|rd|th|(?:of\s+)?{_MONTH})\b|\s*[%\d])",
+    re.IGNORECASE,
+)
+_DAY_PART = re.compile(
+    r"\b(?:(?P<first>first thing)|(?P<noon>midday|noon|lunchtime|lunch)|(?P<morning>morning)"
+    r"|(?P<afternoon>afternoon|arvo|after lunch)|(?P<evening>tonight|this evening))\b",
+    re.IGNORECASE,
+)
+_ZONES = {
+    "eastern": "America/New_York", "central": "America/Chicago", "mountain": "America/Denver",
+    "pacific": "America/Los_Angeles", "uk": "Europe/London", "london": "Europe/London", "sydney": "Australia/Sydney",
+    "melbourne": "Australia/Melbourne", "perth": "Australia/Perth", "brisbane": "Australia/Brisbane",
+    "adelaide": "Australia/Adelaide", "gmt": "Europe/London", "bst": "Europe/London",
+}  # fmt: skip
+_ZONE = re.compile(r"\b(?P<zone>eastern|central|mountain|pacific|uk|london|sydney|melbourne|perth|brisbane|adelaide"
+                   r"|gmt|bst)(?:\s+time)?\b", re.IGNORECASE)  # fmt: skip
+TIME_WORDS = (_DURATION, _WITHIN_THE_HOUR, _WORKING, _NEXT_WORKING_DAY, _END_OF_DAY, _THIS_WEEK, _NEXT_WEEK,
+               _TOMORROW, _DATE, _DAY_PART, _WEEKDAY, _ZONE,
+               re.compile(r"\b(?:at|by|before)\s+(?:quarter (?:to|past)\s+|half past\s+)?\d{1,2}(?:[:.]\d{2})?"
+                          r"\s*(?:[ap]\.?m\b\.?)?(?:\s+sharp)?", re.I),
+               re.compile(r"\b(?:your time|on|by|at|in)\s*$", re.I))  # fmt: skip
+
+
+_DUE_WORDS = (_DURATION, _WITHIN_THE_HOUR, _WORKING, _NEXT_WORKING_DAY, _NOW, _END_OF_DAY, _THIS_WEEK, _NEXT_WEEK,
+              _TOMORROW, _WEEKDAY, _DATE, _DAY_PART)  # fmt: skip
+"""Words that fix a due time, but for clock times (``_is_clock`` on ``_CLOCK``): "once it's done" is none."""
+
+
+def has_time(clause: str) -> bool:
+    """Whether a clause names its own due time."""
+    return any(p.search(clause) for p in _DUE_WORDS) or any(_is_clock(m) for m in _CLOCK.finditer(clause))
+
+
+def _is_clock(match: re.Match[str]) -> bool:
+    return bool(match.group("prep") or match.group("ampm") or match.group("m") or match.group("part"))
+
+
+def _count(text: str) -> float:
+    return float(text) if text[0].isdigit() else _NUMBERS[text.lower()]
+
+
+class Times:
+    """The time words of one promise's clause, and the due time they give (the README's conventions)."""
+
+    def __init__(self, clause: str, before: str, sent_at: datetime, zone: ZoneInfo) -> None:
+        self.clause, self.before, self.sent_at = clause, before, sent_at.astimezone(UTC)
+        named = _ZONE.search(clause)
+        self.zone = ZoneInfo(_ZONES[named.group("zone").lower()]) if named else zone
+        self.local = self.sent_at.astimezone(self.zone)
+
+    def due_at(self) -> datetime | None:
+        for rule in (self._elapsed, self._working, self._week, self._day_and_time):
+            due = rule()
+            if due is not None:
+                return due.astimezone(UTC)
+        return None
+
+    def _at(self, day: date, clock: time) -> datetime:
+        return datetime.combine(day, clock, tzinfo=self.zone)
+
+    def _elapsed(self) -> datetime | None:
+        if _WITHIN_THE_HOUR.search(self.clause):
+            return self.sent_at + timedelta(hours=1)
+        match = _DURATION.search(self.clause)
+        if match is None:
+            now = _NOW.search(self.clause) and not has_time(_NOW.sub(" ", self.clause))
+            return self.sent_at if now else None
+        n = _count(match.group("n")) + (0.5 if match.group("half") else 0)
+        unit = match.group("unit").lower()
+        if unit.startswith("m"):
+            return self.sent_at + timedelta(minutes=n)
+        if unit.startswith("h"):
+            return self.sent_at + timedelta(hours=n)
+        days = n * 7 if unit.startswith("w") else n
+        return self._at(self.local.date() + timedelta(days=days), self.local.time().replace(tzinfo=None))
+
+    def _working(self) -> datetime | None:
+        if _NEXT_WORKING_DAY.search(self.clause):
+            return self._at(_add_working_days(self.local.date(), 1), DAY_END)
+        match = _WORKING.search(self.clause)
+        if match is None:
+            return None
+        n = int(_count(match.group("n")))
+        if match.group("unit").lower().startswith("h"):
+            return _add_business_hours(self.local.replace(tzinfo=None), n).replace(tzinfo=self.zone)
+        return self._at(_add_working_days(self.local.date(), n), self.local.time().replace(tzinfo=None))
+
+    def _week(self) -> datetime | None:
+        today = self.local.date()
+        friday = today + timedelta(days=4 - today.weekday())
+        if _NEXT_WEEK.search(self.clause):
+            return self._at(friday + timedelta(days=7), DAY_END)
+        if _THIS_WEEK.search(self.clause):
+            return self._at(friday if friday >= today else friday + timedelta(days=7), DAY_END)
+        return None
+
+    def _day_and_time(self) -> datetime | None:
+        day = self._day()
+        clock = self._clock()
+        if day is None and clock is None:
+            return self._at(self.local.date(), DAY_END) if _END_OF_DAY.search(self.clause) else None
+        due = self._at(day or self.local.date(), clock or DAY_END)
+        if day is None and due < self.sent_at:
+            due = self._at(self.local.date() + timedelta(days=1), clock or DAY_END)
+        return due
+
+    def _day(self) -> date | None:
+        today = self.local.date()
+        found = _DATE.search(self.clause)
+        if found is None and re.search(r"\bthat (?:morning|afternoon|day)\b", self.clause, re.I):
+            found = _DATE.search(self.before)
+        if found is not None:
+            return _calendar_date(found.group(), self.local)
+        if _TOMORROW.search(self.clause):
+            return today + timedelta(days=1)
+        weekday = _WEEKDAY.search(self.clause)
+        if weekday is not None:
+            target = _WEEKDAYS.index(weekday.group("day").lower())
+            if weekday.group("following"):
+                return today + timedelta(days=7 - today.weekday() + target)
+            return today + timedelta(days=(target - today.weekday() - 1) % 7 + 1)
+        return None
+
+    def _clock(self) -> time | None:
+        part = _DAY_PART.search(self.clause)
+        for match in _CLOCK.finditer(self.clause):
+            if _is_clock(match):
+                return _clock_time(match, part.lastgroup if part else None)
+        if part is None:
+            return None
+        return {"first": time(9), "noon": time(12), "morning": time(12), "afternoon": DAY_END, "evening": time(21)}[
+            str(part.lastgroup)
+        ]
+
+
+def _clock_time(match: re.Match[str], part: str | None) -> time:
+    """A clock time: "3pm", "9:30", "quarter to 4"; a bare hour is read in working hours (9-11 am, 12, 1-8 pm)."""
+    hour, minute = int(match.group("h")), int(match.group("m") or 0)
+    ampm = (match.group("ampm") or "").lower()[:1]
+    if (ampm == "p" and hour < 12) or (not ampm and part not in ("first", "morning") and 1 <= hour <= 8):
+        hour += 12
+    elif ampm == "a" and hour == 12:
+        hour = 0
+    clock = datetime(2000, 1, 1, hour % 24, minute)
+    relation = (match.group("part") or "").lower()
+    if relation == "quarter to":
+        clock -= timedelta(minutes=15)
+    elif relation == "quarter past":
+        clock += timedelta(minutes=15)
+    elif relation == "half past":
+        clock += timedelta(minutes=30)
+    return clock.time()
+
+
+def _calendar_date(phrase: str, local: datetime) -> date | None:
+    """A calendar date ("21 May", "November 2", "the 18th"), the next one on or after the day of sending."""
+    parsed = dateparser.parse(
+        phrase,
+        languages=["en"],
+        settings={"RELATIVE_BASE": local.replace(tzinfo=None), "PREFER_DATES_FROM": "future", "DATE_ORDER": "DMY"},
+    )
+    if parsed is None:
+        return None
+    day = parsed.date()
+    if day < local.date():  # dateparser keeps a bare "the 2nd" in the month of sending, even when it has passed
+        named_month = re.search(rf"\b{_MONTH}\b", phrase, re.IGNORECASE)
+        day = day.replace(year=day.year + 1) if named_month else _next_month(day)
+    return day
+
+
+def _next_month(day: date) -> date:
+    """The same day of the next month that has it ("the 31st" in April is 31 May)."""
+    year, month = day.year, day.month
+    while True:
+        year, month = (year + 1, 1) if month == 12 else (year, month + 1)
+        try:
+            return day.replace(year=year, month=month)
+        except ValueError:
+            continue
+
+
+def _add_working_days(day: date, n: int) -> date:
+    """``n`` Monday-to-Friday days after ``day``; public holidays are not known and not skipped."""
+    while n > 0:
+        day += timedelta(days=1)
+        if day.weekday() < 5:
+            n -= 1
+    return day
+
+
+def _add_business_hours(start: datetime, hours: int) -> datetime:
+    """``hours`` of 09:00-17:00, Monday to Friday, counted from ``start`` (a naive local time)."""
+    left = timedelta(hours=hours)
+    at = start
+    while True:
+        if at.weekday() >= 5 or at.time() >= CLOSE:
+            at = datetime.combine(at.date() + timedelta(days=1), OPEN)
+            continue
+        at = max(at, datetime.combine(at.date(), OPEN))
+        today = datetime.combine(at.date(), CLOSE) - at
+        if left <= today:
+            return at + left
+        left -= today
+        at = datetime.combine(at.date() + timedelta(days=1), OPEN)
