@@ -37,7 +37,8 @@ async def resolved_cases(vigil: Wired, count: int, category: str | None = "addre
 
 @pytest.fixture
 async def vigil(tmp_path: Path) -> AsyncIterator[Wired]:
-    async with wired(tmp_path, settings=settings(tmp_path), clock=ManualClock(T0)) as running:
+    config = settings(tmp_path, procedures_min_cases=5)
+    async with wired(tmp_path, settings=config, clock=ManualClock(T0)) as running:
         await resolved_cases(running, 6)
         mine = next(job for job in running.parts.jobs if job.name == MINE)
         await mine.run(at(30))
@@ -55,6 +56,15 @@ def next_steps(vigil: Wired, conversation: str) -> list[tuple[str, str, str]]:
 async def test_nothing_is_suggested_before_any_procedure_is_mined(tmp_path: Path):
     async with wired(tmp_path, settings=settings(tmp_path), clock=ManualClock(T0)) as vigil:
         await vigil.send(say(1, "customer", "I need to change my delivery address", 0, "new"))
+        assert next_steps(vigil, "new") == []
+
+
+async def test_a_procedure_mined_from_too_few_cases_is_not_followed(tmp_path: Path):
+    async with wired(tmp_path, settings=settings(tmp_path, procedures_min_cases=7), clock=ManualClock(T0)) as vigil:
+        await resolved_cases(vigil, 6)
+        await next(job for job in vigil.parts.jobs if job.name == MINE).run(at(30))
+        await vigil.send(change(0, "opened", 40, "new", category="address_change"))
+        await vigil.send(say(1, "customer", "Hello, I moved house last week", 41, "new"))
         assert next_steps(vigil, "new") == []
 
 

@@ -39,7 +39,11 @@ def setup(settings: ProgressSettings, platform: Platform, *, engine: AsyncEngine
         warm_up()
 
     library = Library(
-        engine, clock=platform.clock, refresh_s=settings.procedures_refresh_s, window=settings.procedures_window
+        engine,
+        clock=platform.clock,
+        refresh_s=settings.procedures_refresh_s,
+        window=settings.procedures_window,
+        min_cases=settings.procedures_min_cases,
     )
     return Capability(
         name="progress",

@@ -47,21 +47,29 @@ def turns_of(rows: Sequence[sa.Row[object]]) -> list[Turn]:
 class Library:
     """The stored procedures, per tenant, read again every ``refresh_s``."""
 
-    def __init__(self, engine: AsyncEngine, *, clock: Clock, refresh_s: float, window: int) -> None:
+    def __init__(self, engine: AsyncEngine, *, clock: Clock, refresh_s: float, window: int, min_cases: int) -> None:
         self._engine = engine
+        self._min_cases = min_cases
         self._clock = clock
         self._refresh_s = refresh_s
         self._window = window
         self._cache: dict[str, tuple[float, dict[str, Procedure]]] = {}
 
     async def procedures(self, tenant: str) -> dict[str, Procedure]:
-        """The tenant's procedures, by name (empty before the first mining)."""
+        """The tenant's procedures mined from at least ``min_cases`` cases, by name (empty before the first
+        mining)."""
         now = self._clock.monotonic()
         cached = self._cache.get(tenant)
         if cached is not None and now - cached[0] < self._refresh_s:
             return cached[1]
         async with self._engine.connect() as conn:
-            rows = (await conn.execute(sa.select(PROCEDURE.c.body).where(PROCEDURE.c.tenant == tenant))).all()
+            rows = (
+                await conn.execute(
+                    sa.select(PROCEDURE.c.body).where(
+                        PROCEDURE.c.tenant == tenant, PROCEDURE.c.cases >= self._min_cases
+                    )
+                )
+            ).all()
         loaded = {p.name: p for p in (Procedure.from_dict(row.body) for row in rows)}
         self._cache[tenant] = (now, loaded)
         return loaded

@@ -67,6 +67,12 @@ class ProgressSettings(BaseModel):
     procedures_window: int = Field(
         default=5000, ge=1, description="How many of a tenant's latest resolved cases its procedures are mined from."
     )
+    procedures_min_cases: int = Field(
+        default=20,
+        ge=1,
+        description="A procedure mined from fewer resolved cases than this is kept but not followed: too thin to "
+        "say what comes next.",
+    )
     procedures_refresh_s: float = Field(
         default=300.0, gt=0, description="How long a replica uses the procedures it read before reading them again."
     )
