@@ -69,7 +69,8 @@ CAPABILITIES: tuple[tuple[str, Callable[[Parts], Capability]], ...] = (
         load=p.settings.answers.enabled,
     )),
     ("progress", lambda p: progress.setup(
-        p.settings.progress, p.platform, engine=p.store.engine, outlet=p.outlet
+        p.settings.progress, p.platform, engine=p.store.engine, outlet=p.outlet,
+        timeout_s=p.settings.database.timeout_s,
     )),
     ("live", lambda p: live.setup(p.platform, feed=p.feed, fanout_url=_fanout_url(p))),
     ("panel", lambda p: panel.setup(

@@ -14,7 +14,9 @@ if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncEngine
 
 
-def setup(settings: ProgressSettings, platform: Platform, *, engine: AsyncEngine, outlet: Outlet) -> Capability:
+def setup(
+    settings: ProgressSettings, platform: Platform, *, engine: AsyncEngine, outlet: Outlet, timeout_s: float | None
+) -> Capability:
     """When enabled, the progress skill (consulted on every message and case event), the next-step skill, the
     timers' sweep (which speaks through ``outlet``) and the procedures' mining."""
     if not settings.enabled:
@@ -48,8 +50,10 @@ def setup(settings: ProgressSettings, platform: Platform, *, engine: AsyncEngine
     return Capability(
         name="progress",
         skills=[
-            ProgressSkill(engine=engine, settings=settings, clock=platform.clock, reminders=reminders),
-            NextStepSkill(engine=engine, library=library, clock=platform.clock),
+            ProgressSkill(
+                engine=engine, settings=settings, clock=platform.clock, reminders=reminders, timeout_s=timeout_s
+            ),
+            NextStepSkill(engine=engine, library=library, clock=platform.clock, timeout_s=timeout_s),
         ],
         gates={"next_step": [ConfidenceGate(settings.next_step_min_confidence)]},
         jobs=[reminders.job(), library.job(settings.procedures_interval_s)],

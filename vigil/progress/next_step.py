@@ -22,6 +22,7 @@ from vigil.cases import progress
 from vigil.cases.states import OPEN
 from vigil.cases.tables import MESSAGE
 from vigil.core.clock import Clock
+from vigil.db.engine import guarded
 from vigil.flow.case import CaseState
 from vigil.flow.skills import Proposal
 from vigil.progress import procedures
@@ -39,8 +40,9 @@ class NextStepSkill:
     name = "next_step"
     kind = "next_step"
 
-    def __init__(self, *, engine: AsyncEngine, library: Library, clock: Clock) -> None:
+    def __init__(self, *, engine: AsyncEngine, library: Library, clock: Clock, timeout_s: float | None = None) -> None:
         self._engine = engine
+        self._timeout_s = timeout_s
         self._library = library
         self._clock = clock
 
@@ -52,7 +54,7 @@ class NextStepSkill:
         known = await self._library.procedures(case.tenant)
         if not known:
             return []
-        async with self._engine.begin() as conn:
+        async with guarded(self._engine, timeout_s=self._timeout_s, begin=True) as conn:
             turns = await _turns(conn, case.conversation_id)
             read = await progress.reading(conn, case.conversation_id)
             category = read.category if read is not None else None

@@ -32,6 +32,7 @@ from vigil.cases.states import State
 from vigil.cases.tables import MESSAGE
 from vigil.cases.timers import Arm
 from vigil.core.clock import Clock
+from vigil.db.engine import guarded
 from vigil.flow.case import CaseState
 from vigil.flow.skills import Proposal
 from vigil.progress import sla
@@ -57,8 +58,19 @@ class ProgressSkill:
     name = "progress"
     kind = "progress"
 
-    def __init__(self, *, engine: AsyncEngine, settings: ProgressSettings, clock: Clock, reminders: Reminders) -> None:
+    def __init__(
+        self,
+        *,
+        engine: AsyncEngine,
+        settings: ProgressSettings,
+        clock: Clock,
+        reminders: Reminders,
+        timeout_s: float | None = None,
+    ) -> None:
+        """``timeout_s`` bounds each event's transaction; database errors come out as vigil's (an unreachable
+        database is ``StoreUnavailable``: the pipeline asks again with back-off)."""
         self._engine = engine
+        self._timeout_s = timeout_s
         self._settings = settings
         self._clock = clock
         self._reminders = reminders
@@ -69,7 +81,7 @@ class ProgressSkill:
         now = self._clock.now()
         said: list[Proposal] = []
         moved: str | None = None  # why the case changed hands, if it did
-        async with self._engine.begin() as conn:
+        async with guarded(self._engine, timeout_s=self._timeout_s, begin=True) as conn:
             read = await progress.reading(conn, case.conversation_id) or Reading(case.conversation_id, updated_at=now)
             plan = sla.plan(case, self._settings)
             await timers.arm(conn, plan.arm)
