@@ -84,6 +84,12 @@ class ProgressSettings(BaseModel):
         "(on STAR, the top step is the one taken 60% of the time: docs/evaluation.md).",
     )
 
+    @field_validator("sla")
+    @classmethod
+    def _priorities_any_case(cls, value: dict[str, dict[str, Targets]]) -> dict[str, dict[str, Targets]]:
+        """Priorities are matched whatever their case ("P1" and "p1" are one)."""
+        return {tenant: {p.lower(): t for p, t in by_priority.items()} for tenant, by_priority in value.items()}
+
     @field_validator("timezones")
     @classmethod
     def _zones_exist(cls, value: dict[str, str]) -> dict[str, str]:
