@@ -51,3 +51,10 @@ def test_a_mood_that_recovers_does_not():
 
 def test_no_messages_is_no_pressure():
     assert pressure([]).escalate is False
+
+
+def test_a_question_about_cancelling_is_not_a_threat_to_cancel():
+    asked = pressure(["How do I get a PAC code?", "What's the charge if I cancel early?"])
+    assert not asked.escalate
+    threatened = pressure(["This is the third time. I'm going to cancel my contract."])
+    assert threatened.sentiment < sentiment("What's the charge if I cancel early?")

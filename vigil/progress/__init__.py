@@ -6,12 +6,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from vigil.flow.capability import Capability, Platform, Step
-from vigil.flow.outlet import Outlet
-from vigil.flow.scheduler import replica_id
 from vigil.progress.settings import ProgressSettings
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncEngine
+
+    from vigil.flow.outlet import Outlet
 
 
 def setup(
@@ -22,6 +22,7 @@ def setup(
     if not settings.enabled:
         return Capability(name="progress")
     from vigil.flow.gates import ConfidenceGate
+    from vigil.flow.scheduler import replica_id
     from vigil.progress.commitments import warm_up
     from vigil.progress.library import Library
     from vigil.progress.next_step import NextStepSkill

@@ -65,9 +65,15 @@ def _analyzer() -> SentimentIntensityAnalyzer:
     return SentimentIntensityAnalyzer()
 
 
+_QUESTION = re.compile(r"[^.!?\n]*\?")
+"""A question: "what's the charge if I cancel early?" asks about cancelling, it does not threaten it."""
+
+
 def sentiment(text: str) -> float:
-    """One customer message's sentiment in [-1, 1]: VADER's compound score and the support cues above."""
-    score = float(_analyzer().polarity_scores(text)["compound"]) - CUE_WEIGHT * len(_CUES.findall(text))
+    """One customer message's sentiment in [-1, 1]: VADER's compound score, and the support cues above outside
+    questions."""
+    cues = len(_CUES.findall(_QUESTION.sub(" ", text)))
+    score = float(_analyzer().polarity_scores(text)["compound"]) - CUE_WEIGHT * cues
     return max(-1.0, min(1.0, score))
 
 
