@@ -111,7 +111,12 @@ async def test_advancing_runs_the_capabilities_jobs_due_on_the_way_and_moves_the
     clock = ManualClock(start)
     settings = Settings(_env_file=None, knowledge={"paths": [], "refresh_interval_s": 60})
     async with wired(tmp_path, settings=settings, clock=clock, embedder=embedder) as vigil:
-        assert [job.name for job in vigil.scheduler.jobs] == ["knowledge-refresh", "miner", "progress-timers", "procedures"]
+        assert [job.name for job in vigil.scheduler.jobs] == [
+            "knowledge-refresh",
+            "miner",
+            "progress-timers",
+            "procedures",
+        ]
         later = datetime(2026, 11, 2, 10, 0, 30, tzinfo=UTC)
         await vigil.advance(later)
         assert clock.now() == later

@@ -166,7 +166,8 @@ async def test_a_promise_is_recorded_reminded_before_it_falls_due_and_missed_whe
     assert "follow_up" not in kinds(vigil)
     await vigil.advance(at(106))
     (reminder,) = [s for s in vigil.published if s.kind == "follow_up"]
-    assert reminder.text.startswith("Reminder: you promised to") and reminder.created_at == at(106)
+    assert reminder.text.startswith('Reminder: due by 11:01 UTC on Tue 10 Mar, you promised: "check with engineering')
+    assert reminder.created_at == at(106)
     await vigil.advance(at(121))
     missed = [s for s in vigil.published if s.kind == "follow_up"][-1]
     assert missed.text.startswith("Missed:")

@@ -166,12 +166,12 @@ class Reminders:
             return  # kept or cancelled while the timer was due: nothing to say
         due = self._local(timer, timer.due_at)
         if timer.stage == timers.WARN:
-            await self._say(timer, f"Reminder: you promised to {row.what} by {due}.", "an open commitment")
+            await self._say(timer, f'Reminder: due by {due}, you promised: "{row.what}".', "an open commitment")
             self._reminded.labels(COMMITMENT).inc()
             return
         await self._say(  # before it is marked: a failure here leaves it open, to be said at the next try
             timer,
-            f"Missed: you promised to {row.what} by {due}. Update the customer now.",
+            f'Missed: you promised "{row.what}" by {due}. Update the customer now.',
             "a commitment passed its due time unkept",
             confidence=0.95,
         )

@@ -10,7 +10,8 @@ What it does per event, in one transaction:
 - an analyst's message: open commitments it follows up on are ``kept`` (their timers cancelled); the promises it
   makes are stored, each with a timer at its due time and a reminder before it; its first sentence joins what has
   been tried;
-- a customer's message: the first states the problem; the customer's mood and chasing are read again;
+- a customer's message: the first states the problem; the customer's mood and chasing are read again, and once an
+  analyst has answered, an ``escalation`` is proposed on the message that makes them call for one;
 - ``closed``: open commitments are ``cancelled`` with their timers;
 - ``escalated``, or ``assigned`` to someone else: a ``handover`` brief (vigil/cases/handover.py).
 """
@@ -49,7 +50,11 @@ RECENT = 30
 TRIED = 8
 """How many of the analysts' steps the brief keeps (the latest)."""
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
-_CHATTER = re.compile(r"^(hi|hello|hey|thanks|thank you|ok|okay|sure|no problem|you're welcome|bye)\b", re.I)
+_CHATTER = re.compile(
+    r"^(hi|hello|hey|(good )?(morning|afternoon|evening)|thanks|thank you|ok|okay|sure|no problem|you're welcome|bye"
+    r"|sorry|welcome)\b",
+    re.I,
+)
 
 
 class ProgressSkill:
@@ -184,7 +189,10 @@ class ProgressSkill:
                 waiting.insert(0, row.text)
         now, before = pressure(waiting), pressure(waiting[:-1])
         read.sentiment, read.chases = now.sentiment, now.chases
+        # Before a first answer the first-response clock speaks for the customer; once escalated, it is done.
         if not now.escalate or before.escalate or case.state == State.WAITING_ON_INTERNAL:
+            return []
+        if case.first_response_at is None:
             return []
         return [
             Proposal(
