@@ -1,5 +1,5 @@
-"""The panel's pages: the queue, a conversation (and its Progress section alone), a knowledge source, the lead overview and knowledge review; signing
-in and out.
+"""The panel's pages: the queue, a conversation (and its Progress section alone), a knowledge source, the lead
+overview and knowledge review; signing in and out.
 
 Pages are server-rendered (Jinja, autoescaped); the queue and the conversation hand their data to
 ``static/panel.js`` as JSON and it renders and updates them live, building DOM nodes with ``textContent`` only, so
