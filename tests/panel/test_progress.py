@@ -163,6 +163,7 @@ SLA = {
     }
 }
 NEXT_REPLY = "Thanks, you're verified. What is the new address?"
+HOSTILE = "<img src=x onerror=alert(1)>"
 
 
 @dataclass
@@ -193,7 +194,7 @@ async def progressing(tmp_path: Path) -> AsyncIterator[Progressing]:
         await next(job for job in vigil.parts.jobs if job.name == MINE).run(T0 + timedelta(minutes=30))
         p = Progressing(vigil, datetime.now(UTC).replace(microsecond=0))
         await p.send(-1900, change(0, "opened", p.minutes(-1900), "later", priority="low"))
-        await p.send(-1900, say(1, "customer", "My parcel never came", p.minutes(-1900), "later"))
+        await p.send(-1900, say(1, "customer", f"My parcel never came {HOSTILE}", p.minutes(-1900), "later"))
         await p.send(-1800, change(0, "opened", p.minutes(-1800), "soon", category="address_change", assignee="sam"))
         moved = "Hi, I have moved and need to change my delivery address"
         await p.send(-1790, say(1, "customer", moved, p.minutes(-1790), "soon"))
@@ -224,6 +225,8 @@ async def test_the_conversation_page_draws_the_cases_progress(progressing: Progr
         page = await client.get("/panel/conversations/soon")
         alone = await client.get("/panel/progress/soon")
         queue = await client.get("/api/queue")
+        hostile = await client.get("/panel/conversations/later")
+        script = (await client.get("/panel/static/panel.js")).text
     assert page.status_code == 200 and alone.status_code == 200
     drawn = section(page.text)
     assert section(alone.text) == drawn and "<html" not in alone.text  # the section alone, to draw again
@@ -241,8 +244,12 @@ async def test_the_conversation_page_draws_the_cases_progress(progressing: Progr
     assert '<p class="reply-text">Thanks, you&#39;re verified. What is the new address?</p>' in drawn
     brief = re.search(r'<pre class="brief-text">(.*?)</pre>', drawn, re.S)
     assert brief and brief.group(1).startswith("Handover: case soon (waiting on analyst)\nProblem: Hi, I have moved")
-    # The queue arrives by what falls due first, not by who has waited longest.
+    # The queue arrives by what falls due first, not by who has waited longest; it says the state as the page does.
     assert [item["conversation_id"] for item in queue.json()] == ["soon", "later"]
+    assert all(f'"{words}"' in script for words in STATE_WORDS.values())
+    # The customer's words in the brief are text, never markup.
+    brief_of_later = section(hostile.text)
+    assert "Problem: My parcel never came &lt;img src=x" in brief_of_later and "<img" not in brief_of_later
 
 
 async def test_in_the_browser_clocks_count_down_the_brief_opens_and_the_queue_follows_what_falls_due(

@@ -4,6 +4,8 @@ overview and knowledge review; signing in and out.
 Pages are server-rendered (Jinja, autoescaped); the queue and the conversation hand their data to
 ``static/panel.js`` as JSON and it renders and updates them live, building DOM nodes with ``textContent`` only, so
 nothing a customer types can become markup.
+The conversation's Progress section (``vigil/panel/progress.py``) is drawn here, and drawn again by
+``/panel/progress/{id}`` when the case moves; the script only counts its clocks down.
 
 Times follow the tenant's display (``vigil.panel.display``): ``<body data-locale data-time-zone>`` carries the page's (a
 conversation's tenant's; elsewhere the person's first tenant's, or the default for a person of every tenant), and
