@@ -255,7 +255,7 @@ async def test_the_conversation_page_draws_the_cases_progress(progressing: Progr
 async def test_in_the_browser_clocks_count_down_the_brief_opens_and_the_queue_follows_what_falls_due(
     progressing: Progressing,
 ):
-    vigil, now = progressing.vigil, progressing.now
+    vigil = progressing.vigil
     app = panel_app(
         views=vigil.views,
         metrics=Metrics(CollectorRegistry()),
@@ -265,12 +265,12 @@ async def test_in_the_browser_clocks_count_down_the_brief_opens_and_the_queue_fo
     )
     async with served(app) as url, chromium() as browser:
         page = await browser.new_page(viewport={"width": 1366, "height": 860})
-        await conversation_progress(page, url, now)
+        await conversation_progress(page, url, progressing)
         await queue_order(page, url, progressing)
         await page.goto("about:blank")  # a live stream would hold the server open
 
 
-async def conversation_progress(page: Page, url: str, now: datetime) -> None:
+async def conversation_progress(page: Page, url: str, p: Progressing) -> None:
     await page.goto(f"{url}/panel/conversations/soon")
     progress = page.locator("#progress")
     clock = progress.locator('[data-clock="next_response"] .countdown')
@@ -283,7 +283,7 @@ async def conversation_progress(page: Page, url: str, now: datetime) -> None:
 
     promised = progress.locator('.promises li[data-status="open"]')
     await expect(promised).to_contain_text("get back to you")
-    due = (now + timedelta(seconds=-1780 + 7200)).strftime("%H:%M")
+    due = (p.now + timedelta(seconds=-1780 + 7200)).strftime("%H:%M")
     await expect(promised.locator("time")).to_have_text(due)
     await expect(promised.locator(".countdown")).to_have_text(re.compile(r"^1h \d\dm left$"))
 
@@ -305,22 +305,31 @@ async def conversation_progress(page: Page, url: str, now: datetime) -> None:
     handover = page.locator('.card[data-kind="handover"] .text')
     assert len((await handover.inner_text()).splitlines()) >= 5
 
+    # The analyst answers: the section is drawn again, live, without the stopped clock, the brief left open.
+    await p.send(DUE_IN_S + 5, say(5, "analyst", NEXT_REPLY, p.minutes(DUE_IN_S + 5), "soon"))
+    await expect(progress.locator(".state")).to_have_text(re.compile(r"^Waiting on the customer since "), timeout=SEEN)
+    await expect(clock).to_have_count(0)
+    await expect(brief).to_be_visible()
+    await expect(brief).to_contain_text("Handover: case soon (waiting on customer)")
+
 
 async def queue_order(page: Page, url: str, p: Progressing) -> None:
     await page.goto(f"{url}/panel")
     rows = page.locator("#queue tbody tr")
     await expect(rows).to_have_count(2)
-    assert [await r.get_attribute("data-conversation-id") for r in await rows.all()] == ["soon", "later"]
+    # Its promise falls due after the other case's first response (low priority: two hours).
+    assert [await r.get_attribute("data-conversation-id") for r in await rows.all()] == ["later", "soon"]
     soon = page.locator('tr[data-conversation-id="soon"]')
-    await expect(soon.locator(".state")).to_have_text("Waiting on the analyst")
-    await expect(soon.locator(".due .countdown")).to_have_text(re.compile(r"^overdue by \d+s$"))
-    await expect(page.locator('tr[data-conversation-id="later"] .due .countdown')).to_have_text(
-        re.compile(r"^1h 2\dm left$")
-    )
+    later = page.locator('tr[data-conversation-id="later"]')
+    await expect(soon.locator(".state")).to_have_text("Waiting on the customer")
+    await expect(soon.locator(".due .countdown")).to_have_text(re.compile(r"^1h 3\dm left$"))
+    await expect(later.locator(".state")).to_have_text("New, not answered yet")
+    await expect(later.locator(".due .countdown")).to_have_text(re.compile(r"^1h 2\dm left$"))
     await expect(page.locator("body[data-live=on]")).to_have_count(1, timeout=SEEN)
-    # The analyst answers: that clock stops, the promise falls due after the other case's first response, and the
-    # queue, live, puts the other case first.
-    await p.send(DUE_IN_S + 5, say(5, "analyst", "What is the new address?", p.minutes(DUE_IN_S + 5), "soon"))
-    await expect(soon.locator(".state")).to_have_text("Waiting on the customer", timeout=SEEN)
-    ordered = page.locator("#queue tbody tr:first-child")
-    await expect(ordered).to_have_attribute("data-conversation-id", "later")
+    # The customer writes: a next response falls due in 20 minutes, and the queue, live, puts that case first,
+    # although the other customer has waited longer.
+    await p.send(DUE_IN_S + 20, say(6, "customer", "4 Elm Road, Leeds LS1 4AP", p.minutes(DUE_IN_S + 20), "soon"))
+    first = page.locator("#queue tbody tr:first-child")
+    await expect(first).to_have_attribute("data-conversation-id", "soon", timeout=SEEN)
+    await expect(soon.locator(".state")).to_have_text("Waiting on the analyst")
+    await expect(soon.locator(".due .countdown")).to_have_text(re.compile(r"^(19|20)m \d\ds left$"))
