@@ -38,12 +38,15 @@ def wait_ready(url: str, timeout_s: float = 180) -> None:
 
 
 def busiest(url: str) -> tuple[str, str]:
-    """A conversation with a suggestion, and the knowledge entry its first suggestion cites."""
+    """A conversation with a suggestion that cites knowledge (a follow-up or a next step cites none), and the entry
+    it cites."""
     for item in httpx.get(url + "/api/queue", timeout=5).json():
         if item["unread_suggestions"]:
             view = httpx.get(f"{url}/api/conversations/{item['conversation_id']}", timeout=5).json()
-            return item["conversation_id"], view["suggestions"][0]["sources"][0]["id"]
-    raise LookupError("no conversation has a suggestion yet")
+            cited = [s["sources"][0]["id"] for s in view["suggestions"] if s["sources"]]
+            if cited:
+                return item["conversation_id"], cited[0]
+    raise LookupError("no conversation has a suggestion that cites knowledge yet")
 
 
 async def judge(page: Page, url: str, conversations: int = 8) -> None:

@@ -30,7 +30,6 @@ CLOCK_NAMES: dict[str, str] = {
     "resolution": "Resolution",
     "commitment": "Promise",
 }
-COMMITMENT_WORDS: dict[str, str] = {"open": "open", "kept": "kept", "missed": "missed", "cancelled": "cancelled"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +63,7 @@ class Promise:
     commitment_id: str
     what: str
     status: str
+    """``open``, ``kept``, ``missed`` or ``cancelled``."""
     countdown: Countdown | None
     """For an open promise with a due time; None otherwise."""
     due: str | None
@@ -125,22 +125,20 @@ def promises_of(
     """The promises, open ones first (soonest due first, those with no due time last), then the settled ones."""
     open_ = sorted((c for c in commitments if c.status == "open"), key=lambda c: (c.due_at is None, c.due_at or now))
     settled = [c for c in commitments if c.status != "open"]
-    shown = []
-    for c in [*open_, *settled]:
-        running = c.status == "open" and c.due_at is not None
-        shown.append(
-            Promise(
-                commitment_id=c.commitment_id,
-                what=c.what,
-                status=COMMITMENT_WORDS.get(c.status, c.status),
-                countdown=countdown(c.due_at, warnings.get(c.commitment_id), display, now)
-                if running and c.due_at
-                else None,
-                due=moment(c.due_at, display, now) if c.due_at else None,
-                settled=moment(c.settled_at, display, now) if c.settled_at else None,
-            )
-        )
-    return shown
+    return [promise_of(c, warnings.get(c.commitment_id), display, now) for c in [*open_, *settled]]
+
+
+def promise_of(c: CommitmentView, warn_at: datetime | None, display: Display, now: datetime) -> Promise:
+    """A promise; an open one with a due time counts down to it (from ``warn_at``, when vigil reminds)."""
+    running = c.due_at if c.status == "open" else None
+    return Promise(
+        commitment_id=c.commitment_id,
+        what=c.what,
+        status=c.status,
+        countdown=countdown(running, warn_at, display, now) if running else None,
+        due=moment(c.due_at, display, now) if c.due_at else None,
+        settled=moment(c.settled_at, display, now) if c.settled_at else None,
+    )
 
 
 def countdown(due_at: datetime, warn_at: datetime | None, display: Display, now: datetime) -> Countdown:

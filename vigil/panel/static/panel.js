@@ -305,11 +305,11 @@
     }
 
     // A live update says what changed but not the case's clocks (its state and what falls due next): the row
-    // changes at once, then the queue is read again for its order (once for a burst of updates).
+    // changes at once, then the queue is read again for its order, a second after the first update of a burst (not
+    // after the last: a busy queue never pauses for a second).
     let rereading = null;
     function reread() {
-      clearTimeout(rereading);
-      rereading = setTimeout(reload, 1000);
+      if (rereading === null) rereading = setTimeout(() => { rereading = null; reload(); }, 1000);
     }
 
     items.forEach((item) => upsert(item, false));
@@ -566,8 +566,9 @@
     let redrawing = null;
     let redraws = 0;  // only the newest answer may replace the section
     function redrawProgress() {
-      clearTimeout(redrawing);
+      if (redrawing !== null) return;  // one redraw for a burst of updates, drawn after the first of them
       redrawing = setTimeout(async () => {
+        redrawing = null;
         const mine = ++redraws;
         try {
           const response = await fetch(`/panel/progress/${encodeURIComponent(id)}`, { credentials: "same-origin" });
