@@ -293,14 +293,27 @@
       if (isNew) highlight(row);
     }
 
+    // The rows become the queue as read, in the server's order: those no longer in it go, the others are updated
+    // in place (each keeps its element).
     let reloads = 0;  // only the newest reload may replace the rows: an older answer would undo newer updates
     function reload() {
       const mine = ++reloads;
       api("GET", "/api/queue").then((fresh) => {
         if (mine !== reloads) return;
-        rows.forEach((row) => row.remove());
-        rows.clear();
+        const listed = new Set(fresh.map((item) => item.conversation_id));
+        for (const [conversationId, row] of rows) {
+          if (!listed.has(conversationId)) {
+            row.remove();
+            rows.delete(conversationId);
+          }
+        }
         fresh.forEach((item) => upsert(item, false));
+        let slot = body.firstElementChild;
+        for (const item of fresh) {  // moving only the rows out of place
+          const row = rows.get(item.conversation_id);
+          if (row === slot) slot = slot.nextElementSibling;
+          else if (row) body.insertBefore(row, slot);
+        }
       }).catch(() => {});
     }
 
