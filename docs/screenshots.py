@@ -71,10 +71,12 @@ async def shoot(url: str) -> None:
         page: Page = await browser.new_page(viewport={"width": 1366, "height": 820})
         await page.goto(url + "/panel")
         await page.wait_for_selector("body[data-live='on']")
+        await asyncio.sleep(1.5)  # the rows a live update changed are read again for their state and order
         await page.screenshot(path=DOCS / "panel-queue.png")
         conversation, source = await asyncio.to_thread(busiest, url)
         await page.goto(f"{url}/panel/conversations/{conversation}")
         await page.wait_for_selector(".card")
+        await asyncio.sleep(1.5)  # and the Progress section is drawn again after a live update
         await page.screenshot(path=DOCS / "panel-conversation.png")
         await page.goto(f"{url}/panel/knowledge/{source}")
         await page.screenshot(path=DOCS / "panel-source.png")

@@ -318,11 +318,11 @@
     }
 
     // A live update says what changed but not the case's clocks (its state and what falls due next): the row
-    // changes at once, then the queue is read again for its order, a second after the first update of a burst (not
-    // after the last: a busy queue never pauses for a second).
+    // changes at once, then the queue is read again for its order, half a second after the first update of a burst
+    // (not after the last: a busy queue never pauses).
     let rereading = null;
     function reread() {
-      if (rereading === null) rereading = setTimeout(() => { rereading = null; reload(); }, 1000);
+      if (rereading === null) rereading = setTimeout(() => { rereading = null; reload(); }, 500);
     }
 
     items.forEach((item) => upsert(item, false));
