@@ -189,7 +189,9 @@ DUE_IN_S = 10
 
 @pytest.fixture
 async def progressing(tmp_path: Path) -> AsyncIterator[Progressing]:
-    async with wired(tmp_path, settings=settings(tmp_path, sla=SLA), clock=ManualClock(T0)) as vigil:
+    async with wired(
+        tmp_path, settings=settings(tmp_path, sla=SLA, procedures_min_cases=5), clock=ManualClock(T0)
+    ) as vigil:
         await resolved_cases(vigil, 6)
         await next(job for job in vigil.parts.jobs if job.name == MINE).run(T0 + timedelta(minutes=30))
         p = Progressing(vigil, datetime.now(UTC).replace(microsecond=0))
