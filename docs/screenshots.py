@@ -38,12 +38,15 @@ def wait_ready(url: str, timeout_s: float = 180) -> None:
 
 
 def busiest(url: str) -> tuple[str, str]:
-    """A conversation with a suggestion, and the knowledge entry its first suggestion cites."""
+    """A conversation with a suggestion that cites knowledge (a follow-up or a next step cites none), and the entry
+    it cites."""
     for item in httpx.get(url + "/api/queue", timeout=5).json():
         if item["unread_suggestions"]:
             view = httpx.get(f"{url}/api/conversations/{item['conversation_id']}", timeout=5).json()
-            return item["conversation_id"], view["suggestions"][0]["sources"][0]["id"]
-    raise LookupError("no conversation has a suggestion yet")
+            cited = [s["sources"][0]["id"] for s in view["suggestions"] if s["sources"]]
+            if cited:
+                return item["conversation_id"], cited[0]
+    raise LookupError("no conversation has a suggestion that cites knowledge yet")
 
 
 async def judge(page: Page, url: str, conversations: int = 8) -> None:
@@ -68,10 +71,12 @@ async def shoot(url: str) -> None:
         page: Page = await browser.new_page(viewport={"width": 1366, "height": 820})
         await page.goto(url + "/panel")
         await page.wait_for_selector("body[data-live='on']")
+        await asyncio.sleep(1.5)  # the rows a live update changed are read again for their state and order
         await page.screenshot(path=DOCS / "panel-queue.png")
         conversation, source = await asyncio.to_thread(busiest, url)
         await page.goto(f"{url}/panel/conversations/{conversation}")
         await page.wait_for_selector(".card")
+        await asyncio.sleep(1.5)  # and the Progress section is drawn again after a live update
         await page.screenshot(path=DOCS / "panel-conversation.png")
         await page.goto(f"{url}/panel/knowledge/{source}")
         await page.screenshot(path=DOCS / "panel-source.png")

@@ -1,9 +1,11 @@
-"""The panel's pages: the queue, a conversation, a knowledge source, the lead overview and knowledge review; signing
-in and out.
+"""The panel's pages: the queue, a conversation (and its Progress section alone), a knowledge source, the lead
+overview and knowledge review; signing in and out.
 
 Pages are server-rendered (Jinja, autoescaped); the queue and the conversation hand their data to
 ``static/panel.js`` as JSON and it renders and updates them live, building DOM nodes with ``textContent`` only, so
 nothing a customer types can become markup.
+The conversation's Progress section (``vigil/panel/progress.py``) is drawn here, and drawn again by
+``/panel/progress/{id}`` when the case moves; the script only counts its clocks down.
 
 Times follow the tenant's display (``vigil.panel.display``): ``<body data-locale data-time-zone>`` carries the page's (a
 conversation's tenant's; elsewhere the person's first tenant's, or the default for a person of every tenant), and
@@ -23,7 +25,7 @@ from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 
-from vigil.cases.views import CaseViews
+from vigil.cases.views import CaseViews, ConversationView
 from vigil.core.clock import Clock
 from vigil.core.errors import AuthError, AuthUnavailable
 from vigil.knowledge.store import MINED, KnowledgeStore
@@ -34,6 +36,7 @@ from vigil.panel.markdown import render as render_markdown
 from vigil.panel.oidc import OidcClient, PendingLogin
 from vigil.panel.overview import overview
 from vigil.panel.overview_charts import all_charts
+from vigil.panel.progress import CaseProgress, progress_of
 from vigil.panel.review import LIMIT, LISTS, Reviewed, reviewed, rival_ids
 from vigil.panel.routes import visible_conversation
 from vigil.panel.windows import WINDOWS, fitting, oldest_record
@@ -95,7 +98,29 @@ def page_routes(
         view = await visible_conversation(views, conversation_id, who)
         data = view.model_dump(mode="json")
         display: Display = displays.of(view.tenant)
-        return render(request, "conversation.html", who, view=view, data=data, draft_mark=DRAFT_MARK, display=display)
+        shown = await progress(view, who, display)
+        return render(
+            request,
+            "conversation.html",
+            who,
+            view=view,
+            data=data,
+            draft_mark=DRAFT_MARK,
+            display=display,
+            progress=shown,
+        )
+
+    @router.get("/panel/progress/{conversation_id:path}")
+    async def progress_part(conversation_id: str, request: Request) -> HTMLResponse:
+        """The conversation page's Progress section alone, for the page to draw again when the case moves."""
+        who = await viewer(request)
+        view = await visible_conversation(views, conversation_id, who, limit=1)
+        display = displays.of(view.tenant)
+        return render(request, "_progress.html", who, progress=await progress(view, who, display), display=display)
+
+    async def progress(view: ConversationView, who: Identity, display: Display) -> CaseProgress:
+        brief = await views.handover(view.conversation_id, tenants=who.tenant_filter, zone=display.zone)
+        return progress_of(view, brief, display, clock.now())
 
     @router.get("/panel/overview")
     async def overview_page(request: Request, window: str | None = None) -> HTMLResponse:

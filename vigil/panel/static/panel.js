@@ -49,6 +49,44 @@
     return value ? value.replace(/_/g, " ") : "—";
   }
 
+  // A machine name for people, as vigil/panel/progress.py words_of: "ask_new_address" -> "Ask new address".
+  function words(name) {
+    const spaced = (name || "").replace(/[_-]/g, " ").trim();
+    return spaced.charAt(0).toUpperCase() + spaced.slice(1);
+  }
+
+  // A case's state in words, as vigil/panel/progress.py STATE_WORDS says it on the server.
+  const STATE_LABELS = {
+    new: "New, not answered yet",
+    waiting_on_analyst: "Waiting on the analyst",
+    waiting_on_customer: "Waiting on the customer",
+    waiting_on_internal: "Waiting on another team",
+    resolved: "Resolved",
+    closed: "Closed",
+  };
+
+  // A countdown as the server writes it (vigil/panel/progress.py duration): "45s", "4m 05s", "2h 05m", "3d 4h".
+  function span(seconds) {
+    const s = Math.floor(seconds);
+    const two = (n) => String(n).padStart(2, "0");
+    if (s < 60) return `${s}s`;
+    if (s < 3600) return `${Math.floor(s / 60)}m ${two(s % 60)}s`;
+    if (s < 48 * 3600) return `${Math.floor(s / 3600)}h ${two(Math.floor(s / 60) % 60)}m`;
+    return `${Math.floor(s / 86400)}d ${Math.floor(s / 3600) % 24}h`;
+  }
+
+  // Every countdown under root, at this second: the time left, or how long overdue; data-phase is "warn" from its
+  // data-warn time (the warning window), "overdue" once due.
+  function tickCountdowns(root) {
+    const now = Date.now();
+    for (const node of root.querySelectorAll(".countdown[data-due]")) {
+      const left = (Date.parse(node.dataset.due) - now) / 1000;
+      const warn = node.dataset.warn ? Date.parse(node.dataset.warn) : null;
+      node.dataset.phase = left <= 0 ? "overdue" : warn !== null && now >= warn ? "warn" : "ok";
+      node.textContent = left <= 0 ? `overdue by ${span(-left)}` : `${span(left)} left`;
+    }
+  }
+
   // Times are written as the tenant reads them, in its locale (en-GB: 14:05; en-US: 2:05 PM) and time zone: the
   // page's display is on <body data-locale data-time-zone>; in the queue each row is its tenant's (vigil-displays).
   const displaysNode = document.getElementById("vigil-displays");
@@ -152,7 +190,12 @@
     const empty = document.getElementById("queue-empty");
     const rows = new Map();
 
-    function before(a, b) {  // waiting longest first, then the most recently active
+    // As the server sorts the queue (vigil/cases/views.py): what falls due first (nothing due last), then waiting
+    // longest, then the most recently active.
+    function before(a, b) {
+      const da = a.next_due_at ? Date.parse(a.next_due_at) : null, db = b.next_due_at ? Date.parse(b.next_due_at) : null;
+      if (da !== null && db !== null && da !== db) return da < db;
+      if ((da === null) !== (db === null)) return da !== null;
       const wa = a.waiting_since, wb = b.waiting_since;
       if (wa && wb) return Date.parse(wa) < Date.parse(wb);
       if (wa || wb) return Boolean(wa);
@@ -201,6 +244,10 @@
       row.waited = el("td", { class: "waited" });
       const sent = last ? el("time", { datetime: last.sent_at, title: stamp(last.sent_at, displayOf(s.tenant)) }) : "—";
       row.aged = el("td", { class: "age" }, sent);
+      const status = s.state ? s.state.status : null;
+      const due = s.next_due_at
+        ? el("span", { class: "countdown", "data-due": s.next_due_at, title: stamp(s.next_due_at, displayOf(s.tenant)) })
+        : "—";
       row.replaceChildren(
         el("th", { scope: "row", class: "customer" },
           // The customer's name leads; without one, the conversation id, as the analyst knows it from elsewhere.
@@ -212,7 +259,8 @@
         row.waited,
         el("td", { class: s.priority ? `priority ${s.priority}` : "priority", text: label(s.priority) }),
         el("td", { class: "assignee", text: s.assignee || "unassigned" }),
-        el("td", { class: "status", text: label(s.status) }),
+        el("td", { class: "state", "data-state": status, title: `Status: ${label(s.status)}`, text: STATE_LABELS[status] || label(status) }),
+        el("td", { class: "due" }, due),
         el("td", { text: s.tenant }),
         el("td", {}, el("span", { class: unread ? "badge hot" : "badge", text: String(unread), "aria-label": `${unread} unread suggestions` })),
       );
@@ -224,6 +272,7 @@
       row.waited.textContent = s.waiting_since ? ago(s.waiting_since) : "—";
       const time = row.aged.firstElementChild;
       if (time) time.textContent = `${ago(s.last_message.sent_at)} ago`;
+      tickCountdowns(row);
     }
 
     // A live message carries its whole text: the row shows its start, and the customer's name if it gives one.
@@ -244,23 +293,44 @@
       if (isNew) highlight(row);
     }
 
+    // The rows become the queue as read, in the server's order: those no longer in it go, the others are updated
+    // in place (each keeps its element).
     let reloads = 0;  // only the newest reload may replace the rows: an older answer would undo newer updates
     function reload() {
       const mine = ++reloads;
       api("GET", "/api/queue").then((fresh) => {
         if (mine !== reloads) return;
-        rows.forEach((row) => row.remove());
-        rows.clear();
+        const listed = new Set(fresh.map((item) => item.conversation_id));
+        for (const [conversationId, row] of rows) {
+          if (!listed.has(conversationId)) {
+            row.remove();
+            rows.delete(conversationId);
+          }
+        }
         fresh.forEach((item) => upsert(item, false));
+        let slot = body.firstElementChild;
+        for (const item of fresh) {  // moving only the rows out of place
+          const row = rows.get(item.conversation_id);
+          if (row === slot) slot = slot.nextElementSibling;
+          else if (row) body.insertBefore(row, slot);
+        }
       }).catch(() => {});
+    }
+
+    // A live update says what changed but not the case's clocks (its state and what falls due next): the row
+    // changes at once, then the queue is read again for its order, half a second after the first update of a burst
+    // (not after the last: a busy queue never pauses).
+    let rereading = null;
+    function reread() {
+      if (rereading === null) rereading = setTimeout(() => { rereading = null; reload(); }, 500);
     }
 
     items.forEach((item) => upsert(item, false));
     empty.hidden = rows.size > 0;
     setInterval(() => rows.forEach(tick), 1000);
     live("/api/live", {
-      message: said,
-      case: (d) => upsert(d.case, true),
+      message: (d) => { said(d); reread(); },
+      case: (d) => { upsert(d.case, true); reread(); },
       suggestion: (d) => unread(d.suggestion.conversation_id, d.suggestion.suggestion_id, true),
       feedback: (d) => unread(d.case.conversation_id, d.feedback.suggestion_id, false),
     }, reload);
@@ -328,6 +398,7 @@
         quote ? el("p", { class: "asked" }, el("strong", { text: "In reply to: " }), `“${quote}”`) : null,
         text,
         drafted(s) ? el("p", { class: "drafted", role: "note", text: draftMark }) : null,
+        s.step ? el("p", { class: "step" }, el("strong", { text: "Step: " }), words(s.step.label), ` (${words(s.step.procedure)})`) : null,
         s.why ? el("p", { class: "why" }, el("strong", { text: "Why: " }), s.why) : null,
         s.sources && s.sources.length ? el("ul", { class: "sources", "aria-label": "Sources" }, ...s.sources.map(sourceItem)) : null,
         verdict,
@@ -493,15 +564,63 @@
         .finally(() => { earlier.disabled = false; });
     });
 
+    // The Progress section: drawn on the server (vigil/panel/progress.py), counted down here every second, and
+    // drawn again by the server when the case moves (a message, a change, a follow-up, a next step, a handover).
+    // What replaces it is the server's autoescaped HTML, as trusted as the page itself; it keeps the brief open or
+    // closed as the analyst left it.
+    let progress = document.getElementById("progress");
+    progress.parentNode.addEventListener("click", (event) => {
+      if (!event.target.closest("[data-use-reply]")) return;
+      const text = document.querySelector("#progress .reply-text");
+      if (text) useReply(text.textContent);
+    });
+    tickCountdowns(progress);
+    setInterval(() => tickCountdowns(progress), 1000);
+    let redrawing = null;
+    let redraws = 0;  // only the newest answer may replace the section
+    function redrawProgress() {
+      if (redrawing !== null) return;  // one redraw for a burst of updates, drawn after the first of them
+      redrawing = setTimeout(async () => {
+        redrawing = null;
+        const mine = ++redraws;
+        try {
+          const response = await fetch(`/panel/progress/${encodeURIComponent(id)}`, { credentials: "same-origin" });
+          if (!response.ok || response.redirected || mine !== redraws) return;  // signed out: the stream says so
+          const drawn = new DOMParser().parseFromString(await response.text(), "text/html").getElementById("progress");
+          if (!drawn || mine !== redraws) return;
+          const wasOpen = progress.querySelector("details.brief")?.open;
+          const brief = drawn.querySelector("details.brief");
+          if (brief && wasOpen) brief.open = true;
+          const fresh = document.importNode(drawn, true);
+          tickCountdowns(fresh);
+          progress.replaceWith(fresh);
+          progress = fresh;
+        } catch (_) {
+          /* the next update or resync draws it again */
+        }
+      }, 300);
+    }
+    const PROGRESS_KINDS = new Set(["follow_up", "next_step", "handover", "escalation"]);
+
     document.getElementById("copy-reply").addEventListener("click", () => useReply(reply.value));
     load(view);
     markRead();
-    const reload = () => api("GET", `/api/conversations/${encodeURIComponent(id)}`).then(resync).catch(() => {});
+    const reload = () => {
+      redrawProgress();
+      return api("GET", `/api/conversations/${encodeURIComponent(id)}`).then(resync).catch(() => {});
+    };
     live(`/api/live?conversation=${encodeURIComponent(id)}`, {
       // A message too long for the replicas' relay arrives cut short: fetch it whole.
-      message: (d) => { if (d.message.truncated) reload(); else addMessage(d.message); applyCase(d.case); },
-      case: (d) => applyCase(d.case),
-      suggestion: (d) => { if (d.suggestion.truncated) reload(); else addCard(d.suggestion); },
+      message: (d) => {
+        if (d.message.truncated) reload(); else addMessage(d.message);
+        applyCase(d.case);
+        redrawProgress();
+      },
+      case: (d) => { applyCase(d.case); redrawProgress(); },
+      suggestion: (d) => {
+        if (d.suggestion.truncated) reload(); else addCard(d.suggestion);
+        if (PROGRESS_KINDS.has(d.suggestion.kind)) redrawProgress();
+      },
       feedback: (d) => applyFeedback(d.feedback),
     }, reload);
   }
