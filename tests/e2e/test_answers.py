@@ -40,6 +40,8 @@ async def test_questions_get_answers_and_everything_else_silence(
         sqlite_url,
         VIGIL_ANSWERS__ENABLED="true",
         VIGIL_KNOWLEDGE__PATHS=json.dumps([str(KNOWLEDGE / "articles"), str(KNOWLEDGE / "faqs")]),
+        # Answers alone: an hour-old question would also get its first-response warning (tests/e2e/test_progress.py).
+        VIGIL_PROGRESS__ENABLED="false",
     )
     await ready(daemon, timeout_s=120)
 

@@ -58,3 +58,8 @@ def test_a_question_about_cancelling_is_not_a_threat_to_cancel():
     assert not asked.escalate
     threatened = pressure(["This is the third time. I'm going to cancel my contract."])
     assert threatened.sentiment < sentiment("What's the charge if I cancel early?")
+
+
+def test_one_sad_remark_alone_is_not_a_customer_to_escalate_but_one_furious_message_is():
+    assert not pressure(["it says 'this code is no longer valid' 🙁"]).escalate
+    assert pressure(["Terrible. Just terrible. You've charged me twice AGAIN."]).escalate

@@ -6,7 +6,7 @@ as neutral in a support chat: threats ("cancel", "a manager", "complaint", "ombu
 "unbelievable", "not happy", "useless"), each -0.4. ``chasing`` says whether a message chases the analyst ("any
 update?", "hello??", "still waiting", "it's been 3 days"). ``pressure`` reads the customer's messages since the
 analyst's last reply and says escalate for two or more chasers, or for a strongly negative mood (-0.5 or below at
-its lowest) that is not recovering (the last message no better than the first).
+its lowest, or -0.75 for a single message) that is not recovering (the last message no better than the first).
 """
 
 from __future__ import annotations
@@ -22,6 +22,9 @@ __all__ = ["Pressure", "chasing", "pressure", "sentiment"]
 
 STRONGLY_NEGATIVE = -0.5
 """A message this negative or worse, with the mood not recovering, is worth an escalation."""
+ALONE_STRONGLY_NEGATIVE = -0.75
+"""One message on its own must be this negative: one sad remark ("it says the code is no longer valid 🙁", -0.51)
+is not yet a customer to escalate."""
 CHASES_TO_ESCALATE = 2
 """Chasers since the analyst's last reply that call for an escalation."""
 CUE_WEIGHT = 0.4
@@ -92,6 +95,6 @@ def pressure(customer_texts: Sequence[str]) -> Pressure:
     why = ""
     if chases >= CHASES_TO_ESCALATE:
         why = f"the customer has chased {chases} times since the last reply"
-    elif min(scores) <= STRONGLY_NEGATIVE and trend <= 0:
+    elif min(scores) <= (STRONGLY_NEGATIVE if len(scores) > 1 else ALONE_STRONGLY_NEGATIVE) and trend <= 0:
         why = f"the customer's sentiment is strongly negative ({min(scores):.2f}) and not recovering"
     return Pressure(chases, sum(scores) / len(scores), trend, bool(why), why)
