@@ -55,5 +55,6 @@ def test_replaying_a_file_twice_from_empty_writes_identical_suggestions_and_name
     assert said.count(b"\n") >= 2
     assert said == (tmp_path / "second.jsonl").read_bytes()
     suggestions = [json.loads(line) for line in said.splitlines()]
-    assert {s["kind"] for s in suggestions} == {"answer"}
-    assert f"suggestions: {len(suggestions)} (answer {len(suggestions)})" in first.stderr
+    kinds = [s["kind"] for s in suggestions]
+    assert "answer" in kinds and set(kinds) <= {"answer", "follow_up", "escalation", "handover", "next_step"}
+    assert f"suggestions: {len(suggestions)} (answer {kinds.count('answer')}" in first.stderr
