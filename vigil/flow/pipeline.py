@@ -189,12 +189,32 @@ class Pipeline:
         slot: str,
         received: float,
     ) -> Suggestion:
-        return Suggestion(
+        return self._made(
+            proposal,
             # Event ids are unique only within their conversation.
-            suggestion_id=str(uuid.uuid5(_SUGGESTION_IDS, f"{event.conversation_id}/{event.id}/{slot}")),
+            key=f"{event.conversation_id}/{event.id}/{slot}",
             conversation_id=event.conversation_id,
             tenant=case.tenant if case else (event.tenant or self._default_tenant),
             in_reply_to=event.id,
+            latency_ms=round((self._clock.monotonic() - received) * 1000, 3),
+        )
+
+    def _made(
+        self,
+        proposal: Proposal,
+        *,
+        key: str,
+        conversation_id: str,
+        tenant: str,
+        in_reply_to: str | None,
+        latency_ms: float,
+    ) -> Suggestion:
+        """The suggestion ``proposal`` makes, its id named by ``key`` (the same key, the same id)."""
+        return Suggestion(
+            suggestion_id=str(uuid.uuid5(_SUGGESTION_IDS, key)),
+            conversation_id=conversation_id,
+            tenant=tenant,
+            in_reply_to=in_reply_to,
             created_at=self._clock.now(),
             kind=proposal.kind,
             text=proposal.text,
@@ -203,7 +223,7 @@ class Pipeline:
             sources=list(proposal.sources),
             action=proposal.action,
             step=proposal.step,
-            latency_ms=round((self._clock.monotonic() - received) * 1000, 3),
+            latency_ms=latency_ms,
         )
 
     async def announce(
@@ -223,19 +243,12 @@ class Pipeline:
             self._silenced(decision.reason)
             return None
         received = self._clock.monotonic()
-        suggestion = Suggestion(
-            suggestion_id=str(uuid.uuid5(_SUGGESTION_IDS, f"{conversation_id}/@{key}")),
+        suggestion = self._made(
+            proposal,
+            key=f"{conversation_id}/@{key}",
             conversation_id=conversation_id,
             tenant=tenant,
             in_reply_to=in_reply_to,
-            created_at=self._clock.now(),
-            kind=proposal.kind,
-            text=proposal.text,
-            why=proposal.why or None,
-            confidence=proposal.confidence,
-            sources=list(proposal.sources),
-            action=proposal.action,
-            step=proposal.step,
             latency_ms=0.0,
         )
         await self._backoff.retry("storing a suggestion", partial(self._store.save_suggestion, suggestion))
