@@ -71,7 +71,7 @@ from vigil.db.engine import create_engine
 from vigil.dev.broker import EmbeddedBroker
 from vigil.progress import sla
 from vigil.progress.reminders import COMMITMENT as COMMITMENT_KIND
-from vigil.progress.settings import ProgressSettings
+from vigil.progress.settings import DEFAULT_SLA, ProgressSettings
 from vigil.transport.kafka import ensure_topics
 from vigil.transport.settings import KafkaSettings
 
@@ -94,6 +94,15 @@ BATCH = 5_000
 _SUGGESTION_IDS = uuid.UUID("6f1d4a52-8c1e-4f0a-9d7b-3a5c2e9b7f10")
 """vigil/flow/pipeline.py's namespace of suggestion ids: a reminder's id is made from its timer and stage."""
 LATENESS = "vigil_timer_lateness_seconds"
+QUIET_SLA = json.dumps(
+    {
+        **{t: {p: v.model_dump() for p, v in by.items()} for t, by in DEFAULT_SLA.items()},
+        "brightwave": {"*": {"first_response_s": 86_400.0}},
+    }
+)
+"""vigil's SLA targets, but a day to first response for the questions' tenant: each question is a new conversation
+whose first-response clock would otherwise warn 5 minutes later, so the questions of one phase would fire timers
+(as many a second as questions were sent) in a later one, the baseline after the window among them."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -475,7 +484,8 @@ async def one_database(
                 db_url=db_url,
                 workdir=here / "vigil",
                 partitions=plan.partitions,
-                settings={"KNOWLEDGE__PATHS": json.dumps([str(p) for p in KNOWLEDGE_PATHS])} | dict(plan.settings),
+                settings={"KNOWLEDGE__PATHS": json.dumps([str(p) for p in KNOWLEDGE_PATHS]), "PROGRESS__SLA": QUIET_SLA}
+                | dict(plan.settings),
             )
 
         suggestions = Suggestions(broker.bootstrap, f"{topic}.suggestions")
