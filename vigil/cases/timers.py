@@ -108,11 +108,22 @@ async def arm(conn: AsyncConnection, timers: Sequence[Arm]) -> None:
     )
 
 
+def _running_in(conversation_id: str) -> sa.ColumnElement[bool]:
+    """The conversation's running timers, found through its index (``ix_timer_conversation_id``).
+
+    ``status || ''`` rather than ``status``: SQLite keeps no statistics here (no ANALYZE), and with a plain ``status =``
+    it reads the conversation's timers through ``ix_timer_status_fire_at`` instead, which is every running timer of
+    every conversation (~0.25 s per event with 100,000 of them, in the progress skill's write transaction);
+    PostgreSQL, until it has analysed a freshly filled table, ANDs both indexes (~18 ms). Same rows either way.
+    """
+    return sa.and_(TIMER.c.conversation_id == conversation_id, TIMER.c.status.concat("") == RUNNING)
+
+
 async def cancel(
     conn: AsyncConnection, conversation_id: str, *, kinds: Sequence[str] = (), keep: Sequence[str] = ()
 ) -> int:
     """Cancel the conversation's running timers (of ``kinds``, if given), but those of ``keep``; returns how many."""
-    stmt = sa.update(TIMER).where(TIMER.c.conversation_id == conversation_id, TIMER.c.status == RUNNING)
+    stmt = sa.update(TIMER).where(_running_in(conversation_id))
     if kinds:
         stmt = stmt.where(TIMER.c.kind.in_(list(kinds)))
     if keep:
@@ -134,9 +145,7 @@ async def cancel_ids(conn: AsyncConnection, timer_ids: Sequence[str]) -> None:
 async def running(conn: AsyncConnection, conversation_id: str) -> list[Timer]:
     """The conversation's running timers, soonest due first."""
     rows = await conn.execute(
-        sa.select(TIMER)
-        .where(TIMER.c.conversation_id == conversation_id, TIMER.c.status == RUNNING)
-        .order_by(TIMER.c.due_at, TIMER.c.timer_id)
+        sa.select(TIMER).where(_running_in(conversation_id)).order_by(TIMER.c.due_at, TIMER.c.timer_id)
     )
     return [Timer.of(row) for row in rows]
 
