@@ -151,10 +151,13 @@ class TimerRow(SQLModel, table=True):
     A replica that fires it holds it until ``lease_until``; one that dies mid-fire loses it to the next sweep."""
 
     __tablename__ = "timer"
-    __table_args__ = (sa.Index("ix_timer_status_fire_at", "status", "fire_at"),)
+    __table_args__ = (
+        sa.Index("ix_timer_status_fire_at", "status", "fire_at"),  # the sweep: what has come due
+        sa.Index("ix_timer_conversation_id_status", "conversation_id", "status"),  # a case's running timers
+    )
 
     timer_id: str = Field(primary_key=True, max_length=ID_LENGTH)
-    conversation_id: str = Field(index=True, max_length=ID_LENGTH)
+    conversation_id: str = Field(max_length=ID_LENGTH)
     tenant: str = Field(max_length=ID_LENGTH)
     kind: str = Field(max_length=32)
     """``first_response``, ``next_response``, ``resolution`` (SLA targets) or ``commitment``."""

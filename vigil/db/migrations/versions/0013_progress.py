@@ -62,7 +62,7 @@ def _progress_tables() -> None:
         sa.Column("fired_at", sa.DateTime(timezone=True), nullable=True),
         sa.PrimaryKeyConstraint("timer_id"),
     )
-    op.create_index("ix_timer_conversation_id", "timer", ["conversation_id"])
+    op.create_index("ix_timer_conversation_id_status", "timer", ["conversation_id", "status"])
     op.create_index("ix_timer_status_fire_at", "timer", ["status", "fire_at"])
     op.create_table(
         "commitment",
@@ -110,7 +110,7 @@ def downgrade() -> None:
     op.drop_table("case_progress")
     op.drop_table("commitment")
     op.drop_index("ix_timer_status_fire_at", table_name="timer")
-    op.drop_index("ix_timer_conversation_id", table_name="timer")
+    op.drop_index("ix_timer_conversation_id_status", table_name="timer")
     op.drop_table("timer")
     with op.batch_alter_table("suggestion") as batch:
         batch.drop_column("step")
