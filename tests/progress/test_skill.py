@@ -228,6 +228,19 @@ async def test_a_customer_who_keeps_chasing_gets_an_escalation_suggested_once(vi
     assert (await view(vigil)).progress is not None
 
 
+async def test_a_warning_that_comes_after_its_due_time_is_not_given(vigil: Wired):
+    await vigil.send(say(1, "customer", "Is there a fault on my line?", 0))
+    await vigil.send(say(2, "analyst", "I'll get back to you within 2 hours.", 1))
+    # vigil was down from here until after the promise fell due (its sweep did not run): no reminder, the missed
+    # notice only, once it is back.
+    clock = vigil.clock
+    assert isinstance(clock, ManualClock)
+    clock.advance_to(at(130))
+    await vigil.advance(at(131))
+    texts = [s.text.split(":")[0] for s in vigil.published]
+    assert texts.count("Reminder") == 0 and texts.count("Missed") == 1
+
+
 async def test_timers_pending_at_a_restart_fire_after_it(tmp_path: Path):
     config = settings(tmp_path)
     async with wired(tmp_path, settings=config, clock=ManualClock(T0)) as first:
@@ -251,11 +264,12 @@ async def test_two_replicas_sharing_a_database_fire_each_timer_once(db_url: str,
             conversation = f"c-{n}"
             await a.send(say(1, "customer", "Is there a fault on my line?", 0, conversation))
             await a.send(say(2, "analyst", "I'll get back to you within 2 hours.", 1, conversation))
-        clock.advance_to(at(122))
-        # Both sweep at once, as two replicas' schedulers would.
+        # Both sweep at once, as two replicas' schedulers would: at the reminders' moment, then at the due time.
         reminders_a = a.parts.jobs[[j.name for j in a.parts.jobs].index("progress-timers")]
         reminders_b = b.parts.jobs[[j.name for j in b.parts.jobs].index("progress-timers")]
-        await asyncio.gather(reminders_a.run(at(122)), reminders_b.run(at(122)), reminders_a.run(at(122)))
+        for moment in (at(107), at(122)):
+            clock.advance_to(moment)
+            await asyncio.gather(reminders_a.run(moment), reminders_b.run(moment), reminders_a.run(moment))
         said = [s.suggestion_id for s in [*a.published, *b.published] if s.kind == "follow_up"]
         assert len(said) == len(set(said)) == 40  # per conversation, the reminder and the missed notice, once each
         per: dict[str, list[str]] = {}

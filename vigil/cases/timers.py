@@ -147,37 +147,39 @@ async def running(conn: AsyncConnection, conversation_id: str) -> list[Timer]:
 
 
 async def claim_due(
-    engine: AsyncEngine, *, now: datetime, owner: str, lease: timedelta, limit: int = 500
+    conn: AsyncConnection, *, now: datetime, owner: str, lease: timedelta, limit: int = 500
 ) -> list[Timer]:
     """Take up to ``limit`` of the timers whose time has come and nobody holds, soonest first, for ``owner`` until
-    ``now + lease``. Another replica sweeping at the same moment takes others, or none."""
+    ``now + lease``, in the caller's transaction. Another replica sweeping at the same moment takes others, or none:
+    on PostgreSQL the rows another transaction has locked are skipped (``FOR UPDATE SKIP LOCKED``), never waited
+    for, so two sweeps, or a sweep and an event re-arming its case's timers, cannot deadlock; SQLite has one writer."""
     free = sa.or_(TIMER.c.lease_until.is_(None), TIMER.c.lease_until <= now)
-    async with engine.begin() as conn:
-        candidates = (
-            (
-                await conn.execute(
-                    sa.select(TIMER.c.timer_id)
-                    .where(TIMER.c.status == RUNNING, TIMER.c.fire_at <= now, free)
-                    .order_by(TIMER.c.fire_at)
-                    .limit(limit)
-                )
+    candidates = (
+        (
+            await conn.execute(
+                sa.select(TIMER.c.timer_id)
+                .where(TIMER.c.status == RUNNING, TIMER.c.fire_at <= now, free)
+                .order_by(TIMER.c.fire_at)
+                .limit(limit)
+                .with_for_update(skip_locked=True)
             )
-            .scalars()
-            .all()
         )
-        if not candidates:
-            return []
-        await conn.execute(
-            sa.update(TIMER)
-            .where(TIMER.c.timer_id.in_(candidates), TIMER.c.status == RUNNING, TIMER.c.fire_at <= now, free)
-            .values(owner=owner, lease_until=now + lease)
-        )
-        taken = await conn.execute(
-            sa.select(TIMER)
-            .where(TIMER.c.timer_id.in_(candidates), TIMER.c.owner == owner, TIMER.c.lease_until == now + lease)
-            .order_by(TIMER.c.fire_at)
-        )
-        return [Timer.of(row) for row in taken]
+        .scalars()
+        .all()
+    )
+    if not candidates:
+        return []
+    await conn.execute(
+        sa.update(TIMER)
+        .where(TIMER.c.timer_id.in_(candidates), TIMER.c.status == RUNNING, TIMER.c.fire_at <= now, free)
+        .values(owner=owner, lease_until=now + lease)
+    )
+    taken = await conn.execute(
+        sa.select(TIMER)
+        .where(TIMER.c.timer_id.in_(candidates), TIMER.c.owner == owner, TIMER.c.lease_until == now + lease)
+        .order_by(TIMER.c.fire_at)
+    )
+    return [Timer.of(row) for row in taken]
 
 
 async def advance(conn: AsyncConnection, timer: Timer, *, owner: str, now: datetime) -> bool:

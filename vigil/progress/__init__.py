@@ -36,6 +36,7 @@ def setup(
         settings=settings,
         registry=platform.registry,
         owner=replica_id(),
+        timeout_s=timeout_s,
     )
 
     async def warm() -> None:

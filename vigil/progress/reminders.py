@@ -23,6 +23,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from vigil.cases import progress, timers
 from vigil.cases.timers import Timer
 from vigil.core.clock import Clock
+from vigil.db.engine import guarded
 from vigil.flow.outlet import Outlet
 from vigil.flow.scheduler import Job
 from vigil.flow.skills import Proposal
@@ -50,8 +51,12 @@ class Reminders:
         settings: ProgressSettings,
         registry: CollectorRegistry,
         owner: str,
+        timeout_s: float | None = None,
     ) -> None:
+        """``timeout_s`` bounds each transaction; database errors come out as vigil's (logged without a traceback,
+        the timers tried again at the next sweep)."""
         self._engine = engine
+        self._timeout_s = timeout_s
         self._outlet = outlet
         self._clock = clock
         self._settings = settings
@@ -112,14 +117,15 @@ class Reminders:
             now = self._clock.now()
             # Each claim its own holder: two sweeps of one replica at once (a slow one overtaken) never share timers.
             holder = f"{self._owner}#{next(self._claims)}"
-            batch = await timers.claim_due(self._engine, now=now, owner=holder, lease=lease, limit=BATCH)
+            async with guarded(self._engine, timeout_s=self._timeout_s, begin=True) as conn:
+                batch = await timers.claim_due(conn, now=now, owner=holder, lease=lease, limit=BATCH)
             if not batch:
                 return fired
             fired += await self._fire_all(batch, holder)
 
     async def _fire_all(self, batch: list[Timer], holder: str) -> int:
-        """Fire a claim's timers, ``AT_ONCE`` at a time, in their order, then move on those that fired in one
-        transaction; how many moved on. Each firing waits mostly on the database and the broker, so one after the
+        """Fire a claim's timers, ``AT_ONCE`` at a time, in their order, then move on those that fired; how many
+        moved on. Each firing waits mostly on the database and the broker, so one after the
         other a sweep fell behind timers falling due at ~15 a second (bench/timers.py)."""
         turns = asyncio.Semaphore(AT_ONCE)
         now = self._clock.now()
@@ -129,10 +135,12 @@ class Reminders:
                 return await self._fire(timer, now)
 
         said = await asyncio.gather(*(fire(timer) for timer in batch))
-        fired = [timer for timer, ok in zip(batch, said, strict=True) if ok]
         moved = 0
-        async with self._engine.begin() as conn:
-            for timer in fired:
+        for timer, ok in zip(batch, said, strict=True):
+            if not ok:
+                continue
+            # One transaction a timer: one row locked at a time, so never a cycle with an event's re-arming.
+            async with guarded(self._engine, timeout_s=self._timeout_s, begin=True) as conn:
                 if await timers.advance(conn, timer, owner=holder, now=now):
                     moved += 1
                     self._lateness.observe(max(0.0, (now - timer.fire_at).total_seconds()))
@@ -164,6 +172,8 @@ class Reminders:
 
     async def _sla(self, timer: Timer) -> None:
         label = sla.LABELS.get(timer.kind, timer.kind)
+        if timer.stage == timers.WARN and timer.due_at <= self._clock.now():
+            return  # come too late to warn (vigil was down, or the event came late): its breach is next
         if timer.stage == timers.WARN:
             minutes = max(1, round((timer.due_at - self._clock.now()).total_seconds() / 60))
             await self._say(
@@ -179,11 +189,13 @@ class Reminders:
     async def _commitment(self, timer: Timer, now: datetime) -> None:
         if timer.ref is None:
             return
-        async with self._engine.connect() as conn:
+        async with guarded(self._engine, timeout_s=self._timeout_s, begin=False) as conn:
             row = await progress.commitment(conn, timer.conversation_id, timer.ref)
         if row is None or row.status != progress.OPEN:
             return  # kept or cancelled while the timer was due: nothing to say
         due = self._local(timer, timer.due_at)
+        if timer.stage == timers.WARN and timer.due_at <= now:
+            return  # too late to remind: the missed notice is next
         if timer.stage == timers.WARN:
             await self._say(timer, f'Reminder: due by {due}, you promised: "{row.what}".', "an open commitment")
             self._reminded.labels(COMMITMENT).inc()
@@ -194,7 +206,7 @@ class Reminders:
             "a commitment passed its due time unkept",
             confidence=0.95,
         )
-        async with self._engine.begin() as conn:
+        async with guarded(self._engine, timeout_s=self._timeout_s, begin=True) as conn:
             missed = await progress.settle(
                 conn, timer.conversation_id, timer.ref, progress.MISSED, at=now, by=timer.timer_id
             )
