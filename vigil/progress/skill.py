@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -87,10 +88,10 @@ class ProgressSkill:
         said: list[Proposal] = []
         moved: str | None = None  # why the case changed hands, if it did
         async with guarded(self._engine, timeout_s=self._timeout_s, begin=True) as conn:
-            read = await progress.reading(conn, case.conversation_id) or Reading(case.conversation_id, updated_at=now)
-            plan = sla.plan(case, self._settings)
-            await timers.arm(conn, plan.arm)
-            await timers.cancel(conn, case.conversation_id, kinds=sla.CLOCKS, keep=plan.keep)
+            stored = await progress.reading(conn, case.conversation_id)
+            read = replace(stored) if stored is not None else Reading(case.conversation_id, updated_at=now)
+            read.tried = list(read.tried)
+            await self._clocks(conn, case)
             if isinstance(event, Message) and event.role == "analyst":
                 await self._kept(conn, event, case)
                 await self._promised(conn, event, case)
@@ -109,13 +110,23 @@ class ProgressSkill:
                     moved = _moved(event)
                 if case.assignee:
                     read.handled_by = case.assignee
-            read.updated_at = now
-            await progress.save_reading(conn, read)
+            if read != stored:  # most events change nothing here: no write, no write lock
+                read.updated_at = now
+                await progress.save_reading(conn, read)
             if moved is not None:
                 brief = await handover.brief(conn, case.conversation_id, zone=self._settings.zone(case.tenant))
                 if brief is not None:
                     said.append(Proposal(kind="handover", text=brief.text, confidence=1.0, why=moved))
         return said
+
+    async def _clocks(self, conn: AsyncConnection, case: CaseState) -> None:
+        """Arm the SLA timers the case's state calls for and cancel the others, writing only what differs."""
+        plan = sla.plan(case, self._settings)
+        running = {t.timer_id: t for t in await timers.running(conn, case.conversation_id) if t.kind in sla.CLOCKS}
+        await timers.arm(
+            conn, [a for a in plan.arm if a.timer_id not in running or running[a.timer_id].due_at != a.due_at]
+        )
+        await timers.cancel_ids(conn, [timer_id for timer_id in running if timer_id not in plan.keep])
 
     async def _kept(self, conn: AsyncConnection, message: Message, case: CaseState) -> None:
         open_ = await progress.commitments(conn, case.conversation_id, status=progress.OPEN)
