@@ -11,6 +11,7 @@ import signal
 import sys
 import threading
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -184,6 +185,21 @@ def _parser() -> argparse.ArgumentParser:
     revoke = sessions.add_parser("revoke", help="sign a person out of the panel in every browser, on every replica")
     revoke.add_argument("user", help="the name they sign in as (as /api/whoami shows it)")
     revoke.set_defaults(command=_sessions_revoke)
+    policy = commands.add_parser("policy", help="the actions' policy").add_subparsers(required=True, metavar="ACTION")
+    check = policy.add_parser(
+        "check",
+        help="decide action requests: one JSON request a line in, one verdict a line out",
+        description="Decide each action request of FILE (one JSON object a line: action, args, context, and "
+        "optionally tenant and role) with a rulebook, and print one {verdict, rule, reason} a line, in order. The "
+        "exit code is 1 when a line is not a valid request (it is denied as invalid_request).",
+    )
+    check.add_argument("file", help="the requests, JSON lines ('-': standard input)")
+    check.add_argument(
+        "--rulebook",
+        help="a bundled rulebook's name (demo, tau2-retail, tau2-airline) or a directory with actions.yaml and "
+        "policy.cedar (default: the default tenant's, from VIGIL_ACTIONS__RULEBOOKS)",
+    )
+    check.set_defaults(command=_policy_check)
     schema = commands.add_parser("schema", help="print the JSON Schema of a wire format v1 type")
     # A metavar of its own: without one, argparse lists the choices while the parser is built.
     schema.add_argument("type", metavar="TYPE", choices=_Choices(_event_types), help="the event type: %(choices)s")
@@ -637,6 +653,25 @@ async def _sessions_revoke(args: argparse.Namespace, settings: Settings) -> int:
         f"{ended} panel sessions of {args.user} ended (a bearer token stays valid: remove it from VIGIL_PANEL__USERS)"
     )
     return 0
+
+
+async def _policy_check(args: argparse.Namespace, settings: Settings) -> int:
+    from vigil.actions.check import INVALID_REQUEST, check, render
+    from vigil.actions.rulebook import Rulebook, locate
+    from vigil.dev.demo import bundled_knowledge
+
+    name = args.rulebook or settings.actions.rulebook(settings.default_tenant)
+    rulebook = Rulebook.load(locate(name, bundled_knowledge() / "rulebooks"))
+    read = sys.stdin.read if args.file == "-" else partial(Path(args.file).read_text, encoding="utf-8")
+    try:
+        text = await asyncio.to_thread(read)
+    except OSError as exc:
+        raise VigilError(f"cannot read {args.file}: {exc.strerror or exc}") from exc
+    invalid = False
+    for verdict in check(rulebook, text.splitlines()):
+        invalid = invalid or verdict.rule == INVALID_REQUEST
+        print(render(verdict))
+    return 1 if invalid else 0
 
 
 async def _schema(args: argparse.Namespace, settings: Settings) -> int:

@@ -17,6 +17,7 @@ from pydantic import BaseModel, Field, ValidationError, field_validator, model_v
 from pydantic_settings import BaseSettings, DotEnvSettingsSource, EnvSettingsSource, SettingsConfigDict
 from pydantic_settings import SettingsError as SourceError
 
+from vigil.actions.settings import ActionsSettings
 from vigil.answers.settings import AnswerSettings
 from vigil.core.errors import SettingsError
 from vigil.core.settings import RuleBroken
@@ -68,6 +69,7 @@ class Settings(BaseSettings):
     panel: PanelSettings = PanelSettings()
     miner: MinerSettings = MinerSettings()
     progress: ProgressSettings = ProgressSettings()
+    actions: ActionsSettings = ActionsSettings()
 
     @model_validator(mode="after")
     def _panel_is_guarded(self) -> Settings:

@@ -17,8 +17,10 @@
     ├── StartupError         a part did not start in time
     ├── LeaseLost            work's lease passed to another replica before its results were written (none were)
     ├── InvalidCursor        a page cursor vigil did not give out (the API answers 422)
-    └── AuthError            a panel sign-in was refused or failed (the message may be shown to the person)
-        └── AuthUnavailable      the sign-in provider cannot be reached or answered nonsense (try again later)
+    ├── AuthError            a panel sign-in was refused or failed (the message may be shown to the person)
+    │   └── AuthUnavailable      the sign-in provider cannot be reached or answered nonsense (try again later)
+    ├── RulebookError        a rulebook's actions, policy or risk patterns are invalid (names file, rule, field)
+    └── InvalidArguments     an action request names an unknown action or breaks its arguments' schema (denied)
 
 Third-party errors are translated into these at the module that talks to the library, with ``raise ... from``.
 """
@@ -136,3 +138,19 @@ class LeaseLost(VigilError):
         super().__init__(f"{owner} no longer holds the lease {name!r}; another holder has taken it")
         self.name = name
         self.owner = owner
+
+
+class RulebookError(VigilError):
+    """A rulebook (actions, policy, risk patterns) cannot be read or is invalid; the message names the file, the
+    action or rule, and the field (stops start-up, or fails ``vigil policy check``)."""
+
+
+class InvalidArguments(VigilError):
+    """An action request vigil cannot decide on: an action the rulebook does not know, or arguments its schema
+    refuses. ``reason`` is ``unknown_action`` or ``invalid_arguments``; the request is denied under that name."""
+
+    def __init__(self, action: str, reason: str, detail: str) -> None:
+        super().__init__(f"{action}: {detail}")
+        self.action = action
+        self.reason = reason
+        self.detail = detail

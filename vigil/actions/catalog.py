@@ -1,0 +1,134 @@
+"""The actions a company lets vigil suggest, declared as data (a rulebook's ``actions.yaml``).
+
+Each action has a name, a description an analyst reads, its arguments as a JSON Schema, whether it writes, which
+argument (if any) is money it moves, whether it is discretionary goodwill, and the connector call that performs it.
+Arguments are checked against the schema before any policy sees them, so a rule never reasons about a malformed
+order id or a negative amount.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from vigil.core.errors import InvalidArguments, RulebookError
+
+Method = Literal["GET", "POST", "PUT", "PATCH", "DELETE"]
+
+
+class ConnectorCall(BaseModel):
+    """The HTTP call that performs an action: which system, the method, the path (``{name}`` takes an argument)
+    and the arguments sent in the JSON body."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    system: str
+    method: Method = "POST"
+    path: str = Field(pattern=r"^/")
+    body: tuple[str, ...] = ()
+
+
+class ActionSpec(BaseModel):
+    """One action the rulebook knows."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
+    description: str
+    writes: bool = True
+    amount: str | None = Field(
+        default=None, description="The argument holding the money the action moves, in integer cents."
+    )
+    goodwill: bool = Field(default=False, description="Discretionary goodwill, kept inside the concession budget.")
+    arguments: dict[str, Any] = Field(default_factory=lambda: {"type": "object"})
+    connector: ConnectorCall | None = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ActionSpec:
+        try:
+            Draft202012Validator.check_schema(self.arguments)
+        except SchemaError as exc:
+            raise ValueError(f"arguments is not a valid JSON Schema: {exc.message}") from exc
+        properties = self.arguments.get("properties", {})
+        named = [self.amount] if self.amount else []
+        if self.connector:
+            named += [*self.connector.body, *_placeholders(self.connector.path)]
+        unknown = sorted(n for n in named if n not in properties)
+        if unknown:
+            raise ValueError(f"names arguments its schema does not declare: {', '.join(unknown)}")
+        if self.goodwill and not self.amount:
+            raise ValueError("a goodwill action needs an amount argument")
+        return self
+
+    @property
+    def moves_money(self) -> bool:
+        return self.amount is not None
+
+
+def _placeholders(path: str) -> list[str]:
+    return [part[1:-1] for part in path.split("/") if part.startswith("{") and part.endswith("}")]
+
+
+class Catalog(Mapping[str, ActionSpec]):
+    """The actions of one rulebook, by name."""
+
+    def __init__(self, actions: Mapping[str, ActionSpec]) -> None:
+        self._actions = dict(actions)
+        self._validators = {
+            name: Draft202012Validator(spec.arguments, format_checker=Draft202012Validator.FORMAT_CHECKER)
+            for name, spec in actions.items()
+        }
+
+    @classmethod
+    def load(cls, path: Path) -> Catalog:
+        """Read ``actions.yaml``: a mapping ``actions: {name: {description, arguments, ...}}``.
+
+        Raises:
+            RulebookError: the file cannot be read, or an action is invalid (naming it and the field).
+        """
+        try:
+            document = yaml.safe_load(path.read_text("utf-8"))
+        except (OSError, yaml.YAMLError) as exc:
+            raise RulebookError(f"{path}: {exc}") from exc
+        declared = document.get("actions") if isinstance(document, dict) else None
+        if not isinstance(declared, dict) or not declared:
+            raise RulebookError(f"{path}: expected a mapping `actions:` of action names to their declarations")
+        actions = {}
+        for name, body in declared.items():
+            try:
+                actions[name] = ActionSpec.model_validate({**(body or {}), "name": name})
+            except ValidationError as exc:
+                problem = exc.errors(include_url=False)[0]
+                where = ".".join(str(p) for p in problem["loc"]) or "declaration"
+                raise RulebookError(f"{path}: action {name!r}, {where}: {problem['msg']}") from exc
+        return cls(actions)
+
+    def check(self, name: str, arguments: Mapping[str, Any]) -> ActionSpec:
+        """The action ``name``, once ``arguments`` are valid for it.
+
+        Raises:
+            InvalidArguments: the action is unknown, or an argument breaks its schema (the first problem, named).
+        """
+        spec = self._actions.get(name)
+        if spec is None:
+            raise InvalidArguments(name, "unknown_action", f"{name!r} is not an action of this rulebook")
+        error = next(iter(sorted(self._validators[name].iter_errors(dict(arguments)), key=str)), None)
+        if error is not None:
+            where = "/".join(str(p) for p in error.absolute_path) or "arguments"
+            raise InvalidArguments(name, "invalid_arguments", f"{where}: {error.message}")
+        return spec
+
+    def __getitem__(self, name: str) -> ActionSpec:
+        return self._actions[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._actions)
+
+    def __len__(self) -> int:
+        return len(self._actions)

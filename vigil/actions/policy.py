@@ -1,0 +1,193 @@
+"""The policy: which actions may run, which wait for a person's approval, and which are forbidden, as Cedar rules.
+
+A rulebook's ``policy.cedar`` is read by a support-operations lead, so each rule says who it is and why it exists in
+annotations, and the verdict repeats them:
+
+    @id("refund_over_remaining")
+    @reason("A refund cannot exceed what is left to refund on the order.")
+    forbid(principal, action == Action::"refund_order", resource)
+    when { context.args.amount_cents > context.order.refundable_cents };
+
+    @id("refund_needs_lead")
+    @outcome("needs_approval")
+    @approver("lead")
+    @reason("Refunds move money: a lead approves them.")
+    permit(principal, action == Action::"refund_order", resource)
+    when { context.identity_verified };
+
+Cedar decides allow or deny; vigil reads three verdicts out of that:
+- ``deny``: a ``forbid`` matched (the first in file order names the rule), or no ``permit`` did (``no_permit``);
+- ``needs_approval``: the permits that matched include one marked ``@outcome("needs_approval")`` (its
+  ``@approver`` role, ``lead`` by default, must approve);
+- ``allow``: otherwise; the analyst's click runs it.
+
+Everything the rules reason about is in the request's context: ``context.args`` are the action's arguments, the
+rest are facts (the order as the order system has it, whether the customer's identity was checked...). Money is in
+integer cents, as Cedar has no decimals. A rule that cannot be evaluated (a fact it needs is missing) makes the
+verdict ``deny`` naming that rule: Cedar would skip it silently, and a skipped ``forbid`` would let the action
+through.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import cedarpy
+
+from vigil.core.errors import InvalidArguments, RulebookError
+
+Outcome = Literal["allow", "needs_approval", "deny"]
+NO_PERMIT = "no_permit"
+DEFAULT_APPROVER = "lead"
+_EVALUATION_ERROR = re.compile(r"policy `([^`]+)`")
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """One Cedar policy, as its annotations describe it."""
+
+    id: str
+    effect: Literal["permit", "forbid"]
+    outcome: Outcome
+    reason: str
+    approver: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """What the policy says about one action in its context, and which rule said it."""
+
+    outcome: Outcome
+    rule: str
+    reason: str
+    approver: str | None = None
+    """For ``needs_approval``: the role that must approve."""
+
+    def to_json(self) -> dict[str, str]:
+        """The documented output of ``vigil policy check``: ``{verdict, rule, reason}``."""
+        return {"verdict": self.outcome, "rule": self.rule, "reason": self.reason}
+
+
+class Policy:
+    """A parsed Cedar policy set, asked once per proposed action."""
+
+    def __init__(self, text: str, *, source: str = "policy", schema: str | None = None) -> None:
+        try:
+            self._policies = cedarpy.PolicySet.from_str(text)
+            parsed = json.loads(cedarpy.policies_to_json_str(text))
+        except ValueError as exc:
+            raise RulebookError(f"{source}: not a valid Cedar policy: {exc}") from exc
+        self.rules = _rules(parsed["staticPolicies"], source)
+        self.actions = frozenset(_actions_named(parsed["staticPolicies"]))
+        """The actions the rules' scopes name (a rule on an action no catalog has would never match)."""
+        self._by_cedar_id = dict(zip(parsed["staticPolicies"], self.rules, strict=True))
+        self._order = {rule.id: position for position, rule in enumerate(self.rules)}
+        self._entities = cedarpy.Entities.from_json_str("[]")
+        self._schema = schema
+        if schema is not None:
+            result = cedarpy.validate_policies(text, schema)
+            if not result.validation_passed:
+                problems = "; ".join(str(error) for error in result.errors[:3])
+                raise RulebookError(f"{source}: the rules do not fit the schema: {problems}")
+
+    @classmethod
+    def load(cls, path: Path) -> Policy:
+        """Read ``path`` (Cedar), and ``policy.cedarschema`` beside it when there is one (the rules are then
+        checked against it).
+
+        Raises:
+            RulebookError: the file cannot be read, a rule is not Cedar, or lacks ``@id`` or ``@reason``.
+        """
+        try:
+            text = path.read_text("utf-8")
+            schema_path = path.with_suffix(".cedarschema")
+            schema = schema_path.read_text("utf-8") if schema_path.is_file() else None
+        except OSError as exc:
+            raise RulebookError(f"{path}: {exc}") from exc
+        return cls(text, source=str(path), schema=schema)
+
+    def decide(self, action: str, context: Mapping[str, Any], *, tenant: str, role: str = "analyst") -> Verdict:
+        """The verdict on ``action`` with ``context`` (``args`` and facts) for ``tenant``, asked by ``role``.
+
+        Raises:
+            InvalidArguments: ``invalid_context``: a value Cedar cannot hold (a float: use integer cents).
+        """
+        request = {
+            "principal": {"type": "Role", "id": role},
+            "action": {"type": "Action", "id": action},
+            "resource": {"type": "Tenant", "id": tenant},
+            "context": _cedar_values(action, dict(context), "context"),
+        }
+        result = cedarpy.is_authorized(request, self._policies, self._entities)
+        errors = result.diagnostics.errors
+        if errors:
+            return self._unevaluated(errors[0])
+        matched = sorted(
+            (self._by_cedar_id[cedar_id] for cedar_id in result.diagnostics.reasons), key=lambda r: self._order[r.id]
+        )
+        if result.decision != cedarpy.Decision.Allow:
+            forbids = [rule for rule in matched if rule.effect == "forbid"]
+            if forbids:
+                return Verdict("deny", forbids[0].id, forbids[0].reason)
+            return Verdict("deny", NO_PERMIT, f"No rule permits {action} here.")
+        held = [rule for rule in matched if rule.outcome == "needs_approval"]
+        decisive = held[0] if held else matched[0]
+        return Verdict(decisive.outcome, decisive.id, decisive.reason, decisive.approver)
+
+    def _unevaluated(self, error: str) -> Verdict:
+        found = _EVALUATION_ERROR.search(error)
+        rule = self._by_cedar_id.get(found.group(1)) if found else None
+        problem = error.split(": ", 1)[-1]
+        name = rule.id if rule else "evaluation_error"
+        return Verdict("deny", name, f"The rule could not be checked, so the action is refused: {problem}.")
+
+
+def _rules(policies: Mapping[str, Any], source: str) -> tuple[Rule, ...]:
+    rules: list[Rule] = []
+    seen: set[str] = set()
+    for cedar_id, policy in policies.items():
+        notes = policy.get("annotations", {})
+        rule_id, reason = notes.get("id"), notes.get("reason")
+        where = f"{source}: rule {rule_id or cedar_id!r}"
+        if not rule_id or not reason:
+            raise RulebookError(f"{where} needs @id and @reason annotations, so a verdict can name it")
+        if rule_id in seen:
+            raise RulebookError(f"{where}: the @id is used twice")
+        seen.add(rule_id)
+        effect = policy["effect"]
+        outcome = notes.get("outcome", "deny" if effect == "forbid" else "allow")
+        if effect == "forbid" and outcome != "deny":
+            raise RulebookError(f"{where}: a forbid always denies; it takes no @outcome")
+        if effect == "permit" and outcome not in ("allow", "needs_approval"):
+            raise RulebookError(f"{where}: @outcome is allow or needs_approval, not {outcome!r}")
+        approver = notes.get("approver", DEFAULT_APPROVER) if outcome == "needs_approval" else None
+        rules.append(Rule(rule_id, effect, outcome, reason, approver))
+    return tuple(rules)
+
+
+def _actions_named(policies: Mapping[str, Any]) -> set[str]:
+    named: set[str] = set()
+    for policy in policies.values():
+        scope = policy.get("action", {})
+        entities = [scope["entity"]] if "entity" in scope else scope.get("entities", [])
+        named.update(entity["id"] for entity in entities if entity.get("type") == "Action")
+    return named
+
+
+def _cedar_values(action: str, value: Any, where: str) -> Any:
+    """``value`` as Cedar takes it: no floats (Cedar has none; use cents), no nulls (a missing fact is left out,
+    so a rule that needs it cannot be checked and denies)."""
+    if isinstance(value, Mapping):
+        return {str(k): _cedar_values(action, v, f"{where}.{k}") for k, v in value.items() if v is not None}
+    if isinstance(value, list | tuple):
+        return [_cedar_values(action, v, f"{where}[{i}]") for i, v in enumerate(value) if v is not None]
+    if isinstance(value, float):
+        raise InvalidArguments(action, "invalid_context", f"{where} is {value!r}, a decimal; use integer cents")
+    if isinstance(value, int) and not isinstance(value, bool) and not -(2**63) <= value < 2**63:
+        raise InvalidArguments(action, "invalid_context", f"{where} is too large a number")
+    return value

@@ -1,0 +1,91 @@
+"""A rulebook: one company's actions (``actions.yaml``) and the Cedar policy over them (``policy.cedar``), kept
+together in one directory, and the one place an action request is decided.
+
+vigil ships three: ``demo`` (Brightwave, the demo company) and the τ²-bench ``tau2-retail`` and ``tau2-airline``
+rulebooks, encoded from their published policies (``knowledge/rulebooks/``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+from vigil.actions.catalog import Catalog
+from vigil.actions.policy import Policy, Verdict
+from vigil.core.errors import InvalidArguments, RulebookError
+
+ACTIONS_FILE = "actions.yaml"
+POLICY_FILE = "policy.cedar"
+
+
+class ActionRequest(BaseModel):
+    """One action to decide on: a line of ``vigil policy check``'s input.
+
+    ``context`` holds the facts the rules read (see the rulebook's ``policy.cedar``); money is integer cents.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    action: Annotated[str, StringConstraints(min_length=1, max_length=64)]
+    args: dict[str, Any] = Field(default_factory=dict, description="The action's arguments.")
+    context: dict[str, Any] = Field(default_factory=dict, description="Facts about the case and the systems.")
+    tenant: Annotated[str, StringConstraints(min_length=1, max_length=256)] = "default"
+    role: Annotated[str, StringConstraints(min_length=1, max_length=32)] = "analyst"
+
+
+@dataclass(frozen=True)
+class Rulebook:
+    """The actions and the policy of one company."""
+
+    name: str
+    catalog: Catalog
+    policy: Policy
+    directory: Path = field(default=Path())
+
+    @classmethod
+    def load(cls, directory: Path) -> Rulebook:
+        """Read ``directory``'s ``actions.yaml`` and ``policy.cedar``.
+
+        Raises:
+            RulebookError: either file is missing or invalid, or a rule names an action the catalog lacks.
+        """
+        if not directory.is_dir():
+            raise RulebookError(f"{directory}: no such rulebook directory")
+        catalog = Catalog.load(directory / ACTIONS_FILE)
+        policy = Policy.load(directory / POLICY_FILE)
+        unknown = sorted(policy.actions - set(catalog))
+        if unknown:
+            raise RulebookError(
+                f"{directory / POLICY_FILE}: rules name actions {ACTIONS_FILE} lacks: {', '.join(unknown)}"
+            )
+        return cls(directory.name, catalog, policy, directory)
+
+    def decide(self, request: ActionRequest) -> Verdict:
+        """The verdict on ``request``: its arguments checked against the action's schema, then the policy asked
+        with ``args`` and the context's facts. An unknown action or invalid arguments is a ``deny`` naming why."""
+        try:
+            self.catalog.check(request.action, request.args)
+            return self.policy.decide(
+                request.action, {**request.context, "args": request.args}, tenant=request.tenant, role=request.role
+            )
+        except InvalidArguments as exc:
+            return Verdict("deny", exc.reason, exc.detail)
+
+
+def bundled(directory: Path) -> Mapping[str, Path]:
+    """The rulebooks under ``directory`` (``knowledge/rulebooks``), by name."""
+    if not directory.is_dir():
+        return {}
+    return {path.name: path for path in sorted(directory.iterdir()) if (path / POLICY_FILE).is_file()}
+
+
+def locate(rulebook: str, bundled: Path) -> Path:
+    """The directory of ``rulebook``: a bundled rulebook's name (a directory of ``bundled``), else a path."""
+    named = bundled / rulebook
+    if "/" not in rulebook and (named / POLICY_FILE).is_file():
+        return named
+    return Path(rulebook)

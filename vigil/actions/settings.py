@@ -1,0 +1,25 @@
+"""The actions section of the settings (``VIGIL_ACTIONS__*``): which rulebook each tenant follows, the company's
+systems the actions run against, and how long an approval holds."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+ANY = "*"
+"""In ``rulebooks``: every tenant not named."""
+
+
+class ActionsSettings(BaseModel):
+    """Action suggestions, their policy, approvals and execution."""
+
+    enabled: bool = Field(default=True, description="Suggest actions and run the approved ones.")
+    rulebooks: dict[str, str] = Field(
+        default_factory=lambda: {ANY: "demo"},
+        description='The rulebook each tenant follows: the name of a bundled one (knowledge/rulebooks/: "demo", '
+        '"tau2-retail", "tau2-airline") or a directory holding actions.yaml and policy.cedar; "*" is every tenant '
+        'not named. JSON, e.g. {"acme": "/etc/vigil/acme", "*": "demo"}.',
+    )
+
+    def rulebook(self, tenant: str) -> str:
+        """The rulebook ``tenant`` follows: a bundled rulebook's name or a directory."""
+        return self.rulebooks.get(tenant) or self.rulebooks.get(ANY) or "demo"
