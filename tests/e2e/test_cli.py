@@ -193,6 +193,52 @@ def test_token_makes_a_token_and_the_users_entry_that_accepts_it(vigil: VigilCli
     assert vigil.call("token", "bo").returncode == 2  # a tenant is required
 
 
+def test_policy_check_prints_a_verdict_a_line_and_fails_on_a_line_that_is_not_a_request(
+    vigil: VigilCli, tmp_path: Path
+) -> None:
+    requests = tmp_path / "requests.jsonl"
+    verified = {"identity_verified": True, "confirmed": True, "customer": {"id": "CUS-1001"}}
+    requests.write_text(
+        json.dumps(
+            {
+                "action": "change_email",
+                "args": {"customer_id": "CUS-1001", "email": "a@example.com"},
+                "context": verified,
+            }
+        )
+        + "\n"
+        + json.dumps(
+            {
+                "action": "issue_credit",
+                "args": {"customer_id": "CUS-1001", "amount_cents": 20000, "reason": "outage"},
+                "context": verified | {"goodwill": {"last_30_days_cents": 0}},
+            }
+        )
+        + "\n",
+        encoding="utf-8",
+    )
+    result = vigil.call("policy", "check", str(requests), "--rulebook", "demo")
+    assert result.returncode == 0, result.stderr
+    assert [json.loads(line) for line in result.stdout.splitlines()] == [
+        {
+            "verdict": "allow",
+            "rule": "change_account_details",
+            "reason": "A verified customer may change their address, contact e-mail, two-factor set-up and payment "
+            "methods.",
+        },
+        {
+            "verdict": "deny",
+            "rule": "goodwill_over_limit",
+            "reason": "A goodwill credit over £100 is the complaints team's decision, not the chat's.",
+        },
+    ]
+    requests.write_text("{}\n", encoding="utf-8")
+    invalid = vigil.call("policy", "check", str(requests))
+    assert invalid.returncode == 1 and json.loads(invalid.stdout)["rule"] == "invalid_request"
+    missing = vigil.call("policy", "check", str(requests), "--rulebook", str(tmp_path / "nowhere"))
+    assert missing.returncode == 1 and "no such rulebook directory" in missing.stderr
+
+
 # --- issue 9: errors a newcomer meets first ------------------------------------------------------------------------
 
 

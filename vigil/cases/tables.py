@@ -219,6 +219,74 @@ class CaseProgressRow(SQLModel, table=True):
     updated_at: datetime = when(nullable=False)
 
 
+class ActionRow(SQLModel, table=True):
+    """An action vigil suggested for a case (vigil/actions/), its verdict and where it stands.
+
+    ``action_id`` is made from the conversation, the action and its arguments (``arguments_hash``): suggesting the
+    same action with the same arguments again is the same action. An approval names the hash; arguments that
+    changed since make another action, which needs its own approval.
+    """
+
+    __tablename__ = "action"
+    __table_args__ = (
+        sa.Index("ix_action_conversation_id_suggested_at", "conversation_id", "suggested_at"),
+        sa.Index("ix_action_customer_suggested_at", "tenant", "customer_id", "suggested_at"),  # the guard's history
+        sa.Index("ix_action_status_expires_at", "status", "expires_at"),  # the expiry sweep
+    )
+
+    action_id: str = Field(primary_key=True, max_length=ID_LENGTH)
+    conversation_id: str = Field(max_length=ID_LENGTH)
+    tenant: str = Field(max_length=ID_LENGTH)
+    customer_id: str | None = Field(default=None, max_length=ID_LENGTH)
+    name: str = Field(max_length=64)
+    arguments: dict[str, Any] = Field(sa_column=sa.Column(sa.JSON, nullable=False))
+    arguments_hash: str = Field(max_length=64)
+    provenance: dict[str, Any] = Field(default_factory=dict, sa_column=sa.Column(sa.JSON, nullable=False))
+    """Where each argument came from: a message (its id and the words), a system's answer, the budget."""
+    facts: dict[str, Any] = Field(default_factory=dict, sa_column=sa.Column(sa.JSON, nullable=False))
+    """What the policy was told when it decided."""
+    amount_cents: int | None = None
+    goodwill: bool = False
+    verdict: str = Field(max_length=16)
+    """``allow``, ``needs_approval`` or ``deny`` (the policy's); ``blocked`` (the conjunctive-risk guard)."""
+    rule: str = Field(max_length=ID_LENGTH)
+    reason: str = Field(sa_type=sa.Text)
+    approver: str | None = Field(default=None, max_length=32)
+    """For ``needs_approval``: the role that must approve."""
+    status: str = Field(max_length=16)
+    """``suggested``, ``approved``, ``rejected``, ``executing``, ``executed``, ``failed``, ``expired``; ``declined``
+    (the policy denies it) and ``blocked`` (the guard) are never run."""
+    suggestion_id: str | None = Field(default=None, max_length=ID_LENGTH)
+    suggested_at: datetime = when(nullable=False)
+    expires_at: datetime | None = when()
+    decided_by: str | None = Field(default=None, max_length=ID_LENGTH)
+    decided_at: datetime | None = when()
+    executed_at: datetime | None = when()
+    attempts: int = 0
+    result: dict[str, Any] | None = Field(default=None, sa_column=sa.Column(sa.JSON))
+
+
+class ActionAuditRow(SQLModel, table=True):
+    """One step in an action's life, appended and never changed: the database refuses an UPDATE or DELETE of
+    this table (triggers, migration 0014), and no API route writes it."""
+
+    __tablename__ = "action_audit"
+    __table_args__ = (sa.Index("ix_action_audit_conversation_id_seq", "conversation_id", "seq"),)
+
+    seq: int | None = seq()
+    action_id: str = Field(max_length=ID_LENGTH)
+    conversation_id: str = Field(max_length=ID_LENGTH)
+    tenant: str = Field(max_length=ID_LENGTH)
+    at: datetime = when(nullable=False)
+    step: str = Field(max_length=16)
+    """``suggested``, ``declined``, ``blocked``, ``approved``, ``rejected``, ``refused``, ``executing``,
+    ``executed``, ``failed``, ``expired``."""
+    actor: str = Field(max_length=ID_LENGTH)
+    """Who: a person's name, or ``vigil``."""
+    role: str | None = Field(default=None, max_length=32)
+    detail: dict[str, Any] = Field(default_factory=dict, sa_column=sa.Column(sa.JSON, nullable=False))
+
+
 CONVERSATION = Conversation.__table__  # type: ignore[attr-defined]
 MESSAGE = MessageRow.__table__  # type: ignore[attr-defined]
 CASE_EVENT = CaseEventRow.__table__  # type: ignore[attr-defined]
@@ -228,3 +296,5 @@ TIMER = TimerRow.__table__  # type: ignore[attr-defined]
 COMMITMENT = CommitmentRow.__table__  # type: ignore[attr-defined]
 CASE_PROGRESS = CaseProgressRow.__table__  # type: ignore[attr-defined]
 READ_MARK = ReadMark.__table__  # type: ignore[attr-defined]
+ACTION = ActionRow.__table__  # type: ignore[attr-defined]
+ACTION_AUDIT = ActionAuditRow.__table__  # type: ignore[attr-defined]

@@ -1,0 +1,134 @@
+"""The policy: three verdicts from Cedar rules, each naming the rule that decided and why; fail closed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from vigil.actions.policy import NO_PERMIT, Policy
+from vigil.core.errors import InvalidArguments, RulebookError
+
+RULES = """
+@id("identity_not_verified")
+@reason("Verify the customer first.")
+forbid(principal, action, resource) unless { context.identity_verified };
+
+@id("refund_over_remaining")
+@reason("No more than what is left to refund.")
+forbid(principal, action == Action::"refund_order", resource)
+when { context.args.amount_cents > context.order.refundable_cents };
+
+@id("small_refund")
+@outcome("needs_approval")
+@approver("analyst")
+@reason("Refunds move money.")
+permit(principal, action == Action::"refund_order", resource) when { context.args.amount_cents <= 5000 };
+
+@id("large_refund")
+@outcome("needs_approval")
+@reason("Large refunds need a lead.")
+permit(principal, action == Action::"refund_order", resource) when { context.args.amount_cents > 5000 };
+
+@id("change_email")
+@reason("A verified customer may change their e-mail.")
+permit(principal, action == Action::"change_email", resource);
+"""
+
+
+@pytest.fixture(scope="module")
+def policy() -> Policy:
+    return Policy(RULES, source="test")
+
+
+def refund(amount: int, refundable: int = 10_000, **facts: object) -> dict[str, object]:
+    return {
+        "identity_verified": True,
+        "args": {"amount_cents": amount},
+        "order": {"refundable_cents": refundable},
+        **facts,
+    }
+
+
+def test_a_permit_without_an_outcome_allows(policy: Policy):
+    verdict = policy.decide("change_email", {"identity_verified": True, "args": {}}, tenant="t")
+    assert (verdict.outcome, verdict.rule) == ("allow", "change_email")
+    assert verdict.to_json() == {
+        "verdict": "allow",
+        "rule": "change_email",
+        "reason": "A verified customer may change their e-mail.",
+    }
+
+
+def test_money_waits_for_the_approver_the_rule_names(policy: Policy):
+    small = policy.decide("refund_order", refund(1500), tenant="t")
+    large = policy.decide("refund_order", refund(9000), tenant="t")
+    assert (small.outcome, small.rule, small.approver) == ("needs_approval", "small_refund", "analyst")
+    assert (large.outcome, large.rule, large.approver) == ("needs_approval", "large_refund", "lead")
+
+
+def test_a_forbid_wins_and_names_itself(policy: Policy):
+    verdict = policy.decide("refund_order", refund(9000, refundable=1000), tenant="t")
+    assert (verdict.outcome, verdict.rule) == ("deny", "refund_over_remaining")
+    assert verdict.reason == "No more than what is left to refund."
+
+
+def test_the_first_forbid_in_file_order_is_named(policy: Policy):
+    verdict = policy.decide("refund_order", refund(9000, refundable=1000, identity_verified=False), tenant="t")
+    assert verdict.rule == "identity_not_verified"
+
+
+def test_no_permit_denies(policy: Policy):
+    verdict = policy.decide("reset_two_factor", {"identity_verified": True, "args": {}}, tenant="t")
+    assert (verdict.outcome, verdict.rule) == ("deny", NO_PERMIT)
+
+
+def test_a_missing_fact_denies_naming_the_rule_that_needed_it(policy: Policy):
+    # Cedar skips a rule it cannot evaluate: a skipped forbid would let the refund through.
+    verdict = policy.decide("refund_order", {"identity_verified": True, "args": {"amount_cents": 100}}, tenant="t")
+    assert (verdict.outcome, verdict.rule) == ("deny", "refund_over_remaining")
+    assert "could not be checked" in verdict.reason and "order" in verdict.reason
+
+
+def test_a_decimal_amount_is_refused_rather_than_guessed(policy: Policy):
+    with pytest.raises(InvalidArguments) as refused:
+        policy.decide("refund_order", refund(100) | {"args": {"amount_cents": 15.5}}, tenant="t")
+    assert refused.value.reason == "invalid_context" and "cents" in refused.value.detail
+
+
+def test_a_null_fact_counts_as_missing(policy: Policy):
+    verdict = policy.decide("refund_order", refund(100) | {"order": None}, tenant="t")
+    assert verdict.outcome == "deny"
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("permit(principal, action, resource);", "needs @id and @reason"),
+        ('@id("a") permit(principal, action, resource);', "needs @id and @reason"),
+        (
+            '@id("a") @reason("r") permit(principal, action, resource);\n'
+            '@id("a") @reason("r") forbid(principal, action, resource);',
+            "used twice",
+        ),
+        ('@id("a") @reason("r") @outcome("needs_approval") forbid(principal, action, resource);', "takes no @outcome"),
+        ('@id("a") @reason("r") @outcome("maybe") permit(principal, action, resource);', "allow or needs_approval"),
+        ("permit(principal, action resource);", "not a valid Cedar policy"),
+    ],
+)
+def test_a_rule_that_cannot_name_itself_or_is_not_cedar_is_refused_at_load(text: str, problem: str):
+    with pytest.raises(RulebookError, match=problem):
+        Policy(text, source="rules.cedar")
+
+
+def test_load_reads_a_file_and_names_it_in_errors(tmp_path: Path):
+    path = tmp_path / "policy.cedar"
+    path.write_text("permit(principal, action, resource);")
+    with pytest.raises(RulebookError, match=r"policy\.cedar"):
+        Policy.load(path)
+    with pytest.raises(RulebookError, match=r"missing\.cedar"):
+        Policy.load(tmp_path / "missing.cedar")
+
+
+def test_the_actions_the_rules_name_are_known(policy: Policy):
+    assert policy.actions == {"refund_order", "change_email"}

@@ -1,0 +1,193 @@
+"""The actions of a case as stored: each suggested action, the transitions of its status, and its audit log.
+
+A transition is one guarded UPDATE (``WHERE status IN (...)``), so two replicas or two clicks can never both move an
+action out of the same status: only one approval of an action counts, and only one execution claims it. Every
+transition appends its step to the audit log in the same transaction; the log is never updated (the database
+refuses it).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from pydantic import BaseModel
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from vigil.cases.tables import ACTION, ACTION_AUDIT
+from vigil.db.engine import upsert
+
+OPEN = ("suggested",)
+"""Statuses an approval or a rejection may move an action out of."""
+PENDING = ("suggested", "approved", "executing")
+"""Statuses of an action that may still happen."""
+DONE = ("executed",)
+
+
+def arguments_hash(name: str, arguments: Mapping[str, Any]) -> str:
+    """The SHA-256 of the action and its arguments, as canonical JSON: what an approval is bound to."""
+    canonical = json.dumps([name, arguments], sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def action_id(conversation_id: str, digest: str) -> str:
+    """The action's id: one per conversation, action and arguments."""
+    return "act-" + hashlib.sha256(f"{conversation_id}\x00{digest}".encode()).hexdigest()[:24]
+
+
+@dataclass(slots=True)
+class ActionRecord:
+    """One stored action (the columns of ``action``)."""
+
+    action_id: str
+    conversation_id: str
+    tenant: str
+    name: str
+    arguments: dict[str, Any]
+    arguments_hash: str
+    verdict: str
+    rule: str
+    reason: str
+    status: str
+    suggested_at: datetime
+    customer_id: str | None = None
+    provenance: dict[str, Any] = field(default_factory=dict)
+    facts: dict[str, Any] = field(default_factory=dict)
+    amount_cents: int | None = None
+    goodwill: bool = False
+    approver: str | None = None
+    suggestion_id: str | None = None
+    expires_at: datetime | None = None
+    decided_by: str | None = None
+    decided_at: datetime | None = None
+    executed_at: datetime | None = None
+    attempts: int = 0
+    result: dict[str, Any] | None = None
+
+    @classmethod
+    def of(cls, row: sa.Row[Any]) -> ActionRecord:
+        m = row._mapping
+        return cls(**{name: m[name] for name in cls.__slots__})
+
+
+class AuditEntry(BaseModel):
+    """One step of an action's life."""
+
+    seq: int
+    action_id: str
+    at: datetime
+    step: str
+    actor: str
+    role: str | None
+    detail: dict[str, Any]
+
+
+async def insert(conn: AsyncConnection, record: ActionRecord) -> bool:
+    """Store a new action; False (and nothing written) when it is already stored."""
+    values = {name: getattr(record, name) for name in ActionRecord.__slots__}
+    done = await conn.execute(upsert(conn, ACTION).on_conflict_do_nothing().values(values))
+    return bool(done.rowcount)
+
+
+async def get(conn: AsyncConnection, action_id: str) -> ActionRecord | None:
+    """One action, or None."""
+    row = (await conn.execute(sa.select(ACTION).where(ACTION.c.action_id == action_id))).first()
+    return ActionRecord.of(row) if row is not None else None
+
+
+async def of_conversation(conn: AsyncConnection, conversation_id: str) -> list[ActionRecord]:
+    """The conversation's actions, oldest first."""
+    rows = await conn.execute(
+        sa.select(ACTION)
+        .where(ACTION.c.conversation_id == conversation_id)
+        .order_by(ACTION.c.suggested_at, ACTION.c.action_id)
+    )
+    return [ActionRecord.of(row) for row in rows]
+
+
+async def of_customer(
+    conn: AsyncConnection, tenant: str, customer_id: str, *, since: datetime, limit: int = 20_000
+) -> list[ActionRecord]:
+    """The customer's actions in every conversation since ``since``, oldest first (at most ``limit``, the newest)."""
+    rows = await conn.execute(
+        sa.select(ACTION)
+        .where(ACTION.c.tenant == tenant, ACTION.c.customer_id == customer_id, ACTION.c.suggested_at >= since)
+        .order_by(ACTION.c.suggested_at.desc(), ACTION.c.action_id)
+        .limit(limit)
+    )
+    return [ActionRecord.of(row) for row in reversed(rows.all())]
+
+
+async def spend(conn: AsyncConnection, tenant: str, *, since: datetime, customer_id: str | None = None) -> int:
+    """Goodwill executed for ``tenant`` (one customer's, if given) since ``since``, in cents."""
+    stmt = sa.select(sa.func.coalesce(sa.func.sum(ACTION.c.amount_cents), 0)).where(
+        ACTION.c.tenant == tenant,
+        ACTION.c.goodwill.is_(True),
+        ACTION.c.status.in_(DONE),
+        ACTION.c.executed_at >= since,
+    )
+    if customer_id is not None:
+        stmt = stmt.where(ACTION.c.customer_id == customer_id)
+    return int((await conn.execute(stmt)).scalar_one())
+
+
+async def move(
+    conn: AsyncConnection, action_id: str, *, from_: Collection[str], to: str, **values: Any
+) -> ActionRecord | None:
+    """Move the action from one of ``from_`` to ``to`` (and set ``values``); the action as it now is, or None when
+    it was in no status of ``from_`` (another replica or click got there first, or it never was)."""
+    done = await conn.execute(
+        sa.update(ACTION)
+        .where(ACTION.c.action_id == action_id, ACTION.c.status.in_(list(from_)))
+        .values(status=to, **values)
+    )
+    return await get(conn, action_id) if done.rowcount else None
+
+
+async def expired(conn: AsyncConnection, now: datetime, *, limit: int = 100) -> list[ActionRecord]:
+    """Suggested actions whose time to be approved has passed, oldest first."""
+    rows = await conn.execute(
+        sa.select(ACTION)
+        .where(ACTION.c.status.in_(OPEN), ACTION.c.expires_at.is_not(None), ACTION.c.expires_at <= now)
+        .order_by(ACTION.c.expires_at)
+        .limit(limit)
+    )
+    return [ActionRecord.of(row) for row in rows]
+
+
+async def append(
+    conn: AsyncConnection,
+    record: ActionRecord,
+    step: str,
+    *,
+    at: datetime,
+    actor: str,
+    role: str | None = None,
+    detail: Mapping[str, Any] | None = None,
+) -> None:
+    """Append one step of ``record``'s life to the audit log."""
+    await conn.execute(
+        sa.insert(ACTION_AUDIT).values(
+            action_id=record.action_id,
+            conversation_id=record.conversation_id,
+            tenant=record.tenant,
+            at=at,
+            step=step,
+            actor=actor,
+            role=role,
+            detail=dict(detail or {}),
+        )
+    )
+
+
+async def audit_log(conn: AsyncConnection, conversation_id: str) -> list[AuditEntry]:
+    """The conversation's audit log, in the order it was written."""
+    rows = await conn.execute(
+        sa.select(ACTION_AUDIT).where(ACTION_AUDIT.c.conversation_id == conversation_id).order_by(ACTION_AUDIT.c.seq)
+    )
+    return [AuditEntry.model_validate(dict(row._mapping)) for row in rows]
