@@ -1,0 +1,116 @@
+"""Stored actions on SQLite and PostgreSQL: one row per conversation, action and arguments; a status moves only
+from where it is; the audit log is appended to and never changed, whoever asks the database."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+import sqlalchemy as sa
+
+from vigil.cases import actions
+from vigil.cases.actions import ActionRecord, action_id, arguments_hash
+from vigil.cases.store import CaseStore
+from vigil.cases.tables import ACTION_AUDIT
+
+T0 = datetime(2026, 3, 10, 9, 0, tzinfo=UTC)
+
+
+def record(
+    conversation_id: str = "c-1", amount: int = 1500, customer: str = "CUS-1", at: datetime = T0, **changes: object
+) -> ActionRecord:
+    arguments = {"order_id": "ORD-1", "amount_cents": amount}
+    digest = arguments_hash("refund_order", arguments)
+    values: dict[str, object] = {
+        "action_id": action_id(conversation_id, digest),
+        "conversation_id": conversation_id,
+        "tenant": "acme",
+        "name": "refund_order",
+        "arguments": arguments,
+        "arguments_hash": digest,
+        "verdict": "needs_approval",
+        "rule": "refund_needs_approval",
+        "reason": "Refunds move money.",
+        "status": "suggested",
+        "suggested_at": at,
+        "customer_id": customer,
+        "amount_cents": amount,
+    }
+    return ActionRecord(**(values | changes))  # type: ignore[arg-type]
+
+
+def test_the_hash_binds_the_action_and_every_argument_and_ignores_key_order():
+    assert arguments_hash("refund_order", {"a": 1, "b": 2}) == arguments_hash("refund_order", {"b": 2, "a": 1})
+    assert arguments_hash("refund_order", {"a": 1}) != arguments_hash("refund_order", {"a": 2})
+    assert arguments_hash("refund_order", {"a": 1}) != arguments_hash("issue_credit", {"a": 1})
+    assert action_id("c-1", "h") != action_id("c-2", "h")
+
+
+async def test_the_same_action_is_stored_once(store: CaseStore):
+    async with store.engine.begin() as conn:
+        assert await actions.insert(conn, record())
+        assert not await actions.insert(conn, record())
+        assert await actions.insert(conn, record(amount=1600, at=T0 + timedelta(minutes=1)))
+        assert [r.amount_cents for r in await actions.of_conversation(conn, "c-1")] == [1500, 1600]
+
+
+async def test_a_status_moves_only_from_where_it_is(store: CaseStore):
+    first = record()
+    async with store.engine.begin() as conn:
+        await actions.insert(conn, first)
+        moved = await actions.move(conn, first.action_id, from_=actions.OPEN, to="approved", decided_by="ana")
+        assert moved is not None and (moved.status, moved.decided_by) == ("approved", "ana")
+        assert await actions.move(conn, first.action_id, from_=actions.OPEN, to="approved", decided_by="bo") is None
+        assert (await actions.get(conn, first.action_id)).decided_by == "ana"  # type: ignore[union-attr]
+
+
+async def test_expired_finds_only_open_actions_past_their_time(store: CaseStore):
+    async with store.engine.begin() as conn:
+        await actions.insert(conn, record(amount=1, expires_at=T0 + timedelta(minutes=5)))
+        await actions.insert(conn, record(amount=2, expires_at=T0 + timedelta(minutes=50)))
+        await actions.insert(conn, record(amount=3, expires_at=T0, status="executed"))
+        due = await actions.expired(conn, T0 + timedelta(minutes=10))
+    assert [r.amount_cents for r in due] == [1]
+
+
+async def test_a_customers_history_spans_conversations_within_the_window(store: CaseStore):
+    async with store.engine.begin() as conn:
+        await actions.insert(conn, record("c-1", amount=1, at=T0 - timedelta(days=40)))
+        await actions.insert(conn, record("c-2", amount=2, at=T0 - timedelta(days=2)))
+        await actions.insert(conn, record("c-3", amount=3, at=T0))
+        await actions.insert(conn, record("c-4", amount=4, at=T0, customer="CUS-2"))
+        history = await actions.of_customer(conn, "acme", "CUS-1", since=T0 - timedelta(days=30))
+    assert [(r.conversation_id, r.amount_cents) for r in history] == [("c-2", 2), ("c-3", 3)]
+
+
+async def test_goodwill_spend_counts_executed_goodwill_only(store: CaseStore):
+    async with store.engine.begin() as conn:
+        await actions.insert(conn, record(amount=500, goodwill=True, status="executed", executed_at=T0))
+        await actions.insert(conn, record(amount=700, goodwill=True, status="suggested"))
+        await actions.insert(conn, record(amount=900, goodwill=False, status="executed", executed_at=T0))
+        await actions.insert(
+            conn, record("c-2", amount=300, goodwill=True, status="executed", executed_at=T0, customer="CUS-2")
+        )
+        assert await actions.spend(conn, "acme", since=T0 - timedelta(days=1)) == 800
+        assert await actions.spend(conn, "acme", since=T0 - timedelta(days=1), customer_id="CUS-1") == 500
+        assert await actions.spend(conn, "acme", since=T0 + timedelta(seconds=1)) == 0
+
+
+async def test_the_audit_log_is_appended_to_and_the_database_refuses_to_change_it(store: CaseStore):
+    first = record()
+    async with store.engine.begin() as conn:
+        await actions.insert(conn, first)
+        await actions.append(conn, first, "suggested", at=T0, actor="vigil", detail={"verdict": "needs_approval"})
+        await actions.append(conn, first, "approved", at=T0, actor="ana", role="lead")
+    async with store.engine.connect() as conn:
+        log = await actions.audit_log(conn, "c-1")
+    assert [(e.step, e.actor, e.role) for e in log] == [("suggested", "vigil", None), ("approved", "ana", "lead")]
+    for statement in (
+        sa.update(ACTION_AUDIT).values(actor="mallory"),
+        sa.delete(ACTION_AUDIT),
+    ):
+        with pytest.raises(sa.exc.DBAPIError, match="append-only"):
+            async with store.engine.begin() as conn:
+                await conn.execute(statement)
+    async with store.engine.connect() as conn:
+        assert [e.actor for e in await actions.audit_log(conn, "c-1")] == ["vigil", "ana"]
