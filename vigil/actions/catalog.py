@@ -8,6 +8,7 @@ order id or a negative amount.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -34,6 +35,54 @@ class ConnectorCall(BaseModel):
     body: tuple[str, ...] = ()
 
 
+Source = str | list[str | dict[str, Any]] | dict[str, Any]
+"""Where a suggested argument comes from (vigil/actions/reading.py): ``message`` (the argument's schema pattern,
+found in the conversation), ``money`` (an amount the customer named), ``email``, ``address``, ``customer.<field>``
+or ``order.<field>`` (what the systems say), ``budget`` (the concession budget's offer), ``{value: ...}`` (a fixed
+value), or a list of those, the first that yields."""
+
+
+class Cues(BaseModel):
+    """When the conversation calls for an action, and where its arguments come from."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    when: tuple[str, ...] = Field(min_length=1, description="Patterns on the customer's message that call for it.")
+    unless: tuple[str, ...] = Field(default=(), description="Patterns that say it is not called for after all.")
+    arguments: dict[str, Source] = Field(default_factory=dict)
+    base_cents: int | None = Field(default=None, ge=1, description="Goodwill: what the case merits before budget.")
+    title: str = Field(description="The card's title, with {argument} placeholders.")
+
+    @model_validator(mode="after")
+    def _patterns_compile(self) -> Cues:
+        for pattern in (*self.when, *self.unless):
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"pattern {pattern!r}: {exc}") from exc
+        return self
+
+
+class FactCue(BaseModel):
+    """How a conversation establishes a fact the rules read (``identity_verified``, ``confirmed``): patterns on
+    the messages of the roles that may establish it (never the customer's, for what the analyst must check)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    roles: tuple[str, ...]
+    when: tuple[str, ...] = Field(min_length=1)
+
+
+class Lookup(BaseModel):
+    """A read from a company system that gives the rules a fact (``order``, ``customer``)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    system: str
+    path: str = Field(pattern=r"^/")
+    fields: tuple[str, ...] = Field(min_length=1, description="What the rules may read of the answer.")
+
+
 class ActionSpec(BaseModel):
     """One action the rulebook knows."""
 
@@ -48,6 +97,7 @@ class ActionSpec(BaseModel):
     goodwill: bool = Field(default=False, description="Discretionary goodwill, kept inside the concession budget.")
     arguments: dict[str, Any] = Field(default_factory=lambda: {"type": "object"})
     connector: ConnectorCall | None = None
+    suggest: Cues | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> ActionSpec:
@@ -64,6 +114,10 @@ class ActionSpec(BaseModel):
             raise ValueError(f"names arguments its schema does not declare: {', '.join(unknown)}")
         if self.goodwill and not self.amount:
             raise ValueError("a goodwill action needs an amount argument")
+        if self.suggest:
+            unknown = sorted(n for n in self.suggest.arguments if n not in properties)
+            if unknown:
+                raise ValueError(f"suggest names arguments its schema does not declare: {', '.join(unknown)}")
         return self
 
     @property
@@ -71,15 +125,41 @@ class ActionSpec(BaseModel):
         return self.amount is not None
 
 
+class _Rest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    facts: dict[str, FactCue] = Field(default_factory=dict)
+    lookups: dict[str, Lookup] = Field(default_factory=dict)
+    preconditions: tuple[str, ...] = ()
+
+
+def _problem(exc: ValidationError) -> str:
+    problem = exc.errors(include_url=False)[0]
+    where = ".".join(str(p) for p in problem["loc"]) or "declaration"
+    return f"{where}: {problem['msg']}"
+
+
 def _placeholders(path: str) -> list[str]:
     return [part[1:-1] for part in path.split("/") if part.startswith("{") and part.endswith("}")]
 
 
 class Catalog(Mapping[str, ActionSpec]):
-    """The actions of one rulebook, by name."""
+    """The actions of one rulebook, by name, with the facts the conversation establishes for its rules, the
+    lookups that fetch facts from the systems, and the rules that are preconditions (a verdict by one of those
+    waits for the conversation, rather than declining the action)."""
 
-    def __init__(self, actions: Mapping[str, ActionSpec]) -> None:
+    def __init__(
+        self,
+        actions: Mapping[str, ActionSpec],
+        *,
+        facts: Mapping[str, FactCue] | None = None,
+        lookups: Mapping[str, Lookup] | None = None,
+        preconditions: tuple[str, ...] = (),
+    ) -> None:
         self._actions = dict(actions)
+        self.facts = dict(facts or {})
+        self.lookups = dict(lookups or {})
+        self.preconditions = frozenset(preconditions)
         self._validators = {
             name: Draft202012Validator(spec.arguments, format_checker=Draft202012Validator.FORMAT_CHECKER)
             for name, spec in actions.items()
@@ -104,10 +184,12 @@ class Catalog(Mapping[str, ActionSpec]):
             try:
                 actions[name] = ActionSpec.model_validate({**(body or {}), "name": name})
             except ValidationError as exc:
-                problem = exc.errors(include_url=False)[0]
-                where = ".".join(str(p) for p in problem["loc"]) or "declaration"
-                raise RulebookError(f"{path}: action {name!r}, {where}: {problem['msg']}") from exc
-        return cls(actions)
+                raise RulebookError(f"{path}: action {name!r}, {_problem(exc)}") from exc
+        try:
+            rest = _Rest.model_validate({k: v for k, v in document.items() if k != "actions"})
+        except ValidationError as exc:
+            raise RulebookError(f"{path}: {_problem(exc)}") from exc
+        return cls(actions, facts=rest.facts, lookups=rest.lookups, preconditions=rest.preconditions)
 
     def check(self, name: str, arguments: Mapping[str, Any]) -> ActionSpec:
         """The action ``name``, once ``arguments`` are valid for it.
