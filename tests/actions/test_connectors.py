@@ -30,7 +30,7 @@ from vigil.dev.systems.seed import seed
 from vigil.dev.systems.server import SystemsServer
 
 TOKEN = "connector-token"
-TIMEOUT_S = 0.5
+TIMEOUT_S = 1.0  # generous: a busy machine must not make an ordinary request time out
 REFUND = Operation(
     "billing",
     "POST",
@@ -150,7 +150,7 @@ async def test_a_write_that_never_answers_in_time_fails_after_its_retries_and_wa
     with pytest.raises(ConnectorTimeout) as timeout:
         await shop.connectors.perform(REFUND, refund(700, "slow"), idempotency_key="rf-slow")
     assert str(timeout.value) == (
-        "billing did not answer POST /orders/ORD-10019/refunds within 0.5 s (the change may have been made)"
+        "billing did not answer POST /orders/ORD-10019/refunds within 1 s (the change may have been made)"
     )
     assert isinstance(timeout.value, Unavailable) and timeout.value.dependency == "billing"
     assert len(shop.requests("POST")) == 3  # the first try and two retries

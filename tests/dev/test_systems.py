@@ -4,7 +4,12 @@ what it changes, what it refuses, and that a write is done once per idempotency 
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import sqlite3
+import subprocess
+import sys
+import time
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -13,6 +18,7 @@ import httpx
 import pytest
 
 from vigil.core.clock import SystemClock
+from vigil.dev.broker import free_port
 from vigil.dev.systems.seed import ensure_seeded, seed
 from vigil.dev.systems.server import SystemsServer
 
@@ -196,3 +202,28 @@ async def test_a_token_guards_every_request(db: Path):
         assert refused.status_code == 401
         right = await client.get("/orders/ORD-10003", headers={"Authorization": f"Bearer {TOKEN}"})
         assert right.status_code == 200 and right.json()["status"] == "pending"
+
+
+async def test_it_runs_on_its_own_seeded_on_first_start(tmp_path: Path):
+    db, port = tmp_path / "own.sqlite", free_port()
+    env = {**os.environ, "VIGIL_DEMO_SYSTEMS_TOKEN": TOKEN}
+    command = [sys.executable, "-m", "vigil.dev.systems", "--db", str(db), "--port", str(port)]
+    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as client:
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    answer = await client.get("/customers/CUS-1001", headers={"Authorization": f"Bearer {TOKEN}"})
+                    break
+                except httpx.ConnectError:
+                    assert process.poll() is None and time.monotonic() < deadline, "the service did not start"
+                    await asyncio.sleep(0.1)
+            assert answer.status_code == 200 and answer.json()["name"] == "Maria Keller"
+            assert (await client.get("/customers/CUS-1001")).status_code == 401
+    finally:
+        process.terminate()
+        _, stderr = process.communicate(timeout=10)
+    # uvicorn shuts down gracefully, then re-raises the signal so that the exit status tells how it ended.
+    assert process.returncode in (0, -signal.SIGTERM), stderr.decode()
+    assert b"seeded" in stderr and b"Finished server process" in stderr
