@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import secrets
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -86,7 +87,7 @@ def create_app(
     return app
 
 
-def _bearer(token: str | None) -> Any:
+def _bearer(token: str | None) -> Callable[..., None]:
     def check(authorization: Annotated[str | None, Header()] = None) -> None:
         if token is None:
             return

@@ -105,6 +105,10 @@ def _listen(host: str, port: int) -> socket.socket:
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     try:
         listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        # asyncio turns Nagle off only on sockets whose proto is IPPROTO_TCP, which a socket made with the default
+        # proto is not; without it a response written in two parts waits for the client's delayed ACK (a read
+        # measured 49 ms -> 2 ms). Accepted sockets inherit the option.
+        listener.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         listener.bind((host, port))
         listener.listen(128)
     except OSError as exc:
