@@ -14,6 +14,11 @@
     ├── TransportError       the broker failed a request
     │   ├── TransportUnavailable the broker cannot take or answer the request now (also an Unavailable, ``broker``)
     │   └── RecordRefused        the broker refuses the record itself, too large or invalid (never retried)
+    ├── ConnectorError       a company system (orders, billing, CRM) failed a call from an action's connector
+    │   ├── ConnectorTimeout     the system did not answer in time (also an Unavailable, named by the system; a
+    │   │                        write may have been done: retried only with its idempotency key)
+    │   ├── ConnectorUnavailable the system cannot be reached or answered 5xx/429 (also an Unavailable, the system)
+    │   └── ConnectorRefused     the system said no (a 4xx and its detail): permanent, never retried
     ├── StartupError         a part did not start in time
     ├── LeaseLost            work's lease passed to another replica before its results were written (none were)
     ├── InvalidCursor        a page cursor vigil did not give out (the API answers 422)
@@ -112,6 +117,42 @@ class TransportUnavailable(TransportError, Unavailable):
 
 class RecordRefused(TransportError):
     """The broker refuses the record itself (too large, invalid): sending it again cannot succeed."""
+
+
+class ConnectorError(VigilError):
+    """A company system (the order system, billing, the CRM) failed a call; ``system`` names it as configured."""
+
+    def __init__(self, system: str, message: str) -> None:
+        super().__init__(message)
+        self.system = system
+
+
+class ConnectorTimeout(ConnectorError, Unavailable):
+    """The system did not answer within the connector's timeout. A write may have been done all the same: it is
+    retried only with the same idempotency key, so that the system answers the retry without doing it twice."""
+
+    def __init__(self, system: str, message: str) -> None:
+        super().__init__(system, message)
+        self.dependency = system
+
+
+class ConnectorUnavailable(ConnectorError, Unavailable):
+    """The system cannot be reached, or answered that it cannot serve now (5xx, 429); the call may be retried."""
+
+    def __init__(self, system: str, message: str, *, status: int | None = None) -> None:
+        super().__init__(system, message)
+        self.dependency = system
+        self.status = status
+
+
+class ConnectorRefused(ConnectorError):
+    """The system said no (a 4xx: unknown order, refund over what is left, a bad token): asking again cannot
+    succeed. ``status`` is the HTTP status and ``detail`` the system's own words."""
+
+    def __init__(self, system: str, message: str, *, status: int, detail: str) -> None:
+        super().__init__(system, message)
+        self.status = status
+        self.detail = detail
 
 
 class StartupError(VigilError):
