@@ -8,7 +8,8 @@ thousands of look-alike records costs a scan, not a product of scans.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from bisect import bisect_left
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -20,7 +21,17 @@ if TYPE_CHECKING:
 
 Bindings = dict[str, Any]
 Pending = tuple[tuple[int, Test], ...]  # (record index, condition) waiting for a variable; -1 is the proposed one
-InReach = Callable[[int], bool]
+
+
+@dataclass(frozen=True, slots=True)
+class Reach:
+    """Which history records a pattern may use: from index ``start`` on (the window; records are in time order),
+    and only of ``conversation`` when the pattern's scope is the case."""
+
+    start: int
+    conversation: str | None
+
+
 _MISSING = object()
 
 
@@ -145,10 +156,18 @@ def static_ok(step: CompiledStep, record: ActionRecord) -> bool:
 
 
 def candidates(
-    step: CompiledStep, records: Sequence[ActionRecord], by_name: Mapping[str, list[int]], in_reach: InReach
+    step: CompiledStep, records: Sequence[ActionRecord], by_name: Mapping[str, list[int]], reach: Reach
 ) -> list[int]:
     """Indices of records in reach that meet the step's static conditions, latest first."""
-    found = [i for name in step.actions for i in by_name.get(name, ()) if in_reach(i) and static_ok(step, records[i])]
+    found = []
+    for name in step.actions:
+        indices = by_name.get(name, [])
+        for i in indices[bisect_left(indices, reach.start) :]:
+            record = records[i]
+            if reach.conversation is not None and record.conversation_id != reach.conversation:
+                continue
+            if all(holds(t, record, {}) for t in step.static):
+                found.append(i)
     return sorted(found, reverse=True)
 
 
@@ -205,17 +224,18 @@ def search_steps(
     proposed: ActionRecord,
     records: Sequence[ActionRecord],
     by_name: Mapping[str, list[int]],
-    in_reach: InReach,
+    reach: Reach,
 ) -> tuple[ActionRecord, ...] | None:
     """The chain ``proposed`` completes (in time order, the proposed one last), or None."""
     steps = compiled.steps
     ordered = compiled.pattern.order == "sequence"
-    cands = [candidates(step, records, by_name, in_reach) for step in steps]
+    cands: list[list[int]] | None = None
     for slot in [len(steps) - 1] if ordered else range(len(steps)):
         state = meets(steps[slot], proposed, -1, {}, ()) if static_ok(steps[slot], proposed) else None
         settled = None if state is None else settle(state[1], records, proposed, state[0])
         if state is None or settled is None:
             continue
+        cands = cands or [candidates(step, records, by_name, reach) for step in steps]
         rest = [i for i in range(len(steps)) if i != slot]
         if ordered:
             rest.reverse()
@@ -232,7 +252,7 @@ def search_aggregate(
     proposed: ActionRecord,
     records: Sequence[ActionRecord],
     by_name: Mapping[str, list[int]],
-    in_reach: InReach,
+    reach: Reach,
 ) -> tuple[tuple[ActionRecord, ...], str] | None:
     """The records counted with ``proposed`` and what they passed, when every threshold is passed; else None."""
     aggregate = compiled.pattern.aggregate
@@ -241,7 +261,7 @@ def search_aggregate(
     if aggregate is None or state is None or settle(state[1], records, proposed, state[0]) is None:
         return None
     bindings = state[0]
-    counted = [i for i in candidates(step, records, by_name, in_reach) if _fits(step, records[i], bindings)]
+    counted = [i for i in candidates(step, records, by_name, reach) if _fits(step, records[i], bindings)]
     members = (*(records[i] for i in sorted(counted)), proposed)
     details: list[str] = []
     if aggregate.count is not None:

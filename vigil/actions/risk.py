@@ -11,6 +11,7 @@ reads no clock: "now" is the proposed action's ``at``.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections import defaultdict
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -18,7 +19,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal
 
-from vigil.actions.chains import Compiled, compile_pattern, search_aggregate, search_steps
+from vigil.actions.chains import Compiled, Reach, compile_pattern, search_aggregate, search_steps
 from vigil.actions.patterns import Pattern, load_patterns
 
 Status = Literal["suggested", "approved", "rejected", "executed", "failed", "expired", "blocked"]
@@ -147,15 +148,10 @@ def _search(
 ) -> RiskMatch | None:
     pattern = compiled.pattern
     horizon = proposed.at - timedelta(seconds=pattern.window_s)
-
-    def in_reach(index: int) -> bool:
-        record = records[index]
-        return record.at >= horizon and (
-            pattern.scope == "customer" or record.conversation_id == proposed.conversation_id
-        )
-
+    start = bisect_left(records, horizon, key=lambda r: r.at)
+    reach = Reach(start, proposed.conversation_id if pattern.scope == "case" else None)
     if pattern.aggregate is not None:
-        found = search_aggregate(compiled, proposed, records, by_name, in_reach)
+        found = search_aggregate(compiled, proposed, records, by_name, reach)
         return None if found is None else RiskMatch(pattern, found[0], found[1])
-    chain = search_steps(compiled, proposed, records, by_name, in_reach)
+    chain = search_steps(compiled, proposed, records, by_name, reach)
     return None if chain is None else RiskMatch(pattern, chain)
