@@ -4,3 +4,64 @@ blocked when they complete a dangerous chain, kept inside a concession budget, a
 the company's systems."""
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from vigil.actions.settings import ActionsSettings
+from vigil.flow.capability import Capability, Platform, Step
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from sqlalchemy.ext.asyncio import AsyncEngine
+
+
+def setup(
+    settings: ActionsSettings, platform: Platform, *, engine: AsyncEngine, bundled: Path, timeout_s: float | None
+) -> Capability:
+    """When enabled: the action skill (which also takes approvals arriving as feedback), the expiry of actions not
+    approved in time, and the clients of the company's systems; ``bundled`` is where the bundled rulebooks are."""
+    if not settings.enabled:
+        return Capability(name="actions")
+    from vigil.actions.approvals import Approvals
+    from vigil.actions.connectors.http import Connectors
+    from vigil.actions.rulebook import Rulebooks
+    from vigil.actions.running import Running, TenantGuards
+    from vigil.actions.skill import ActionSkill
+    from vigil.flow.scheduler import Job
+
+    rulebooks = Rulebooks(settings.rulebook, bundled)
+    connectors = Connectors(settings.systems, backoff=platform.backoff)
+    approvals = Approvals(
+        engine,
+        clock=platform.clock,
+        performer=Running(connectors),
+        calls=lambda tenant, name: rulebooks.of(tenant).catalog[name].connector,
+        ttl_s=settings.approval_ttl_s,
+        timeout_s=timeout_s,
+    )
+    skill = ActionSkill(
+        engine=engine,
+        rulebooks=rulebooks,
+        approvals=approvals,
+        lookups=connectors,
+        offers=None,
+        guard=TenantGuards(rulebooks, engine, timeout_s=timeout_s),
+        clock=platform.clock,
+        timeout_s=timeout_s,
+    )
+
+    async def load() -> None:
+        for tenant in settings.rulebooks:
+            rulebooks.of(tenant)
+
+    async def expire(due: object) -> None:
+        await approvals.expire()
+
+    return Capability(
+        name="actions",
+        skills=[skill],
+        jobs=[Job("actions-expiry", run=expire, every_s=settings.expiry_every_s)],
+        starting=[Step("loading the rulebooks", load)],
+        closing=[connectors.aclose],
+    )

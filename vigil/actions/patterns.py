@@ -51,7 +51,7 @@ from pydantic import (
     model_validator,
 )
 
-from vigil.core.errors import VigilError
+from vigil.core.errors import RulebookError
 
 Scalar = str | int | float | bool | None
 OPERATORS = ("eq", "ne", "in", "not_in", "gt", "gte", "lt", "lte", "exists", "age_under_s")
@@ -61,7 +61,7 @@ _PATH = re.compile(r"^(?:(?:arguments|facts)(?:\.[A-Za-z0-9_-]+)+|" + "|".join(R
 Name = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]{0,63}$")]
 
 
-class RiskPatternError(VigilError):
+class RiskPatternError(RulebookError):
     """A risk pattern file that cannot be loaded; the message names the file, the pattern and the field."""
 
     def __init__(self, path: Path | str, problem: str, pattern: str | None = None, at: str | None = None) -> None:

@@ -7,7 +7,7 @@ rulebooks, encoded from their published policies (``knowledge/rulebooks/``).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
@@ -16,10 +16,12 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from vigil.actions.catalog import Catalog
 from vigil.actions.policy import Policy, Verdict
+from vigil.actions.risk import Guard
 from vigil.core.errors import InvalidArguments, RulebookError
 
 ACTIONS_FILE = "actions.yaml"
 POLICY_FILE = "policy.cedar"
+RISK_FILE = "risk.yaml"
 
 
 class ActionRequest(BaseModel):
@@ -45,10 +47,12 @@ class Rulebook:
     catalog: Catalog
     policy: Policy
     directory: Path = field(default=Path())
+    guard: Guard | None = None
+    """The conjunctive-risk guard over ``risk.yaml``'s patterns, when the rulebook has them."""
 
     @classmethod
     def load(cls, directory: Path) -> Rulebook:
-        """Read ``directory``'s ``actions.yaml`` and ``policy.cedar``.
+        """Read ``directory``'s ``actions.yaml`` and ``policy.cedar``, and ``risk.yaml`` when there is one.
 
         Raises:
             RulebookError: either file is missing or invalid, or a rule names an action the catalog lacks.
@@ -62,7 +66,9 @@ class Rulebook:
             raise RulebookError(
                 f"{directory / POLICY_FILE}: rules name actions {ACTIONS_FILE} lacks: {', '.join(unknown)}"
             )
-        return cls(directory.name, catalog, policy, directory)
+        risk = directory / RISK_FILE
+        guard = Guard.from_file(risk, actions=set(catalog)) if risk.is_file() else None
+        return cls(directory.name, catalog, policy, directory, guard)
 
     def decide(self, request: ActionRequest) -> Verdict:
         """The verdict on ``request``: its arguments checked against the action's schema, then the policy asked
@@ -89,3 +95,24 @@ def locate(rulebook: str, bundled: Path) -> Path:
     if "/" not in rulebook and (named / POLICY_FILE).is_file():
         return named
     return Path(rulebook)
+
+
+class Rulebooks:
+    """The rulebook of each tenant, loaded once: ``choose(tenant)`` names it (a bundled name or a directory)."""
+
+    def __init__(self, choose: Callable[[str], str], bundled_dir: Path) -> None:
+        self._choose = choose
+        self._bundled = bundled_dir
+        self._loaded: dict[Path, Rulebook] = {}
+
+    def of(self, tenant: str) -> Rulebook:
+        """``tenant``'s rulebook.
+
+        Raises:
+            RulebookError: it cannot be read.
+        """
+        path = locate(self._choose(tenant), self._bundled)
+        book = self._loaded.get(path)
+        if book is None:
+            book = self._loaded[path] = Rulebook.load(path)
+        return book

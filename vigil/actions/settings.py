@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
+from vigil.actions.connectors.settings import SystemSettings
+
 ANY = "*"
 """In ``rulebooks``: every tenant not named."""
 
@@ -19,6 +21,17 @@ class ActionsSettings(BaseModel):
         '"tau2-retail", "tau2-airline") or a directory holding actions.yaml and policy.cedar; "*" is every tenant '
         'not named. JSON, e.g. {"acme": "/etc/vigil/acme", "*": "demo"}.',
     )
+
+    systems: dict[str, SystemSettings] = Field(
+        default_factory=dict,
+        description="The company's systems the actions run against and the facts come from, by the name the "
+        'rulebook gives them (the demo\'s: orders, billing, crm). JSON, e.g. {"billing": {"base_url": '
+        '"https://billing.internal", "token": "...", "timeout_s": 5}}. An action whose system is not here fails.',
+    )
+    approval_ttl_s: float = Field(
+        default=3600.0, gt=0, description="How long a suggested action waits for its approval before it expires."
+    )
+    expiry_every_s: float = Field(default=30.0, gt=0, description="How often expired actions are marked so.")
 
     def rulebook(self, tenant: str) -> str:
         """The rulebook ``tenant`` follows: a bundled rulebook's name or a directory."""

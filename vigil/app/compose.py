@@ -14,13 +14,14 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from vigil import answers, cases, knowledge, live, mining, panel, progress
+from vigil import actions, answers, cases, knowledge, live, mining, panel, progress
 from vigil.app.settings import Settings
 from vigil.cases.store import CaseStore
 from vigil.cases.views import CaseViews
 from vigil.core.clock import Clock, SystemClock
 from vigil.core.metrics import Metrics
 from vigil.core.retry import Backoff
+from vigil.dev.demo import bundled_knowledge
 from vigil.flow.capability import Capability, Check, Platform, Step
 from vigil.flow.feed import LiveFeed
 from vigil.flow.gates import ConfidenceGate, Gate, Gates
@@ -70,6 +71,10 @@ CAPABILITIES: tuple[tuple[str, Callable[[Parts], Capability]], ...] = (
     )),
     ("progress", lambda p: progress.setup(
         p.settings.progress, p.platform, engine=p.store.engine, outlet=p.outlet,
+        timeout_s=p.settings.database.timeout_s,
+    )),
+    ("actions", lambda p: actions.setup(
+        p.settings.actions, p.platform, engine=p.store.engine, bundled=bundled_knowledge() / "rulebooks",
         timeout_s=p.settings.database.timeout_s,
     )),
     ("live", lambda p: live.setup(p.platform, feed=p.feed, fanout_url=_fanout_url(p))),

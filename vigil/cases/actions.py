@@ -13,7 +13,7 @@ import json
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 import sqlalchemy as sa
 from pydantic import BaseModel
@@ -27,6 +27,10 @@ OPEN = ("suggested",)
 PENDING = ("suggested", "approved", "executing")
 """Statuses of an action that may still happen."""
 DONE = ("executed",)
+RANKS = ("analyst", "lead", "admin")
+"""The roles that may decide actions, lowest first (the panel's roles)."""
+
+Refusal = Literal["unknown_action", "not_open", "expired", "arguments_changed", "not_permitted", "not_runnable"]
 
 
 def arguments_hash(name: str, arguments: Mapping[str, Any]) -> str:
@@ -191,3 +195,32 @@ async def audit_log(conn: AsyncConnection, conversation_id: str) -> list[AuditEn
         sa.select(ACTION_AUDIT).where(ACTION_AUDIT.c.conversation_id == conversation_id).order_by(ACTION_AUDIT.c.seq)
     )
     return [AuditEntry.model_validate(dict(row._mapping)) for row in rows]
+
+
+def may_approve(role: str | None, needed: str) -> bool:
+    """Whether ``role`` is ``needed`` or above (an unknown ``needed`` takes the highest role)."""
+    return role in RANKS and RANKS.index(role) >= RANKS.index(needed if needed in RANKS else RANKS[-1])
+
+
+def refusal(
+    record: ActionRecord, *, approve: bool, role: str | None, arguments_hash: str | None, now: datetime
+) -> tuple[Refusal, str] | None:
+    """Why ``role`` may not approve (or reject) ``record`` now, or None if they may: it is no longer open, it has
+    expired, the arguments are not those approved, the role is below the rule's approver, or it may never run."""
+    if record.status not in OPEN:
+        return "not_open", f"{record.action_id} is {record.status}, not waiting for a decision"
+    if record.expires_at is not None and now >= record.expires_at:
+        return "expired", f"{record.action_id} expired at {record.expires_at.isoformat()}"
+    if arguments_hash is not None and arguments_hash != record.arguments_hash:
+        return "arguments_changed", "the arguments are not those suggested; changed arguments are another action"
+    if not approve:
+        return None if may_approve(role, "analyst") else ("not_permitted", f"{role or 'nobody'} may not decide actions")
+    if record.verdict not in ("allow", "needs_approval"):
+        return "not_runnable", f"{record.rule}: {record.reason}"
+    needed = record.approver if record.verdict == "needs_approval" and record.approver else "analyst"
+    if not may_approve(role, needed):
+        return (
+            "not_permitted",
+            f"{record.rule}: a {needed} approves this action, not {role or 'a caller without a role'}",
+        )
+    return None

@@ -13,7 +13,6 @@ only.
 from __future__ import annotations
 
 import logging
-import uuid
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from functools import partial
@@ -27,13 +26,11 @@ from vigil.core.metrics import Metrics
 from vigil.core.retry import Backoff
 from vigil.flow.case import CaseState, Recorded
 from vigil.flow.gates import Gates
-from vigil.flow.skills import Proposal, Skill
+from vigil.flow.skills import Proposal, Skill, keyed, suggestion_id
 from vigil.transport.base import Sink
 from vigil.wire.events import Event, Feedback, Suggestion
 
 log = logging.getLogger(__name__)
-
-_SUGGESTION_IDS = uuid.UUID("6f1d4a52-8c1e-4f0a-9d7b-3a5c2e9b7f10")
 
 
 class Recorder(Protocol):
@@ -192,7 +189,9 @@ class Pipeline:
         return self._made(
             proposal,
             # Event ids are unique only within their conversation.
-            key=f"{event.conversation_id}/{event.id}/{slot}",
+            key=keyed(event.conversation_id, proposal.key)
+            if proposal.key
+            else f"{event.conversation_id}/{event.id}/{slot}",
             conversation_id=event.conversation_id,
             tenant=case.tenant if case else (event.tenant or self._default_tenant),
             in_reply_to=event.id,
@@ -211,7 +210,7 @@ class Pipeline:
     ) -> Suggestion:
         """The suggestion ``proposal`` makes, its id named by ``key`` (the same key, the same id)."""
         return Suggestion(
-            suggestion_id=str(uuid.uuid5(_SUGGESTION_IDS, key)),
+            suggestion_id=suggestion_id(key),
             conversation_id=conversation_id,
             tenant=tenant,
             in_reply_to=in_reply_to,
@@ -245,7 +244,7 @@ class Pipeline:
         received = self._clock.monotonic()
         suggestion = self._made(
             proposal,
-            key=f"{conversation_id}/@{key}",
+            key=keyed(conversation_id, key),
             conversation_id=conversation_id,
             tenant=tenant,
             in_reply_to=in_reply_to,

@@ -65,6 +65,7 @@ Name = Annotated[str, StringConstraints(max_length=256)]
 Role = Literal["customer", "analyst", "bot", "system"]
 CaseChange = Literal["opened", "assigned", "escalated", "status", "closed", "reopened"]
 Verdict = Literal["accepted", "edited", "dismissed", "approved", "rejected"]
+ApproverRole = Literal["analyst", "lead", "admin"]
 SuggestionKind = Annotated[str, StringConstraints(min_length=1, max_length=32, pattern=r"^[a-z][a-z0-9_]*$")]
 """What a suggestion is: lower-case snake case, named by the capability that makes it (``answer``, ...). The kinds
 vigil knows are listed in docs/wire-format.md; a consumer should show one it does not know as plain text."""
@@ -171,6 +172,16 @@ class Feedback(_Wire):
     by: Name | None = None
     at: Timestamp
     text: str | None = None
+    role: ApproverRole | None = Field(
+        default=None,
+        description="For `approved` and `rejected` of an action: the role of `by`, as the platform vouches for it "
+        "(an action the policy holds for a lead runs only on a lead's approval).",
+    )
+    arguments_hash: Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")] | None = Field(
+        default=None,
+        description="For `approved`: the `arguments_hash` of the action as the approver saw it; an approval of "
+        "arguments that have changed since is refused.",
+    )
 
     @property
     def id(self) -> str:

@@ -1,0 +1,384 @@
+"""The action skill: suggests the action a customer's message calls for, decided by the tenant's rulebook, and
+takes the analysts' approvals and rejections that come back as ``feedback`` events.
+
+On a customer's message it finds the actions the rulebook's cues name, reads their arguments from the
+conversation and the company's systems (each with its provenance), asks the policy, checks the conjunctive-risk
+guard, and records the action with its verdict before proposing its card (``kind: "action"``). On any message it
+decides again the open actions that wait for the conversation (the identity check, the customer's yes), and says so
+when their verdict changes. On an ``approved`` or ``rejected`` feedback it takes the decision through the approval
+gates, which run what is approved, and reports the outcome.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import Any, Protocol
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from vigil.actions.approvals import ApprovalRefused, Approvals
+from vigil.actions.catalog import ActionSpec, Catalog
+from vigil.actions.policy import Verdict
+from vigil.actions.reading import (
+    Found,
+    Reading,
+    Said,
+    confirmed,
+    customer_of,
+    identity_verified,
+    read_arguments,
+    requested,
+)
+from vigil.actions.rulebook import ActionRequest, Rulebook, Rulebooks
+from vigil.cases import actions as stored
+from vigil.cases.actions import ActionRecord, action_id, arguments_hash
+from vigil.cases.tables import MESSAGE, SUGGESTION
+from vigil.core.clock import Clock
+from vigil.core.errors import ConnectorRefused
+from vigil.db.engine import guarded
+from vigil.flow.case import CaseState
+from vigil.flow.skills import Proposal, keyed, suggestion_id
+from vigil.wire.events import Action, Event, Feedback, Message
+
+log = logging.getLogger(__name__)
+
+TRANSCRIPT = 60
+"""How many of the latest messages the skill reads."""
+GOODWILL_WINDOW = timedelta(days=30)
+
+
+class Lookups(Protocol):
+    """Reads from the company's systems (``vigil.actions.connectors.http.Connectors``)."""
+
+    async def fetch(self, system: str, path: str, arguments: Mapping[str, Any] | None = None) -> dict[str, Any]: ...
+
+
+class Offers(Protocol):
+    """The concession budget: how much goodwill to offer a case that merits ``base_cents``."""
+
+    async def offer(self, tenant: str, base_cents: int) -> Found: ...
+
+
+class Guard(Protocol):
+    """The conjunctive-risk guard: the chain the proposed action would complete, explained, or None."""
+
+    async def check(self, record: ActionRecord) -> tuple[str, str, str] | None:
+        """``(pattern, description, explanation)`` of the first dangerous chain ``record`` completes, or None."""
+        ...
+
+
+class ActionSkill:
+    """Suggests actions under the tenant's rulebook, and takes the decisions on them."""
+
+    name = "actions"
+    kind = "action"
+
+    def __init__(
+        self,
+        *,
+        engine: AsyncEngine,
+        rulebooks: Rulebooks,
+        approvals: Approvals,
+        lookups: Lookups | None,
+        offers: Offers | None,
+        guard: Guard | None,
+        clock: Clock,
+        timeout_s: float | None,
+    ) -> None:
+        self._engine = engine
+        self._rulebooks = rulebooks
+        self._approvals = approvals
+        self._lookups = lookups
+        self._offers = offers
+        self._guard = guard
+        self._clock = clock
+        self._timeout_s = timeout_s
+
+    async def propose(self, event: Event, case: CaseState | None) -> Sequence[Proposal]:
+        if isinstance(event, Feedback):
+            return await self._judged(event)
+        if not isinstance(event, Message) or case is None or case.status == "closed":
+            return []
+        rulebook = self._rulebooks.of(case.tenant)
+        transcript = await self._transcript(case.conversation_id)
+        proposals = await self._decide_again(rulebook, transcript, case)
+        if event.role == "customer":
+            said = Said(event.message_id, event.role, event.text, event.metadata or {})
+            for spec in requested(rulebook.catalog, said):
+                proposals += await self._suggest(spec, rulebook, transcript, case)
+        return proposals
+
+    async def _suggest(
+        self, spec: ActionSpec, rulebook: Rulebook, transcript: Sequence[Said], case: CaseState
+    ) -> list[Proposal]:
+        reading, facts = await self._read(spec, rulebook.catalog, transcript, case.tenant)
+        if reading.missing:
+            log.info(
+                "%s not suggested: no %s",
+                spec.name,
+                ", ".join(reading.missing),
+                extra={"conversation_id": case.conversation_id},
+            )
+            return []
+        verdict = await self._verdict(rulebook, spec, reading.arguments, facts, case.tenant)
+        now = self._clock.now()
+        digest = arguments_hash(spec.name, reading.arguments)
+        record = ActionRecord(
+            action_id=action_id(case.conversation_id, digest),
+            conversation_id=case.conversation_id,
+            tenant=case.tenant,
+            name=spec.name,
+            arguments=reading.arguments,
+            arguments_hash=digest,
+            verdict=verdict.outcome,
+            rule=verdict.rule,
+            reason=verdict.reason,
+            status=_status(verdict, rulebook.catalog),
+            suggested_at=now,
+            customer_id=_customer(facts),
+            provenance=reading.provenance,
+            facts=_shown_facts(facts),
+            amount_cents=reading.arguments.get(spec.amount) if spec.amount else None,
+            goodwill=spec.goodwill,
+            approver=verdict.approver,
+            expires_at=self._approvals.expiry(now),
+        )
+        escalation = await self._guarded(record)
+        record.suggestion_id = suggestion_id(keyed(case.conversation_id, _card_key(record)))
+        if not await self._approvals.record(record):
+            return []  # the same action with the same arguments is on the case already
+        return [_card(record, spec), *escalation]
+
+    async def _guarded(self, record: ActionRecord) -> list[Proposal]:
+        """Block ``record`` if it completes a dangerous chain, and say why in an escalation."""
+        if self._guard is None or record.status != "suggested":
+            return []
+        matched = await self._guard.check(record)
+        if matched is None:
+            return []
+        pattern, description, explanation = matched
+        record.status, record.verdict, record.rule, record.reason, record.approver = (
+            "blocked",
+            "blocked",
+            pattern,
+            description,
+            None,
+        )
+        return [
+            Proposal(
+                kind="escalation",
+                text=explanation,
+                confidence=0.95,
+                why=f"The conjunctive-risk guard blocked {record.name}: {description}",
+                key=f"escalation/{record.action_id}",
+            )
+        ]
+
+    async def _read(
+        self, spec: ActionSpec, catalog: Catalog, transcript: Sequence[Said], tenant: str
+    ) -> tuple[Reading, dict[str, Any]]:
+        """The arguments of ``spec`` and the facts the rules read, from the conversation and the systems."""
+        facts: dict[str, Any] = {"_sources": {}}
+        customer = customer_of(transcript)
+        if customer is not None:
+            facts["customer"] = {"id": customer.value}
+            facts["_sources"]["customer"] = customer.source
+        first = read_arguments(spec, transcript, facts)
+        known = {**({"customer_id": customer.value} if customer is not None else {}), **first.arguments}
+        looked = await self._looked_up(catalog, known)
+        facts["_sources"].update(looked.pop("_sources"))
+        facts.update(looked)
+        offered = None
+        if spec.goodwill and spec.suggest and spec.suggest.base_cents and self._offers is not None:
+            offered = await self._offers.offer(tenant, spec.suggest.base_cents)
+        elif spec.goodwill and spec.suggest and spec.suggest.base_cents:
+            offered = Found(spec.suggest.base_cents, {"source": "rulebook", "detail": "the case's base goodwill"})
+        reading = read_arguments(spec, transcript, facts, offered)
+        verified = identity_verified(catalog, transcript)
+        facts["identity_verified"] = verified is not None
+        facts["confirmed"] = confirmed(catalog, transcript, reading.arguments) is not None
+        if customer is not None and spec.goodwill:
+            facts["goodwill"] = {"last_30_days_cents": await self._goodwill(tenant, customer.value)}
+        return reading, facts
+
+    async def _looked_up(self, catalog: Catalog, arguments: Mapping[str, Any]) -> dict[str, Any]:
+        found: dict[str, Any] = {"_sources": {}}
+        for name, lookup in catalog.lookups.items():
+            needed = [part[1:-1] for part in lookup.path.split("/") if part.startswith("{")]
+            if self._lookups is None or not all(n in arguments for n in needed):
+                continue
+            try:
+                answer = await self._lookups.fetch(lookup.system, lookup.path, arguments)
+            except ConnectorRefused as exc:
+                found["_refused"] = f"{lookup.system} said {exc.status}: {exc.detail}"
+                continue
+            found[name] = {key: answer[key] for key in lookup.fields if key in answer}
+            path = lookup.path.format(**{n: arguments[n] for n in needed})  # for the provenance only
+            found["_sources"][name] = {"source": lookup.system, "call": f"GET {path}"}
+        return found
+
+    async def _verdict(
+        self, rulebook: Rulebook, spec: ActionSpec, arguments: dict[str, Any], facts: Mapping[str, Any], tenant: str
+    ) -> Verdict:
+        if "_refused" in facts:
+            return Verdict("deny", "lookup_refused", f"The systems cannot confirm the facts: {facts['_refused']}.")
+        context = {k: v for k, v in facts.items() if not k.startswith("_")}
+        return rulebook.decide(ActionRequest(action=spec.name, args=arguments, context=context, tenant=tenant))
+
+    async def _decide_again(self, rulebook: Rulebook, transcript: Sequence[Said], case: CaseState) -> list[Proposal]:
+        """Decide again the open actions that wait for the conversation; a card for each whose verdict changed."""
+        async with guarded(self._engine, timeout_s=self._timeout_s, begin=False) as conn:
+            waiting = [
+                r
+                for r in await stored.of_conversation(conn, case.conversation_id)
+                if r.status in stored.OPEN and r.verdict == "deny" and r.rule in rulebook.catalog.preconditions
+            ]
+        cards = []
+        for record in waiting:
+            spec = rulebook.catalog.get(record.name)
+            if spec is None:
+                continue
+            _, facts = await self._read(spec, rulebook.catalog, transcript, case.tenant)
+            facts["confirmed"] = confirmed(rulebook.catalog, transcript, record.arguments) is not None
+            verdict = await self._verdict(rulebook, spec, record.arguments, facts, case.tenant)
+            if (verdict.outcome, verdict.rule) == (record.verdict, record.rule):
+                continue
+            changed = await self._approvals.redecide(
+                record, verdict, status=_status(verdict, rulebook.catalog), facts=_shown_facts(facts)
+            )
+            if changed is not None:
+                cards.append(_card(changed, spec))
+        return cards
+
+    async def _judged(self, event: Feedback) -> list[Proposal]:
+        if event.verdict not in ("approved", "rejected"):
+            return []
+        found = await self._action_of(event)
+        if found is None:
+            return []
+        try:
+            record = await self._approvals.judge(
+                found,
+                approve=event.verdict == "approved",
+                by=event.by or "unknown",
+                role=event.role,
+                arguments_hash=event.arguments_hash,
+            )
+        except ApprovalRefused as exc:
+            log.warning(
+                "%s of %s refused: %s",
+                event.verdict,
+                found,
+                exc.detail,
+                extra={"conversation_id": event.conversation_id},
+            )
+            return []
+        spec = self._rulebooks.of(record.tenant).catalog.get(record.name)
+        return [_card(record, spec)] if spec is not None else []
+
+    async def _action_of(self, event: Feedback) -> str | None:
+        async with guarded(self._engine, timeout_s=self._timeout_s, begin=False) as conn:
+            row = (
+                await conn.execute(
+                    sa.select(SUGGESTION.c.kind, SUGGESTION.c.action).where(
+                        SUGGESTION.c.suggestion_id == event.suggestion_id,
+                        SUGGESTION.c.conversation_id == event.conversation_id,
+                    )
+                )
+            ).first()
+        if row is None or row.kind != "action" or not isinstance(row.action, dict):
+            return None
+        found = row.action.get("action_id")
+        return found if isinstance(found, str) else None
+
+    async def _transcript(self, conversation_id: str) -> list[Said]:
+        async with guarded(self._engine, timeout_s=self._timeout_s, begin=False) as conn:
+            rows = await conn.execute(
+                sa.select(MESSAGE.c.message_id, MESSAGE.c.role, MESSAGE.c.text, MESSAGE.c.metadata)
+                .where(MESSAGE.c.conversation_id == conversation_id)
+                .order_by(MESSAGE.c.seq.desc())
+                .limit(TRANSCRIPT)
+            )
+            return [Said(r.message_id, r.role, r.text, r.metadata or {}) for r in reversed(rows.all())]
+
+    async def _goodwill(self, tenant: str, customer_id: str) -> int:
+        async with guarded(self._engine, timeout_s=self._timeout_s, begin=False) as conn:
+            return await _spent(conn, tenant, customer_id, self._clock.now() - GOODWILL_WINDOW)
+
+
+async def _spent(conn: AsyncConnection, tenant: str, customer_id: str, since: datetime) -> int:
+    return await stored.spend(conn, tenant, since=since, customer_id=customer_id)
+
+
+def _status(verdict: Verdict, catalog: Catalog) -> str:
+    if verdict.outcome == "deny" and verdict.rule not in catalog.preconditions:
+        return "declined"
+    return "suggested"
+
+
+def _customer(facts: Mapping[str, Any]) -> str | None:
+    customer = facts.get("customer")
+    return customer.get("id") if isinstance(customer, dict) else None
+
+
+def _shown_facts(facts: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in facts.items() if k != "_refused"}
+
+
+def _card_key(record: ActionRecord) -> str:
+    return f"action/{record.action_id}/{record.status}/{record.verdict}/{record.rule}"
+
+
+def _card(record: ActionRecord, spec: ActionSpec) -> Proposal:
+    """The action's card: what will run, exactly, and the rule behind the verdict."""
+    title = _title(spec, record.arguments)
+    return Proposal(
+        kind="action",
+        text=f"{title}. {_standing(record)}",
+        confidence=0.9,
+        why=f"{record.rule}: {record.reason}",
+        action=Action(
+            name=record.name,
+            arguments=record.arguments,
+            action_id=record.action_id,
+            arguments_hash=record.arguments_hash,
+            status=record.status,
+            verdict=record.verdict,
+            rule=record.rule,
+            reason=record.reason,
+            approver=record.approver,
+            provenance=record.provenance,
+            expires_at=record.expires_at.isoformat() if record.expires_at else None,
+            result=record.result,
+        ),
+        key=_card_key(record),
+    )
+
+
+def _title(spec: ActionSpec, arguments: Mapping[str, Any]) -> str:
+    shown = {k: (f"{v / 100:.2f}" if k == spec.amount and isinstance(v, int) else v) for k, v in arguments.items()}
+    try:
+        return (spec.suggest.title if spec.suggest else spec.description).format(**shown)
+    except (KeyError, IndexError, ValueError):
+        return spec.description
+
+
+def _standing(record: ActionRecord) -> str:
+    if record.status == "executed":
+        return "Done."
+    if record.status == "failed":
+        return f"It failed: {(record.result or {}).get('error', 'see the audit log')}"
+    if record.status in ("rejected", "expired"):
+        return f"{record.status.capitalize()}."
+    if record.status == "blocked":
+        return f"Blocked: {record.reason}"
+    if record.status == "declined":
+        return f"Declined ({record.rule}): {record.reason}"
+    if record.verdict == "deny":
+        return f"Waiting ({record.rule}): {record.reason}"
+    if record.verdict == "needs_approval":
+        return f"Needs a {record.approver}'s approval ({record.rule}): {record.reason}"
+    return f"Allowed ({record.rule}); it runs when you approve it."
