@@ -21,12 +21,15 @@ segment whose demand is above budget (where the target is r = 1):
 - **overshoot**: the largest r - 1 in the segment;
 - **steady-state error**: the mean of r - 1 over the segment's last ``TAIL_DAYS`` days;
 - **swing**: max r - min r over those days (the amplitude of what remains);
+- **spread**: the multiplier's 5th to 95th percentile over those days (a controller that slams offers between
+  full and nothing hour to hour can hold the week's sum on budget while customers see erratic offers);
 - **crossings**: after settling, how often r goes from above 1 + half the tolerance to below 1 - half the tolerance
   or back (sustained oscillation crosses again and again; a damped loop on noisy demand rarely does).
 In segments below budget the controller should not cut: the mean multiplier there is reported.
 
-Run: ``python -m bench.concessions`` (tunes, then reports; about a minute on 2 cores) or ``--no-tune`` (the
-defaults of ``BudgetSettings`` as the PID's gains).
+Run: ``python -m bench.concessions`` (each family's recorded gains, ``Family.chosen``; about 45 s on 2 cores) or
+``python -m bench.concessions --tune`` (the grid search again, then the report: about 3 minutes). The PID's recorded
+gains are ``BudgetSettings``' defaults.
 """
 
 from __future__ import annotations
@@ -158,10 +161,12 @@ class Response:
     error: float
     swing: float
     crossings: int
+    spread: float
 
 
-def response(ratio: Sequence[float], tolerance: float = TOLERANCE) -> Response:
-    """The segment's settling, overshoot, steady-state error, swing and crossings against r = 1."""
+def response(ratio: Sequence[float], multiplier: Sequence[float], tolerance: float = TOLERANCE) -> Response:
+    """The segment's settling, overshoot, steady-state error, swing and crossings against r = 1, and the spread of
+    its multiplier."""
     outside = [i for i, r in enumerate(ratio) if abs(r - 1) > tolerance]
     settled = 0 if not outside else outside[-1] + 1
     tail = ratio[-TAIL_DAYS * 24 :]
@@ -171,7 +176,13 @@ def response(ratio: Sequence[float], tolerance: float = TOLERANCE) -> Response:
         error=statistics.fmean(tail) - 1,
         swing=max(tail) - min(tail),
         crossings=_crossings(ratio[settled:], tolerance / 2),
+        spread=_spread(multiplier[-TAIL_DAYS * 24 :]),
     )
+
+
+def _spread(values: Sequence[float]) -> float:
+    ordered = sorted(values)
+    return ordered[int(0.95 * (len(ordered) - 1))] - ordered[int(0.05 * (len(ordered) - 1))]
 
 
 def _crossings(ratio: Sequence[float], band: float) -> int:
@@ -194,7 +205,7 @@ def _grid(**axes: Sequence[float]) -> tuple[Gains, ...]:
 
 @dataclass(frozen=True, slots=True)
 class Family:
-    """A kind of controller: the settings tuning may choose from, and the choice ``--no-tune`` uses."""
+    """A kind of controller: the settings tuning chooses from, and the choice it made on ``TUNE_SEEDS`` (recorded)."""
 
     name: str
     grid: tuple[Gains, ...]
@@ -205,23 +216,23 @@ FAMILIES = (
     Family("none (offers in full)", ({"enabled": False},), {"enabled": False}),
     Family(
         "integral only",
-        _grid(kp=[0], kd=[0], ki=[0.01, 0.02, 0.05, 0.1, 0.2], horizon_s=[6 * 3600.0, DAY_S]),
-        {"kp": 0, "kd": 0, "ki": 0.05, "horizon_s": 6 * 3600.0},
+        _grid(kp=[0], kd=[0], ki=[0.02, 0.05, 0.1, 0.2, 0.5], horizon_s=[6 * 3600.0, DAY_S]),
+        {"kp": 0, "kd": 0, "ki": 0.1, "horizon_s": 6 * 3600.0},
     ),
     Family(
         "PI",
-        _grid(kp=[0.25, 0.5, 1, 2], kd=[0], ki=[0.01, 0.02, 0.05, 0.1], horizon_s=[6 * 3600.0, DAY_S]),
-        {"kp": 1, "kd": 0, "ki": 0.05, "horizon_s": 6 * 3600.0},
+        _grid(kp=[0.25, 0.5, 1, 2], kd=[0], ki=[0.02, 0.05, 0.1, 0.2], horizon_s=[6 * 3600.0, DAY_S]),
+        {"kp": 0.25, "kd": 0, "ki": 0.1, "horizon_s": 6 * 3600.0},
     ),
     Family(
         "PID",
-        _grid(kp=[0.25, 0.5, 1], ki=[0.02, 0.05, 0.1], kd=[0.5, 1, 2], horizon_s=[6 * 3600.0, DAY_S]),
-        {"kp": 1, "kd": 1, "ki": 0.05, "horizon_s": 6 * 3600.0},
+        _grid(kp=[0, 0.25, 0.5], ki=[0.05, 0.1, 0.2], kd=[0.5, 1, 2], horizon_s=[6 * 3600.0, DAY_S]),
+        {"kp": 0.25, "ki": 0.1, "kd": 0.5, "horizon_s": 6 * 3600.0},
     ),
     Family(
         "PID on the window's sum",
         _grid(kp=[0.1, 0.5], ki=[0.002, 0.01], kd=[0.5, 2], horizon_s=[WEEK_S]),
-        {"kp": 0.5, "kd": 0.5, "ki": 0.002, "horizon_s": WEEK_S},
+        {"kp": 0.5, "ki": 0.01, "kd": 2, "horizon_s": WEEK_S},
     ),
 )
 
@@ -233,7 +244,7 @@ def settings_for(gains: Gains) -> BudgetSettings:
 
 def score(gains: Gains, seeds: Sequence[int]) -> float:
     """Tuning's loss, lower is better: per above-budget segment, settling in weeks + overshoot + 5 |error| + swing +
-    crossings / 4; per below-budget segment, twice the mean multiplier (cutting offers the budget does not need)."""
+    crossings / 4 + spread / 4; per below-budget segment, twice the mean multiplier (cutting offers needlessly)."""
     losses = []
     for seed, scenario in itertools.product(seeds, SCENARIOS):
         trace = simulate(scenario, settings_for(gains), seed)
@@ -241,9 +252,9 @@ def score(gains: Gains, seeds: Sequence[int]) -> float:
             if level <= 1:
                 losses.append(2 * statistics.fmean(trace.multiplier[first:end]))
                 continue
-            r = response(trace.ratio[first:end], scenario.tolerance)
+            r = response(trace.ratio[first:end], trace.multiplier[first:end], scenario.tolerance)
             settle = (end - first) / 24 if r.settle_days is None else r.settle_days
-            losses.append(settle / 7 + r.overshoot + 5 * abs(r.error) + r.swing + r.crossings / 4)
+            losses.append(settle / 7 + r.overshoot + 5 * abs(r.error) + r.swing + r.crossings / 4 + r.spread / 4)
     return statistics.fmean(losses)
 
 
@@ -269,6 +280,7 @@ class Row:
     swing: float
     crossings: float
     crossings_max: int
+    spread: float
     multiplier: float
 
 
@@ -279,14 +291,13 @@ def evaluate(family: str, gains: Gains, seeds: Sequence[int]) -> list[Row]:
         traces = [simulate(scenario, settings_for(gains), seed) for seed in seeds]
         for first, end, level in scenario.bounds():
             label = f"{scenario.name}: {level:g}x" if len(scenario.segments) > 1 else scenario.name
-            rows.append(_row(family, label, [t.ratio[first:end] for t in traces], traces, first, end, scenario))
+            rows.append(_row(family, label, traces, first, end, scenario))
     return rows
 
 
-def _row(
-    family: str, label: str, ratios: list[list[float]], traces: list[Trace], first: int, end: int, scenario: Scenario
-) -> Row:
-    responses = [response(r, scenario.tolerance) for r in ratios]
+def _row(family: str, label: str, traces: list[Trace], first: int, end: int, scenario: Scenario) -> Row:
+    ratios = [t.ratio[first:end] for t in traces]
+    responses = [response(r, t.multiplier[first:end], scenario.tolerance) for r, t in zip(ratios, traces, strict=True)]
     settled = [r.settle_days for r in responses if r.settle_days is not None]
     return Row(
         family=family,
@@ -301,13 +312,16 @@ def _row(
         swing=statistics.fmean(r.swing for r in responses),
         crossings=statistics.fmean(r.crossings for r in responses),
         crossings_max=max(r.crossings for r in responses),
+        spread=statistics.fmean(r.spread for r in responses),
         multiplier=statistics.fmean(statistics.fmean(t.multiplier[first:end]) for t in traces),
     )
 
 
 HEADER = (
     "| controller | segment | r, last week | settling, days (median; never) | overshoot (mean; max) "
-    "| steady-state error abs(r-1) | swing | crossings (mean; max) | mean multiplier |\n" + "| --- " * 9 + "|"
+    "| steady-state error abs(r-1) | swing | crossings (mean; max) | multiplier p5-p95 | mean multiplier |\n"
+    + "| --- " * 10
+    + "|"
 )
 
 
@@ -323,9 +337,10 @@ def markdown(rows: Sequence[Row]) -> str:
                 f"{r.error:.3f}",
                 f"{r.swing:.3f}",
                 f"{r.crossings:.2f}; {r.crossings_max}",
+                f"{r.spread:.3f}",
             ]
         else:
-            cells = ["", "", "", f"{r.swing:.3f}", ""]
+            cells = ["", "", "", f"{r.swing:.3f}", "", f"{r.spread:.3f}"]
         lines.append(f"| {r.family} | {r.segment} | {r.ratio:.3f} | " + " | ".join(cells) + f" | {r.multiplier:.3f} |")
     return "\n".join(lines)
 
@@ -338,15 +353,16 @@ def describe(gains: Gains) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Tune each family on the tune seeds (or take ``Family.chosen`` with ``--no-tune``), report on the test seeds."""
+    """Take each family's recorded gains (or tune them again on the tune seeds with ``--tune``); report on the test
+    seeds."""
     parser = argparse.ArgumentParser(prog="python -m bench.concessions", description=__doc__.split("\n")[0])
-    parser.add_argument("--no-tune", action="store_true", help="use each family's recorded choice")
+    parser.add_argument("--tune", action="store_true", help="tune each family's gains again (about 3 minutes)")
     parser.add_argument("--seeds", type=int, default=len(TEST_SEEDS), help="how many test seeds (from 100)")
     parser.add_argument("--jobs", type=int, default=2)
     args = parser.parse_args(argv)
     seeds = TEST_SEEDS[: args.seeds]
     with ProcessPoolExecutor(args.jobs) as pool:
-        chosen = [f.chosen if args.no_tune or len(f.grid) == 1 else tune(f, TUNE_SEEDS, pool) for f in FAMILIES]
+        chosen = [tune(f, TUNE_SEEDS, pool) if args.tune and len(f.grid) > 1 else f.chosen for f in FAMILIES]
         for family, gains in zip(FAMILIES, chosen, strict=True):
             print(f"{family.name}: {describe(gains)}", flush=True)
         names = [f.name for f in FAMILIES]

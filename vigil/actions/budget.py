@@ -41,7 +41,11 @@ WEEK_S = 7 * 24 * 3600.0
 
 
 class BudgetSettings(BaseModel):
-    """The concession budget: the rolling budget per tenant, how spend is measured, and the controller's gains."""
+    """The concession budget: the rolling budget per tenant, how spend is measured, and the controller's gains.
+
+    The default horizon and gains are those ``python -m bench.concessions --tune`` chose in simulation (see
+    docs/evaluation.md, "Concession budget: the controller in simulation"); the gains are per step of ``period_s``.
+    """
 
     enabled: bool = Field(default=True, description="Scale goodwill offers to keep spend inside the budget.")
     budget_cents: int = Field(default=100_000, ge=0, description="Goodwill each tenant may spend per window, cents.")
@@ -51,11 +55,11 @@ class BudgetSettings(BaseModel):
     )
     window_s: float = Field(default=WEEK_S, gt=0, description="The rolling window the budget is for.")
     horizon_s: float = Field(
-        default=24 * 3600.0, gt=0, description="How far back the spend rate is measured (at most window_s)."
+        default=6 * 3600.0, gt=0, description="How far back the spend rate is measured (at most window_s)."
     )
     period_s: float = Field(default=3600.0, gt=0, description="The least time between two steps of the controller.")
-    kp: float = Field(default=0.5, ge=0, description="The controller's proportional gain (per step).")
-    ki: float = Field(default=0.02, ge=0, description="The controller's integral gain (per step).")
+    kp: float = Field(default=0.25, ge=0, description="The controller's proportional gain (per step).")
+    ki: float = Field(default=0.1, ge=0, description="The controller's integral gain (per step).")
     kd: float = Field(default=0.5, ge=0, description="The controller's derivative gain (per step).")
     min_offer_cents: int = Field(
         default=100, ge=0, description="A scaled-down offer below this is not made (a full small offer still is)."
