@@ -27,7 +27,7 @@ segment whose demand is above budget (where the target is r = 1):
   or back (sustained oscillation crosses again and again; a damped loop on noisy demand rarely does).
 In segments below budget the controller should not cut: the mean multiplier there is reported.
 
-Run: ``python -m bench.concessions`` (each family's recorded gains, ``Family.chosen``; about 45 s on 2 cores) or
+Run: ``python -m bench.concessions`` (each family's recorded gains, ``Family.chosen``; about a minute on 2 cores) or
 ``python -m bench.concessions --tune`` (the grid search again, then the report: about 3 minutes). The PID's recorded
 gains are ``BudgetSettings``' defaults.
 """
@@ -93,7 +93,7 @@ SCENARIOS = (
     Scenario("under 0.5x", ((0, 0.5),)),
     Scenario("step up 0.5x -> 2.5x", ((0, 0.5), (STEP_DAY, 2.5))),
     Scenario("step down 3x -> 1.5x", ((0, 3.0), (STEP_DAY, 1.5))),
-    # A small tenant: about 85 accepted offers a week at budget, so the window's own noise is about 15% (one sigma).
+    # A small tenant: its budget is about 97 full-size offers a week, so its week's spend is noisy on its own.
     Scenario("small tenant, step up 0.5x -> 2.5x", ((0, 0.5), (STEP_DAY, 2.5)), budget_cents=200_000, tolerance=0.3),
 )
 
