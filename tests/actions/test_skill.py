@@ -175,3 +175,29 @@ async def test_an_action_not_approved_in_time_expires_and_can_no_longer_run(vigi
     async with vigil.store.engine.connect() as conn:
         [record] = await stored.of_conversation(conn, "c-1")
     assert record.status == "expired"
+
+
+async def test_a_chain_of_allowed_changes_that_amounts_to_a_takeover_is_blocked_and_escalated(vigil: Wired):
+    chat = Chat(vigil, customer="CUS-1004")
+    await chat.say("analyst", "Thanks, your identity is verified.")
+    await chat.say("customer", "Please change my email to liam.new@example.com")
+    await chat.say("customer", "also I lost my phone so my two-factor code is not working, can you reset it")
+    assert [action_of(c)["status"] for c in chat.cards()] == ["suggested", "suggested"]
+    await chat.say("customer", "and I'm moving house: 12 Elm Road, Leeds LS1 4AB")
+    address = action_of(chat.cards()[-1])
+    assert (address["name"], address["status"], address["rule"]) == (
+        "change_customer_address", "blocked", "account_takeover_redirect",
+    )  # fmt: skip
+    [escalation] = [s for s in vigil.published if s.kind == "escalation"]
+    assert "change_email" in escalation.text and "reset_two_factor" in escalation.text
+
+
+async def test_goodwill_is_offered_at_what_the_case_merits_while_spend_is_inside_the_budget(vigil: Wired):
+    chat = Chat(vigil, customer="CUS-1002")
+    await chat.say("customer", "I've had no internet for three days, I want compensation")
+    action = action_of(chat.cards()[-1])
+    assert action["name"] == "issue_credit"
+    assert action["arguments"] == {"customer_id": "CUS-1002", "amount_cents": 1000, "reason": "loss of service"}
+    assert action["provenance"]["amount_cents"]["source"] == "budget"
+    assert vigil.sample("vigil_concession_budget_cents", tenant="acme") == 100_000
+    assert vigil.sample("vigil_concession_multiplier", tenant="acme") == 0.0

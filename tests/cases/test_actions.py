@@ -17,15 +17,20 @@ T0 = datetime(2026, 3, 10, 9, 0, tzinfo=UTC)
 
 
 def record(
-    conversation_id: str = "c-1", amount: int = 1500, customer: str = "CUS-1", at: datetime = T0, **changes: object
+    conversation_id: str = "c-1",
+    amount: int = 1500,
+    customer: str = "CUS-1",
+    at: datetime = T0,
+    name: str = "refund_order",
+    **changes: object,
 ) -> ActionRecord:
     arguments = {"order_id": "ORD-1", "amount_cents": amount}
-    digest = arguments_hash("refund_order", arguments)
+    digest = arguments_hash(name, arguments)
     values: dict[str, object] = {
         "action_id": action_id(conversation_id, digest),
         "conversation_id": conversation_id,
         "tenant": "acme",
-        "name": "refund_order",
+        "name": name,
         "arguments": arguments,
         "arguments_hash": digest,
         "verdict": "needs_approval",

@@ -24,6 +24,8 @@ def setup(
     if not settings.enabled:
         return Capability(name="actions")
     from vigil.actions.approvals import Approvals
+    from vigil.actions.budget import BudgetMetrics, ConcessionBudget
+    from vigil.actions.concessions import Concessions
     from vigil.actions.connectors.http import Connectors
     from vigil.actions.rulebook import Rulebooks
     from vigil.actions.running import Running, TenantGuards
@@ -45,7 +47,13 @@ def setup(
         rulebooks=rulebooks,
         approvals=approvals,
         lookups=connectors,
-        offers=None,
+        offers=Concessions(
+            ConcessionBudget(settings.budget),
+            engine,
+            clock=platform.clock,
+            metrics=BudgetMetrics(platform.registry),
+            timeout_s=timeout_s,
+        ),
         guard=TenantGuards(rulebooks, engine, timeout_s=timeout_s),
         clock=platform.clock,
         timeout_s=timeout_s,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
+from vigil.actions.budget import BudgetSettings
 from vigil.actions.connectors.settings import SystemSettings
 
 ANY = "*"
@@ -30,6 +31,9 @@ class ActionsSettings(BaseModel):
     )
     approval_ttl_s: float = Field(
         default=3600.0, gt=0, description="How long a suggested action waits for its approval before it expires."
+    )
+    budget: BudgetSettings = Field(
+        default_factory=BudgetSettings, description="The concession budget: goodwill per tenant per rolling window."
     )
     expiry_every_s: float = Field(default=30.0, gt=0, description="How often expired actions are marked so.")
 

@@ -59,7 +59,7 @@ class Lookups(Protocol):
 class Offers(Protocol):
     """The concession budget: how much goodwill to offer a case that merits ``base_cents``."""
 
-    async def offer(self, tenant: str, base_cents: int) -> Found: ...
+    async def offer(self, tenant: str, base_cents: int) -> Found | None: ...
 
 
 class Guard(Protocol):
@@ -192,10 +192,11 @@ class ActionSkill:
         facts["_sources"].update(looked.pop("_sources"))
         facts.update(looked)
         offered = None
-        if spec.goodwill and spec.suggest and spec.suggest.base_cents and self._offers is not None:
-            offered = await self._offers.offer(tenant, spec.suggest.base_cents)
-        elif spec.goodwill and spec.suggest and spec.suggest.base_cents:
-            offered = Found(spec.suggest.base_cents, {"source": "rulebook", "detail": "the case's base goodwill"})
+        base = spec.suggest.base_cents if spec.goodwill and spec.suggest else None
+        if base and self._offers is not None:
+            offered = await self._offers.offer(tenant, base)
+        elif base:
+            offered = Found(base, {"source": "rulebook", "detail": "the goodwill the case merits"})
         reading = read_arguments(spec, transcript, facts, offered)
         verified = identity_verified(catalog, transcript)
         facts["identity_verified"] = verified is not None

@@ -6,6 +6,7 @@ platform (``vigil.db``) never imports a capability.
 
 from __future__ import annotations
 
+import vigil.actions.tables
 import vigil.cases.tables
 import vigil.flow.tables
 import vigil.knowledge.tables
@@ -16,7 +17,7 @@ from vigil.db.schema import metadata
 
 PACKAGES = (
     vigil.flow.tables, vigil.cases.tables, vigil.knowledge.tables, vigil.mining.tables, vigil.panel.tables,
-    vigil.progress.tables,
+    vigil.progress.tables, vigil.actions.tables,
 )  # fmt: skip
 """The modules that declare tables."""
 

@@ -140,6 +140,19 @@ async def spend(conn: AsyncConnection, tenant: str, *, since: datetime, customer
     return int((await conn.execute(stmt)).scalar_one())
 
 
+async def spends(conn: AsyncConnection, tenant: str, *, since: datetime) -> list[tuple[datetime, int]]:
+    """Each goodwill payment of ``tenant`` executed since ``since``: when, and how many cents."""
+    rows = await conn.execute(
+        sa.select(ACTION.c.executed_at, ACTION.c.amount_cents).where(
+            ACTION.c.tenant == tenant,
+            ACTION.c.goodwill.is_(True),
+            ACTION.c.status.in_(DONE),
+            ACTION.c.executed_at >= since,
+        )
+    )
+    return [(row.executed_at, int(row.amount_cents or 0)) for row in rows]
+
+
 async def move(
     conn: AsyncConnection, action_id: str, *, from_: Collection[str], to: str, **values: Any
 ) -> ActionRecord | None:

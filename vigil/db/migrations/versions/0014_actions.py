@@ -1,4 +1,5 @@
-"""actions: the actions suggested for each case, and their audit log, which the database keeps append-only
+"""actions: the actions suggested for each case, their audit log (which the database keeps append-only), and each
+tenant's concession controller
 
 Revision ID: 0014
 Revises: 0013
@@ -67,6 +68,13 @@ def upgrade() -> None:
     )
     op.create_index("ix_action_audit_conversation_id_seq", "action_audit", ["conversation_id", "seq"])
     _append_only()
+    op.create_table(
+        "concession",
+        sa.Column("tenant", sa.String(length=256), nullable=False),
+        sa.Column("state", sa.JSON(), nullable=False),
+        sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
+        sa.PrimaryKeyConstraint("tenant"),
+    )
 
 
 def _append_only() -> None:
@@ -94,6 +102,7 @@ def _append_only() -> None:
 
 
 def downgrade() -> None:
+    op.drop_table("concession")
     if op.get_bind().dialect.name != "sqlite":
         op.execute("DROP TRIGGER IF EXISTS action_audit_no_truncate ON action_audit")
         op.execute("DROP TRIGGER IF EXISTS action_audit_append_only ON action_audit")
