@@ -36,6 +36,9 @@ STATUS_RULE = {
     "return_delivered_order_items": "return_only_delivered",
     "exchange_delivered_order_items": "exchange_only_delivered",
 }
+TOOL_STATUS = {name: "delivered" if "delivered" in name else "pending" for name in STATUS_RULE}
+"""The status tau2's own tool requires of the order (it raises an error otherwise, and changes nothing)."""
+REJECTED = "gold the tool rejects"
 ADDRESS = ("address1", "address2", "city", "state", "country", "zip")
 
 
@@ -63,7 +66,13 @@ def cases(task: Task, db: dict[str, Any]) -> Iterator[Case]:
     user = _authenticated(store, writes[0][1]["arguments"])
     for position, action in writes:
         name, args = action["name"], action["arguments"]
-        gold = Case(task.id, "gold", PASS, request(name, args, facts(store, user, name, args)))
+        context = facts(store, user, name, args)
+        if name in STATUS_RULE and context["order_status"] != TOOL_STATUS[name]:
+            # tau2's gold lists a call its own tool refuses (an exchange of a pending order, task 64): it changes
+            # nothing, and the gate must refuse it too.
+            yield Case(task.id, REJECTED, STATUS_RULE[name], request(name, args, context))
+            continue
+        gold = Case(task.id, "gold", PASS, request(name, args, context))
         yield gold
         yield from variants(store, user, gold, f"{task.id}/{position}")
         apply(store, name, args)
@@ -170,7 +179,7 @@ def variants(store: Store, user_id: str, gold: Case, key: str) -> Iterator[Case]
         yield _rebuilt(store, user_id, gold, "another user's account", "account_of_another_user", {"user_id": other})
         return
     order = store.orders[args["order_id"]]
-    yield _another_users_order(store, user_id, gold, order, rng)
+    yield from _another_users_order(store, user_id, gold, order, rng)
     wrong = "processed" if order["status"] in ("pending", "delivered") else "pending"
     yield variant(gold, f"order {wrong}", STATUS_RULE[action], context={"order_status": wrong})
     if action == "cancel_pending_order":
@@ -188,7 +197,9 @@ def _rebuilt(store: Store, user_id: str, gold: Case, name: str, rule: str, chang
     return Case(gold.task, name, rule, request(gold.request.action, args, context))
 
 
-def _another_users_order(store: Store, user_id: str, gold: Case, order: dict[str, Any], rng: Any) -> Case:
+def _another_users_order(
+    store: Store, user_id: str, gold: Case, order: dict[str, Any], rng: Any
+) -> Iterator[Case]:
     """The same request on another user's order in the same status (its items, when the action names items)."""
     action, args = gold.request.action, gold.request.args
     count = len(args.get("item_ids", []))
@@ -196,13 +207,15 @@ def _another_users_order(store: Store, user_id: str, gold: Case, order: dict[str
         oid for oid, other in store.orders.items()
         if other["user_id"] != user_id and other["status"] == order["status"] and len(other["items"]) >= count
     )
+    if not others:
+        return
     other = store.orders[rng.choice(others)]
     changes: dict[str, Any] = {"order_id": other["order_id"]}
     if count:
         changes["item_ids"] = [item["item_id"] for item in other["items"][:count]]
     if action in SWAPS:
         changes["new_item_ids"] = [_another_option(store, old, rng, available=True) for old in changes["item_ids"]]
-    return _rebuilt(store, user_id, gold, "another user's order", "order_of_another_user", changes)
+    yield _rebuilt(store, user_id, gold, "another user's order", "order_of_another_user", changes)
 
 
 def _another_option(store: Store, item_id: str, rng: Any, *, available: bool) -> str:
