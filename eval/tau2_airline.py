@@ -1,5 +1,5 @@
 """τ²-bench airline: each gold write action as a request to the ``tau2-airline`` rulebook, and variants of it that
-each break one rule of the airline's policy (the variants: ``eval.tau2_airline_variants``).
+each break one rule of the airline's policy (the cases and their variants: ``eval.tau2_airline_variants``).
 
 The facts are the ones ``knowledge/rulebooks/tau2-airline/policy.cedar`` documents, computed from the airline's
 database as it is when the action runs: the task's earlier gold actions are applied first (a basic economy
@@ -12,11 +12,10 @@ sick or unwell is ``health``, weather is ``weather``, anything else is a ``chang
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
-from eval.tau2_data import PASS, Case, Task, cents, fresh, gold_writes, request
+from eval.tau2_data import cents
 
 NOW = datetime(2024, 5, 15, 15, 0, 0)
 """policy.md: "The current time is 2024-05-15 15:00:00 EST." """
@@ -80,25 +79,6 @@ def cancellation_reason(instructions: str) -> str:
     return "change_of_plan"
 
 
-def cases(task: Task, db: dict[str, Any]) -> Iterator[Case]:
-    """The task's gold write actions and their variants, in the task's order, each action applied after."""
-    from eval.tau2_airline_variants import variants
-
-    world = Airline(fresh(db))
-    writes = list(gold_writes(task, WRITES))
-    if not writes:
-        return
-    first = writes[0][1]["arguments"]
-    user = first.get("user_id") or world.reservations[first["reservation_id"]]["user_id"]
-    reason = cancellation_reason(task.instructions)
-    for position, action in writes:
-        name, args = action["name"], vigil_args(action["name"], action["arguments"])
-        gold = Case(task.id, "gold", PASS, request(name, args, facts(world, user, name, args, reason)))
-        yield gold
-        yield from variants(world, user, gold, reason, f"{task.id}/{position}")
-        apply(world, name, args)
-
-
 def facts(world: Airline, user_id: str, action: str, args: dict[str, Any], reason: str) -> dict[str, Any]:
     """The facts ``policy.cedar`` reads, for ``action`` with ``args``, asked by ``user_id``, in ``world``'s state."""
     user = world.users[user_id]
@@ -134,7 +114,9 @@ def _reservation_facts(world: Airline, reservation: dict[str, Any], reason: str)
         "reservation_user_id": reservation["user_id"],
         "reservation_status": reservation.get("status") or "active",
         "reservation_cabin": reservation["cabin"],
-        "reservation_flights": [{"flight_number": f["flight_number"], "date": f["date"]} for f in reservation["flights"]],
+        "reservation_flights": [
+            {"flight_number": f["flight_number"], "date": f["date"]} for f in reservation["flights"]
+        ],
         "reservation_origin": reservation["origin"],
         "reservation_destination": reservation["destination"],
         "reservation_flight_type": reservation["flight_type"],
@@ -228,8 +210,9 @@ def _book(world: Airline, args: dict[str, Any]) -> None:
         **{k: args[k] for k in ("user_id", "origin", "destination", "flight_type", "cabin", "passengers")},
         "reservation_id": number,
         "flights": [{**f, "price": world.price(f, args["cabin"]) / 100} for f in args["flights"]],
-        "payment_history": [{"payment_id": p["payment_id"], "amount": p["amount_cents"] / 100}
-                            for p in args["payment_methods"]],
+        "payment_history": [
+            {"payment_id": p["payment_id"], "amount": p["amount_cents"] / 100} for p in args["payment_methods"]
+        ],
         "created_at": NOW.isoformat(),
         "total_baggages": args["total_baggages"],
         "nonfree_baggages": args["nonfree_baggages"],

@@ -102,8 +102,14 @@ def request(action: str, args: Mapping[str, Any], context: Mapping[str, Any]) ->
     return ActionRequest(action=action, args=dict(args), context=dict(context), tenant="tau2")
 
 
-def variant(base: Case, name: str, expected: str, *, args: Mapping[str, Any] | None = None,
-            context: Mapping[str, Any] | None = None) -> Case:
+def variant(
+    base: Case,
+    name: str,
+    expected: str,
+    *,
+    args: Mapping[str, Any] | None = None,
+    context: Mapping[str, Any] | None = None,
+) -> Case:
     """``base`` with its arguments or facts replaced (merged over the gold ones), expected to be stopped."""
     merged_args = {**base.request.args, **(args or {})}
     merged_context = {**base.request.context, **(context or {})}

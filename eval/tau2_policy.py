@@ -21,12 +21,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from eval import tau2_airline, tau2_retail
+from eval import tau2_airline_variants, tau2_retail
 from eval.tau2_data import PASS, RULEBOOKS, TAU2, Case, load_db, load_tasks
 from vigil.actions.rulebook import Rulebook
 
 REJECTED = tau2_retail.REJECTED
-BUILDERS = {"retail": tau2_retail.cases, "airline": tau2_airline.cases}
+BUILDERS = {"retail": tau2_retail.cases, "airline": tau2_airline_variants.cases}
 
 
 @dataclass(slots=True)
@@ -92,8 +92,13 @@ class Report:
 
 def _miss(outcome: Outcome) -> dict[str, Any]:
     case = outcome.case
-    return {"task": case.task, "action": case.request.action, "variant": case.variant,
-            "expected": case.expected, "said": outcome.said}
+    return {
+        "task": case.task,
+        "action": case.request.action,
+        "variant": case.variant,
+        "expected": case.expected,
+        "said": outcome.said,
+    }
 
 
 def decide(rulebook: Rulebook, cases: Iterable[Case]) -> Iterator[Outcome]:

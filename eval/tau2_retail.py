@@ -145,13 +145,14 @@ def apply(store: Store, action: str, args: dict[str, Any]) -> None:
     elif action == "modify_pending_order_payment":
         _credit(store, args["payment_method_id"], -total)
         _credit(store, order["payment_history"][0]["payment_method_id"], total)
-        order["payment_history"].append({"transaction_type": "payment", "amount": total,
-                                         "payment_method_id": args["payment_method_id"]})
+        order["payment_history"].append(
+            {"transaction_type": "payment", "amount": total, "payment_method_id": args["payment_method_id"]}
+        )
     elif action == "modify_pending_order_items":
         difference = 0.0
         for old, new in zip(args["item_ids"], args["new_item_ids"], strict=True):
             slot = next(item for item in order["items"] if item["item_id"] == old)
-            product_id, variant_ = store.items[new]
+            variant_ = store.items[new][1]
             difference += float(variant_["price"]) - float(slot["price"])
             slot |= {"item_id": new, "price": variant_["price"], "options": variant_["options"]}
         _credit(store, args["payment_method_id"], -difference)
@@ -197,14 +198,13 @@ def _rebuilt(store: Store, user_id: str, gold: Case, name: str, rule: str, chang
     return Case(gold.task, name, rule, request(gold.request.action, args, context))
 
 
-def _another_users_order(
-    store: Store, user_id: str, gold: Case, order: dict[str, Any], rng: Any
-) -> Iterator[Case]:
+def _another_users_order(store: Store, user_id: str, gold: Case, order: dict[str, Any], rng: Any) -> Iterator[Case]:
     """The same request on another user's order in the same status (its items, when the action names items)."""
     action, args = gold.request.action, gold.request.args
     count = len(args.get("item_ids", []))
     others = sorted(
-        oid for oid, other in store.orders.items()
+        oid
+        for oid, other in store.orders.items()
         if other["user_id"] != user_id and other["status"] == order["status"] and len(other["items"]) >= count
     )
     if not others:
@@ -221,7 +221,8 @@ def _another_users_order(
 def _another_option(store: Store, item_id: str, rng: Any, *, available: bool) -> str:
     product_id = store.items[item_id][0]
     options = sorted(
-        other for other, variant_ in store.products[product_id]["variants"].items()
+        other
+        for other, variant_ in store.products[product_id]["variants"].items()
         if other != item_id and variant_["available"] == available
     )
     return rng.choice(options) if options else ""
@@ -240,14 +241,25 @@ def _item_variants(store: Store, user_id: str, gold: Case, order: dict[str, Any]
     if action not in SWAPS:
         return
     rest = list(args["new_item_ids"][1:])
-    foreign = rng.choice(sorted(i for i, (p, v) in store.items.items() if p != store.items[first][0] and v["available"]))
-    yield _rebuilt(store, user_id, gold, "new item of another product", "new_item_other_product",
-                   {"new_item_ids": [foreign, *rest]})
-    yield _rebuilt(store, user_id, gold, "new item same option", "new_item_same_option", {"new_item_ids": [first, *rest]})
+    foreign = rng.choice(
+        sorted(i for i, (p, v) in store.items.items() if p != store.items[first][0] and v["available"])
+    )
+    yield _rebuilt(
+        store,
+        user_id,
+        gold,
+        "new item of another product",
+        "new_item_other_product",
+        {"new_item_ids": [foreign, *rest]},
+    )
+    yield _rebuilt(
+        store, user_id, gold, "new item same option", "new_item_same_option", {"new_item_ids": [first, *rest]}
+    )
     unavailable = _another_option(store, first, rng, available=False)
     if unavailable:
-        yield _rebuilt(store, user_id, gold, "new item unavailable", "new_item_unavailable",
-                       {"new_item_ids": [unavailable, *rest]})
+        yield _rebuilt(
+            store, user_id, gold, "new item unavailable", "new_item_unavailable", {"new_item_ids": [unavailable, *rest]}
+        )
 
 
 def _payment_variants(store: Store, user_id: str, gold: Case, order: dict[str, Any], rng: Any) -> Iterator[Case]:
@@ -256,16 +268,29 @@ def _payment_variants(store: Store, user_id: str, gold: Case, order: dict[str, A
     original = order["payment_history"][0]["payment_method_id"]
     source = args["payment_method_id"].rsplit("_", 1)[0]
     foreign = sorted(pm for pm in store.methods if pm not in mine and pm.startswith(source))
-    yield _rebuilt(store, user_id, gold, "another user's payment method", "payment_method_not_users",
-                   {"payment_method_id": rng.choice(foreign)})
+    yield _rebuilt(
+        store,
+        user_id,
+        gold,
+        "another user's payment method",
+        "payment_method_not_users",
+        {"payment_method_id": rng.choice(foreign)},
+    )
     if action == "return_delivered_order_items":
         elsewhere = sorted(pm for pm in mine if pm != original and not pm.startswith("gift_card"))
         if elsewhere:
-            yield _rebuilt(store, user_id, gold, "refund to another method", "refund_not_original_or_gift_card",
-                           {"payment_method_id": rng.choice(elsewhere)})
+            yield _rebuilt(
+                store,
+                user_id,
+                gold,
+                "refund to another method",
+                "refund_not_original_or_gift_card",
+                {"payment_method_id": rng.choice(elsewhere)},
+            )
     if action == "modify_pending_order_payment":
-        yield _rebuilt(store, user_id, gold, "same method as before", "payment_same_as_original",
-                       {"payment_method_id": original})
+        yield _rebuilt(
+            store, user_id, gold, "same method as before", "payment_same_as_original", {"payment_method_id": original}
+        )
     yield from _short_gift_card(store, user_id, gold, original)
 
 
@@ -274,7 +299,9 @@ def _short_gift_card(store: Store, user_id: str, gold: Case, original: str) -> I
     action = gold.request.action
     if action == "return_delivered_order_items":
         return
-    cards = sorted(pm for pm in store.users[user_id]["payment_methods"] if pm.startswith("gift_card") and pm != original)
+    cards = sorted(
+        pm for pm in store.users[user_id]["payment_methods"] if pm.startswith("gift_card") and pm != original
+    )
     if not cards:
         return
     case = _rebuilt(store, user_id, gold, "gift card short", "gift_card_balance_short", {"payment_method_id": cards[0]})
