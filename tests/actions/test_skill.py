@@ -22,7 +22,7 @@ from vigil.core.clock import ManualClock, SystemClock
 from vigil.dev.systems.seed import seed
 from vigil.dev.systems.server import SystemsServer
 from vigil.testing import Wired, wired
-from vigil.wire.events import Event, Suggestion, parse
+from vigil.wire.events import Suggestion, parse
 
 LIMITS = {"max_event_bytes": 1 << 20, "max_text_bytes": 1 << 16}
 T0 = datetime.now(UTC).replace(microsecond=0)
@@ -67,17 +67,19 @@ class Chat:
         self.n += 1
         if role == "customer":
             metadata.setdefault("customer_id", self.customer)
+        sent = (T0 + timedelta(seconds=self.n)).isoformat()
         raw = {
             "type": "message", "schema_version": 1, "message_id": f"{self.conversation}-m{self.n}",
-            "conversation_id": self.conversation, "tenant": "acme", "sent_at": (T0 + timedelta(seconds=self.n)).isoformat(),
+            "conversation_id": self.conversation, "tenant": "acme", "sent_at": sent,
             "role": role, "text": text, "metadata": metadata,
         }  # fmt: skip
         await self.vigil.send(parse(json.dumps(raw).encode(), **LIMITS))
 
     async def decide(self, card: Suggestion, verdict: str, by: str, role: str | None, **extra: Any) -> None:
         raw = {
-            "type": "feedback", "schema_version": 1, "feedback_id": str(uuid.uuid4()), "suggestion_id": card.suggestion_id,
-            "conversation_id": self.conversation, "tenant": "acme", "verdict": verdict, "by": by,
+            "type": "feedback", "schema_version": 1, "feedback_id": str(uuid.uuid4()),
+            "suggestion_id": card.suggestion_id, "conversation_id": self.conversation, "tenant": "acme",
+            "verdict": verdict, "by": by,
             "at": T0.isoformat(), **({"role": role} if role else {}), **extra,
         }  # fmt: skip
         await self.vigil.send(parse(json.dumps(raw).encode(), **LIMITS))
@@ -98,8 +100,11 @@ async def test_a_refund_is_suggested_with_where_each_argument_came_from_and_wait
     action = action_of(card)
     assert action["name"] == "refund_order"
     assert action["arguments"] == {
-        "order_id": "ORD-10001", "amount_cents": 8999, "payment_method_id": "PM-5001", "reason": "customer request in chat",
-    }  # fmt: skip
+        "order_id": "ORD-10001",
+        "amount_cents": 8999,
+        "payment_method_id": "PM-5001",
+        "reason": "customer request in chat",
+    }
     assert action["provenance"]["order_id"] == {
         "source": "message", "message_id": "c-1-m1", "role": "customer", "quote": "ORD-10001",
     }  # fmt: skip

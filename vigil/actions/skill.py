@@ -53,6 +53,11 @@ GOODWILL_WINDOW = timedelta(days=30)
 class Lookups(Protocol):
     """Reads from the company's systems (``vigil.actions.connectors.http.Connectors``)."""
 
+    @property
+    def systems(self) -> frozenset[str]:
+        """The systems configured."""
+        ...
+
     async def fetch(self, system: str, path: str, arguments: Mapping[str, Any] | None = None) -> dict[str, Any]: ...
 
 
@@ -114,6 +119,8 @@ class ActionSkill:
     async def _suggest(
         self, spec: ActionSpec, rulebook: Rulebook, transcript: Sequence[Said], case: CaseState
     ) -> list[Proposal]:
+        if spec.connector is None or self._lookups is None or spec.connector.system not in self._lookups.systems:
+            return []  # nothing could run it: no system is configured for it
         reading, facts = await self._read(spec, rulebook.catalog, transcript, case.tenant)
         if reading.missing:
             log.info(
@@ -209,7 +216,9 @@ class ActionSkill:
         found: dict[str, Any] = {"_sources": {}}
         for name, lookup in catalog.lookups.items():
             needed = [part[1:-1] for part in lookup.path.split("/") if part.startswith("{")]
-            if self._lookups is None or not all(n in arguments for n in needed):
+            if self._lookups is None or lookup.system not in self._lookups.systems:
+                continue
+            if not all(n in arguments for n in needed):
                 continue
             try:
                 answer = await self._lookups.fetch(lookup.system, lookup.path, arguments)

@@ -16,7 +16,8 @@ import sqlalchemy as sa
 from pydantic import BaseModel
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from vigil.cases import paging, progress, timers
+from vigil.cases import actions, paging, progress, timers
+from vigil.cases.actions import ActionRecord, AuditEntry
 from vigil.cases.handover import Brief, brief
 from vigil.cases.store import suggestion_of
 from vigil.cases.tables import CASE_EVENT, CONVERSATION, FEEDBACK, MESSAGE, READ_MARK, SUGGESTION, TIMER
@@ -69,6 +70,35 @@ class CommitmentView(BaseModel):
     status: str
     """``open``, ``kept``, ``missed`` or ``cancelled``."""
     settled_at: datetime | None
+
+
+class ActionView(BaseModel):
+    """An action vigil suggested for the case: exactly what would run, where each argument came from, the rule
+    behind its verdict, and where it stands."""
+
+    action_id: str
+    name: str
+    arguments: dict[str, Any]
+    arguments_hash: str
+    """What an approval names (``POST /api/actions/{id}/approve``)."""
+    provenance: dict[str, Any]
+    verdict: str
+    """``allow``, ``needs_approval``, ``deny`` (the policy's) or ``blocked`` (the conjunctive-risk guard's)."""
+    rule: str
+    reason: str
+    approver: str | None
+    status: str
+    """``suggested``, ``approved``, ``rejected``, ``executing``, ``executed``, ``failed``, ``expired``, or
+    ``declined`` (the policy forbids it) and ``blocked`` (the guard), which never run."""
+    amount_cents: int | None
+    goodwill: bool
+    suggestion_id: str | None
+    suggested_at: datetime
+    expires_at: datetime | None
+    decided_by: str | None
+    decided_at: datetime | None
+    executed_at: datetime | None
+    result: dict[str, Any] | None
 
 
 class ProgressView(BaseModel):
@@ -152,6 +182,8 @@ class ConversationView(ConversationSummary):
     """The latest verdict on each suggestion of the page, oldest first."""
     commitments: list[CommitmentView]
     """Every commitment of the case, in the order they were made."""
+    actions: list[ActionView]
+    """Every action suggested for the case, oldest first."""
     progress: ProgressView | None
     """None until vigil has read the case."""
     older: str | None
@@ -202,6 +234,7 @@ class CaseViews:
             feedback = (await conn.execute(paging.latest_verdicts(FEEDBACK, conversation_id, ids))).all() if ids else []
             running = await timers.running(conn, conversation_id)
             promised = await progress.commitments(conn, conversation_id)
+            suggested = await actions.of_conversation(conn, conversation_id)
             read = await progress.reading(conn, conversation_id)
         summary = _summary(head)
         summary.state.timers = [TimerView.model_validate(t, from_attributes=True) for t in running]
@@ -213,6 +246,7 @@ class CaseViews:
             suggestions=[suggestion_of(s) for s in suggestions],
             feedback=[FeedbackView.model_validate(dict(f._mapping)) for f in feedback],
             commitments=[CommitmentView.model_validate(c, from_attributes=True) for c in promised],
+            actions=[ActionView.model_validate(a, from_attributes=True) for a in suggested],
             progress=ProgressView.model_validate(read, from_attributes=True) if read is not None else None,
             older=older.encode(),
         )
@@ -227,6 +261,28 @@ class CaseViews:
         if found is None or (tenants is not None and found.tenant not in tenants):
             return None
         return found
+
+    async def audit(self, conversation_id: str, *, tenants: Sequence[str] | None = None) -> list[AuditEntry] | None:
+        """The conversation's action audit log, in the order it was written; None if there is no conversation of
+        ``tenants`` (None: any) by that id."""
+        async with self._transaction() as conn:
+            if not await self._visible(conn, conversation_id, tenants):
+                return None
+            return await actions.audit_log(conn, conversation_id)
+
+    async def action(self, action_id: str, *, tenants: Sequence[str] | None = None) -> ActionRecord | None:
+        """One action, or None if there is none of ``tenants`` (None: any) by that id."""
+        async with self._transaction() as conn:
+            found = await actions.get(conn, action_id)
+        if found is None or (tenants is not None and found.tenant not in tenants):
+            return None
+        return found
+
+    async def _visible(self, conn: AsyncConnection, conversation_id: str, tenants: Sequence[str] | None) -> bool:
+        stmt = sa.select(CONVERSATION.c.id).where(CONVERSATION.c.id == conversation_id)
+        if tenants is not None:
+            stmt = stmt.where(CONVERSATION.c.tenant.in_(list(tenants)))
+        return (await conn.execute(stmt)).first() is not None
 
     async def suggestion(self, suggestion_id: str) -> Suggestion | None:
         """One suggestion by id, or None."""

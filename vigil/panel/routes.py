@@ -28,6 +28,7 @@ from vigil.core.clock import Clock
 from vigil.core.errors import InvalidCursor, StoreError, TransportError
 from vigil.flow.feed import LiveFeed
 from vigil.knowledge.store import KnowledgeStore
+from vigil.panel.actions import action_routes
 from vigil.panel.auth import CSRF_HEADER, SAFE_METHODS, Authenticator
 from vigil.panel.identity import Identity
 from vigil.panel.settings import PanelRole
@@ -225,6 +226,17 @@ def api_routes(
 
     # Before the conversation's own route: its path converter would take ".../handover" as part of the id.
     _handover_route(router, views, who_is, unknown_conversation)
+    action_routes(
+        router,
+        views=views,
+        who_is=who_is,
+        clock=clock,
+        submit=_submit,
+        outboxes=outboxes,
+        responses={**_GUARDED, **_UNAVAILABLE},
+        read_security=_READ_SECURITY,
+        write_security=_WRITE_SECURITY,
+    )
 
     @router.get(
         "/conversations/{conversation_id:path}",
