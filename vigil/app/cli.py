@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import logging
 import os
 import signal
 import sys
 import threading
-from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Iterator
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -428,12 +429,36 @@ async def _demo(args: argparse.Namespace, settings: Settings) -> int:
         paths = [bundled / "articles", bundled / "faqs"]
         settings = settings.model_copy(update={"knowledge": settings.knowledge.model_copy(update={"paths": paths})})
     try:
-        daemon = Daemon(settings)
-        await _until_signalled(lambda stop: _demo_with_traffic(daemon, settings, stop, not args.no_traffic))
+        async with _demo_systems(settings) as settings:
+            daemon = Daemon(settings)
+            await _until_signalled(lambda stop: _demo_with_traffic(daemon, settings, stop, not args.no_traffic))
     finally:
         if broker is not None:
             broker.stop()
     return 0
+
+
+@contextlib.asynccontextmanager
+async def _demo_systems(settings: Settings) -> AsyncIterator[Settings]:
+    """The demo company's order system, billing and CRM (vigil/dev/systems/), on their own SQLite file in the data
+    dir, seeded on first use: the settings with the actions pointed at them. Systems the settings name already
+    (VIGIL_ACTIONS__SYSTEMS) are used instead, and nothing is started."""
+    if settings.actions.systems or not settings.actions.enabled:
+        yield settings
+        return
+    from vigil.actions.connectors.settings import SystemSettings
+    from vigil.core.clock import SystemClock
+    from vigil.dev.systems.seed import ensure_seeded
+    from vigil.dev.systems.server import SystemsServer
+
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    path = settings.data_dir / "systems.sqlite"
+    await asyncio.to_thread(ensure_seeded, path, now=SystemClock().now())
+    async with SystemsServer(path) as server:
+        log.info("the demo's order system, billing and CRM on %s (%s)", server.url, path)
+        systems = {name: SystemSettings(base_url=server.url) for name in ("orders", "billing", "crm")}
+        actions = settings.actions.model_copy(update={"systems": systems})
+        yield settings.model_copy(update={"actions": actions})
 
 
 BANNER_MESSAGE = "My hub light is solid amber and the internet is down, what should I do?"
