@@ -206,3 +206,17 @@ async def test_goodwill_is_offered_at_what_the_case_merits_while_spend_is_inside
     assert action["provenance"]["amount_cents"]["source"] == "budget"
     assert vigil.sample("vigil_concession_budget_cents", tenant="acme") == 100_000
     assert vigil.sample("vigil_concession_multiplier", tenant="acme") == 0.0
+
+
+async def test_the_actions_life_is_counted(vigil: Wired):
+    chat = Chat(vigil)
+    await chat.say("customer", "refund ORD-10001 please")
+    await chat.say("analyst", "Your identity is verified. Refunding 89.99 for ORD-10001, ok?")
+    await chat.say("customer", "yes")
+    card = chat.cards()[-1]
+    await chat.decide(card, "approved", by="ana", role="analyst")
+    await chat.decide(card, "approved", by="lee", role="lead")
+    assert vigil.sample("vigil_actions_suggested_total", action="refund_order", status="suggested") == 1
+    assert vigil.sample("vigil_action_decisions_refused_total", reason="not_permitted") == 1
+    assert vigil.sample("vigil_action_decisions_total", verdict="approved") == 1
+    assert vigil.sample("vigil_action_executions_total", action="refund_order", outcome="executed") == 1

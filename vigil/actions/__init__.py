@@ -27,6 +27,7 @@ def setup(
     from vigil.actions.budget import BudgetMetrics, ConcessionBudget
     from vigil.actions.concessions import Concessions
     from vigil.actions.connectors.http import Connectors
+    from vigil.actions.metrics import ActionMetrics
     from vigil.actions.rulebook import Rulebooks
     from vigil.actions.running import Running, TenantGuards
     from vigil.actions.skill import ActionSkill
@@ -41,6 +42,7 @@ def setup(
         calls=lambda tenant, name: rulebooks.of(tenant).catalog[name].connector,
         ttl_s=settings.approval_ttl_s,
         timeout_s=timeout_s,
+        metrics=ActionMetrics(platform.registry),
     )
     skill = ActionSkill(
         engine=engine,

@@ -21,6 +21,7 @@ from typing import Any, Protocol
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from vigil.actions.catalog import ConnectorCall
+from vigil.actions.metrics import ActionMetrics
 from vigil.actions.policy import Verdict
 from vigil.cases import actions as stored
 from vigil.cases.actions import ActionRecord, Refusal
@@ -63,7 +64,9 @@ class Approvals:
         calls: Callable[[str, str], ConnectorCall | None],
         ttl_s: float,
         timeout_s: float | None,
+        metrics: ActionMetrics | None = None,
     ) -> None:
+        self._metrics = metrics
         self._engine = engine
         self._clock = clock
         self._performer = performer
@@ -81,6 +84,10 @@ class Approvals:
         async with self._writing(conn) as c:
             if not await stored.insert(c, record):
                 return False
+            if self._metrics is not None:
+                self._metrics.suggested.labels(record.name, record.status).inc()
+                if record.status == "blocked":
+                    self._metrics.blocked.labels(record.rule).inc()
             detail = {"arguments_hash": record.arguments_hash, "verdict": record.verdict, "rule": record.rule}
             step = {"declined": "declined", "blocked": "blocked"}.get(record.status, "suggested")
             await stored.append(c, record, step, at=record.suggested_at, actor=VIGIL, detail=detail)
@@ -129,6 +136,8 @@ class Approvals:
             if refusal is not None and refusal[0] == "expired":
                 await self._expire(conn, record, now)
         if refusal is not None:
+            if self._metrics is not None:
+                self._metrics.refused.labels(refusal[0]).inc()
             raise ApprovalRefused(*refusal)
         async with self._writing() as conn:
             moved = await stored.move(
@@ -142,6 +151,8 @@ class Approvals:
             if moved is None:
                 raise ApprovalRefused("not_open", f"{action_id} was decided meanwhile")
             step = "approved" if approve else "rejected"
+            if self._metrics is not None:
+                self._metrics.decided.labels(step).inc()
             await stored.append(
                 conn, moved, step, at=now, actor=by, role=role, detail={"arguments_hash": moved.arguments_hash}
             )
@@ -173,6 +184,8 @@ class Approvals:
             due = await stored.expired(conn, now)
             for record in due:
                 await self._expire(conn, record, now)
+        if self._metrics is not None:
+            self._metrics.expired.inc(len(due))
         return len(due)
 
     async def execute(self, record: ActionRecord) -> ActionRecord:
@@ -206,6 +219,8 @@ class Approvals:
             )
             final = done or record
             await stored.append(conn, final, status, at=now, actor=VIGIL, detail={"result": result})
+        if self._metrics is not None:
+            self._metrics.executed.labels(record.name, status).inc()
         return final
 
     def _writing(self, conn: AsyncConnection | None = None) -> Any:
