@@ -34,8 +34,8 @@ class StoredGuard:
             return None
         since = record.suggested_at - timedelta(seconds=self._guard.window_s)
         async with guarded(self._engine, timeout_s=self._timeout_s, begin=False) as conn:
-            past = await stored.of_customer(conn, record.tenant, record.customer_id, since=since)
-        history = [as_risk(r) for r in past if r.status in risk.COUNTED and r.action_id != record.action_id]
+            past = await stored.of_customer(conn, record.tenant, record.customer_id, since=since, statuses=risk.COUNTED)
+        history = [as_risk(r) for r in past if r.action_id != record.action_id]
         match = self._guard.check(as_risk(record), history)
         if match is None:
             return None

@@ -115,15 +115,22 @@ async def of_conversation(conn: AsyncConnection, conversation_id: str) -> list[A
 
 
 async def of_customer(
-    conn: AsyncConnection, tenant: str, customer_id: str, *, since: datetime, limit: int = 20_000
+    conn: AsyncConnection,
+    tenant: str,
+    customer_id: str,
+    *,
+    since: datetime,
+    statuses: Collection[str] | None = None,
+    limit: int = 20_000,
 ) -> list[ActionRecord]:
-    """The customer's actions in every conversation since ``since``, oldest first (at most ``limit``, the newest)."""
-    rows = await conn.execute(
-        sa.select(ACTION)
-        .where(ACTION.c.tenant == tenant, ACTION.c.customer_id == customer_id, ACTION.c.suggested_at >= since)
-        .order_by(ACTION.c.suggested_at.desc(), ACTION.c.action_id)
-        .limit(limit)
+    """The customer's actions in every conversation since ``since`` (of ``statuses``, if given), oldest first (at
+    most ``limit``, the newest)."""
+    stmt = sa.select(ACTION).where(
+        ACTION.c.tenant == tenant, ACTION.c.customer_id == customer_id, ACTION.c.suggested_at >= since
     )
+    if statuses is not None:
+        stmt = stmt.where(ACTION.c.status.in_(list(statuses)))
+    rows = await conn.execute(stmt.order_by(ACTION.c.suggested_at.desc(), ACTION.c.action_id).limit(limit))
     return [ActionRecord.of(row) for row in reversed(rows.all())]
 
 
