@@ -88,7 +88,7 @@ def _another_users_reservation(world: Airline, user_id: str, gold: Case, reason:
 
 def _foreign_method(world: Airline, user_id: str, source: str, rng: random.Random) -> str:
     mine = world.users[user_id]["payment_methods"]
-    return rng.choice(sorted(pm for pm in world.methods if pm.startswith(source) and pm not in mine))
+    return str(rng.choice(sorted(pm for pm in world.methods if pm.startswith(source) and pm not in mine)))
 
 
 def _cancel(world: Airline, user_id: str, gold: Case, reason: str, rng: random.Random) -> Iterator[Case]:
