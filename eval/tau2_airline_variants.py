@@ -124,16 +124,7 @@ def _flights(world: Airline, user_id: str, gold: Case, reason: str, rng: random.
     if args["cabin"] != context["reservation_cabin"]:
         yield variant(gold, "cabin change after a flight flew", "cabin_change_after_flown", context={"flown": True})
     yield variant(gold, "a new flight sold out", "flight_not_bookable", context={"new_flights_bookable": False})
-    source = args["payment_id"].rsplit("_", 1)[0]
-    yield _rebuilt(
-        world,
-        user_id,
-        gold,
-        reason,
-        "another user's card",
-        "payment_not_in_profile",
-        {"payment_id": _foreign_method(world, user_id, source, rng)},
-    )
+    yield _paid_by_another(world, user_id, gold, reason, rng)
     certificates = sorted(pm for pm in world.users[user_id]["payment_methods"] if pm.startswith("certificate"))
     if certificates:
         yield _rebuilt(
@@ -170,16 +161,14 @@ def _baggages(world: Airline, user_id: str, gold: Case, reason: str, rng: random
         "free_bags_over_allowance",
         args={"total_baggages": total, "nonfree_baggages": total - allowance - 1},
     )
-    source = args["payment_id"].rsplit("_", 1)[0]
-    yield _rebuilt(
-        world,
-        user_id,
-        gold,
-        reason,
-        "another user's card",
-        "payment_not_in_profile",
-        {"payment_id": _foreign_method(world, user_id, source, rng)},
-    )
+    yield _paid_by_another(world, user_id, gold, reason, rng)
+
+
+def _paid_by_another(world: Airline, user_id: str, gold: Case, reason: str, rng: random.Random) -> Case:
+    """``gold`` paid with another user's payment method of the same kind."""
+    source = gold.request.args["payment_id"].rsplit("_", 1)[0]
+    other = {"payment_id": _foreign_method(world, user_id, source, rng)}
+    return _rebuilt(world, user_id, gold, reason, "another user's card", "payment_not_in_profile", other)
 
 
 def _allowance(membership: str, cabin: str) -> int:
