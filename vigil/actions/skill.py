@@ -107,13 +107,19 @@ class ActionSkill:
             return await self._judged(event)
         if not isinstance(event, Message) or case is None or case.status == "closed":
             return []
+        if self._lookups is None or not self._lookups.systems:
+            return []  # no system to run an action on: nothing to suggest, nothing to read
         rulebook = self._rulebooks.of(case.tenant)
-        transcript = await self._transcript(case.conversation_id)
-        proposals = await self._decide_again(rulebook, transcript, case)
+        asked = []
         if event.role == "customer":
-            said = Said(event.message_id, event.role, event.text, event.metadata or {})
-            for spec in requested(rulebook.catalog, said):
-                proposals += await self._suggest(spec, rulebook, transcript, case)
+            asked = requested(rulebook.catalog, Said(event.message_id, event.role, event.text, event.metadata or {}))
+        waiting = await self._waiting(rulebook, case)
+        if not asked and not waiting:
+            return []  # most messages: read nothing more
+        transcript = await self._transcript(case.conversation_id)
+        proposals = await self._decide_again(rulebook, transcript, case, waiting)
+        for spec in asked:
+            proposals += await self._suggest(spec, rulebook, transcript, case)
         return proposals
 
     async def _suggest(
@@ -238,14 +244,19 @@ class ActionSkill:
         context = {k: v for k, v in facts.items() if not k.startswith("_")}
         return rulebook.decide(ActionRequest(action=spec.name, args=arguments, context=context, tenant=tenant))
 
-    async def _decide_again(self, rulebook: Rulebook, transcript: Sequence[Said], case: CaseState) -> list[Proposal]:
-        """Decide again the open actions that wait for the conversation; a card for each whose verdict changed."""
+    async def _waiting(self, rulebook: Rulebook, case: CaseState) -> list[ActionRecord]:
+        """The case's open actions that wait for the conversation (a precondition: the identity check, a yes)."""
         async with guarded(self._engine, timeout_s=self._timeout_s, begin=False) as conn:
-            waiting = [
+            return [
                 r
                 for r in await stored.of_conversation(conn, case.conversation_id)
                 if r.status in stored.OPEN and r.verdict == "deny" and r.rule in rulebook.catalog.preconditions
             ]
+
+    async def _decide_again(
+        self, rulebook: Rulebook, transcript: Sequence[Said], case: CaseState, waiting: Sequence[ActionRecord]
+    ) -> list[Proposal]:
+        """Decide again the actions that wait for the conversation; a card for each whose verdict changed."""
         cards = []
         for record in waiting:
             spec = rulebook.catalog.get(record.name)
