@@ -100,7 +100,7 @@ def identity_verified(catalog: Catalog, transcript: Sequence[Said]) -> Found | N
 
 def confirmed(catalog: Catalog, transcript: Sequence[Said], arguments: Mapping[str, Any]) -> Found | None:
     """The customer's yes to this action: a customer message matching the rulebook's ``confirmed`` cue after the
-    analyst's latest message that read back one of the action's arguments; None if there is none."""
+    analyst's latest message that read back one of the action's arguments, and its amounts; None if there is none."""
     cue = catalog.facts.get("confirmed")
     if cue is None:
         return None
@@ -108,8 +108,15 @@ def confirmed(catalog: Catalog, transcript: Sequence[Said], arguments: Mapping[s
         _shown(value) for value in arguments.values() if isinstance(value, str | int) and not isinstance(value, bool)
     ]
     mentions = [m for m in mentions if m]
+    # Money must be read back itself: a yes after the order alone was named would confirm any amount.
+    amounts = [_shown(v) for v in arguments.values() if isinstance(v, int) and not isinstance(v, bool)]
     read_back = max(
-        (i for i, s in enumerate(transcript) if s.role == "analyst" and any(m in s.text for m in mentions)), default=-1
+        (
+            i
+            for i, s in enumerate(transcript)
+            if s.role == "analyst" and any(m in s.text for m in mentions) and all(a in s.text for a in amounts)
+        ),
+        default=-1,
     )
     if read_back < 0:
         return None

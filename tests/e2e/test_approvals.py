@@ -1,0 +1,144 @@
+"""Approvals end to end over Kafka: an action not approved within its window cannot be approved, a second approval
+does nothing, an approval of other arguments is refused, and a connector call that timed out after the system
+committed it is retried under the same idempotency key, so the money moves once."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.e2e.action_chat import Chat, Daemon, action_daemon
+from tests.e2e.harness import eventually
+from tests.e2e.shop import Order
+from vigil.dev.broker import EmbeddedBroker
+
+pytestmark = pytest.mark.e2e
+
+TTL_S = 8.0
+TIMEOUT_S = 1.0
+
+
+@pytest.fixture(scope="module")
+async def daemon(kafka: EmbeddedBroker, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Daemon]:
+    async with action_daemon(
+        kafka,
+        tmp_path_factory.mktemp("approvals"),
+        timeout_s=str(TIMEOUT_S),
+        VIGIL_ACTIONS__APPROVAL_TTL_S=str(TTL_S),
+        VIGIL_ACTIONS__EXPIRY_EVERY_S="0.5",
+    ) as running:
+        yield running
+
+
+def account(daemon: Daemon, n: int, total_cents: int = 8999) -> tuple[str, str]:
+    """A customer of the test's own with one delivered order: (customer id, order id)."""
+    customer, order = f"CUS-4{n:03d}", f"ORD-4{n:03d}1"
+    daemon.shop.add_customer(customer, methods={f"PM-4{n:03d}0": {"kind": "card"}})
+    daemon.shop.add_order(Order(order, customer, "delivered", total_cents, f"PM-4{n:03d}0"))
+    return customer, order
+
+
+async def refund_to_approve(daemon: Daemon, n: int, amount: str, *, rule: str) -> tuple[Chat, str, dict[str, Any]]:
+    """A conversation in which the customer asked for a refund of ``amount``, the analyst checked their identity and
+    read it back, and the customer said yes: the action waits for its approval under ``rule``."""
+    customer, order = account(daemon, n)
+    chat = Chat(daemon, f"appr-{uuid.uuid4().hex[:8]}", customer)
+    await daemon.send(
+        [
+            chat.message("customer", f"The item in {order} broke, please refund £{amount}"),
+            chat.message("analyst", "Thanks, your identity is verified."),
+            chat.message("analyst", f"I can refund {amount} for {order} to your card. Shall I go ahead?"),
+            chat.message("customer", "yes please"),
+        ]
+    )
+    card = await daemon.card(chat.id, "refund_order", rule=rule)
+    return chat, order, card
+
+
+async def test_an_action_not_approved_within_its_window_expires_and_its_approval_is_refused(daemon: Daemon):
+    chat, order, card = await refund_to_approve(daemon, 1, "30.00", rule="refund_needs_approval")
+    await daemon.card(chat.id, "refund_order", status="expired")  # the sweep, once the window closed
+    await daemon.send([chat.feedback(card["suggestion_id"], "approved", by="lee", role="lead")])
+    await daemon.processed()
+
+    assert daemon.shop.refunds(order) == []
+    assert [a["status"] for a in daemon.actions(chat.id)] == ["expired"]
+    steps = [(step, actor) for step, actor, _, _ in daemon.audit(chat.id)]
+    assert steps[-2:] == [("expired", "vigil"), ("refused", "lee")]
+
+
+async def test_a_second_approval_of_the_same_action_does_not_run_it_again(daemon: Daemon):
+    chat, order, card = await refund_to_approve(daemon, 2, "40.00", rule="refund_needs_approval")
+    twice = [
+        chat.feedback(
+            card["suggestion_id"], "approved", by="ana", role="analyst", arguments_hash=card["arguments_hash"]
+        ),
+        chat.feedback(
+            card["suggestion_id"], "approved", by="ben", role="analyst", arguments_hash=card["arguments_hash"]
+        ),
+    ]
+    await daemon.send(twice)
+    await daemon.card(chat.id, "refund_order", status="executed")
+    await daemon.processed()
+
+    assert daemon.shop.refunds(order) == [4000]
+    steps = [(step, actor) for step, actor, _, _ in daemon.audit(chat.id)]
+    assert steps.count(("approved", "ana")) == 1
+    assert ("refused", "ben") in steps and ("approved", "ben") not in steps
+    assert [step for step, _ in steps].count("executed") == 1
+
+
+async def test_an_approval_of_other_arguments_than_the_suggested_is_refused(daemon: Daemon):
+    chat, order, card = await refund_to_approve(daemon, 3, "20.00", rule="refund_needs_approval")
+    # The customer asks for more (not enough to make it a split refund): another action, with its own approval.
+    await daemon.send([chat.message("customer", "actually make it a refund of £25 please")])
+    larger = await daemon.card(chat.id, "refund_order", amount_cents=2500)
+    assert larger["action_id"] != card["action_id"]
+
+    stale = chat.feedback(
+        card["suggestion_id"], "approved", by="lee", role="lead", arguments_hash=larger["arguments_hash"]
+    )
+    await daemon.send([stale])
+    await daemon.processed()
+
+    assert daemon.shop.refunds(order) == []
+    assert {a["status"] for a in daemon.actions(chat.id)} == {"suggested"}
+    refused = [d for step, actor, _, d in daemon.audit(chat.id) if step == "refused" and actor == "lee"]
+    assert [d["reason"] for d in refused] == ["arguments_changed"]
+
+
+async def test_a_connector_that_times_out_after_committing_is_retried_once_and_the_refund_is_made_once(
+    daemon: Daemon,
+):
+    chat, order, card = await refund_to_approve(daemon, 4, "25.00", rule="refund_needs_approval")
+    await daemon.processed()  # no lookup in flight: the next request to the systems is the refund
+    path = f"POST /orders/{order}/refunds"
+    daemon.shop.faults.delay_after_commit_s = TIMEOUT_S * 3
+    daemon.shop.faults.delay_count = 1
+    approve = chat.feedback(
+        card["suggestion_id"], "approved", by="ana", role="analyst", arguments_hash=card["arguments_hash"]
+    )
+    await daemon.send([approve])
+    done = await daemon.card(chat.id, "refund_order", status="executed")
+
+    assert daemon.shop.refunds(order) == [2500]
+    assert daemon.shop.faults.requests.count(path) == 2  # the call that timed out, and its replayed retry
+    assert done["attempts"] == 1
+    steps = [step for step, _, _, _ in daemon.audit(chat.id)]
+    assert steps.count("executing") == 1 and steps.count("executed") == 1
+    await eventually("the late answer sent", lambda: daemon.shop.faults.delay_count == 0, 5)
+
+
+async def test_an_approval_from_the_panel_needs_the_role_the_rule_names(daemon: Daemon, tmp_path: Path):
+    chat, order, card = await refund_to_approve(daemon, 5, "89.99", rule="large_refund_needs_lead")
+    analyst = chat.feedback(card["suggestion_id"], "approved", by="ana", role="analyst")
+    lead = chat.feedback(card["suggestion_id"], "approved", by="lee", role="lead")
+    await daemon.send([analyst, lead])
+    await daemon.card(chat.id, "refund_order", status="executed")
+    assert daemon.shop.refunds(order) == [8999]
+    steps = [(step, actor) for step, actor, _, _ in daemon.audit(chat.id)]
+    assert ("refused", "ana") in steps and ("approved", "lee") in steps
