@@ -220,3 +220,22 @@ async def test_the_actions_life_is_counted(vigil: Wired):
     assert vigil.sample("vigil_action_decisions_refused_total", reason="not_permitted") == 1
     assert vigil.sample("vigil_action_decisions_total", verdict="approved") == 1
     assert vigil.sample("vigil_action_executions_total", action="refund_order", outcome="executed") == 1
+
+
+async def test_a_move_is_confirmed_only_on_the_address_read_back_and_then_changes_the_account(vigil: Wired, shop: Shop):
+    chat = Chat(vigil, customer="CUS-1002")
+    await chat.say("analyst", "Thanks, your identity is verified.")
+    await chat.say("customer", "I'm moving house next week, new address 12 Elm Road, Leeds LS1 4AB")
+    await chat.say("analyst", "I'll update your address, ok?")
+    await chat.say("customer", "yes")
+    assert action_of(chat.cards()[-1])["rule"] == "not_confirmed"  # the address was not read back
+    await chat.say("analyst", "So that's 12 Elm Road, Leeds LS1 4AB on the account. Shall I change it?")
+    await chat.say("customer", "yes please")
+    card = chat.cards()[-1]
+    action = action_of(card)
+    assert (action["name"], action["verdict"]) == ("change_customer_address", "allow")
+    await chat.decide(card, "approved", by="ana", role="analyst", arguments_hash=action["arguments_hash"])
+    assert action_of(chat.cards()[-1])["status"] == "executed"
+    with sqlite3.connect(shop.db) as conn:
+        [(address,)] = conn.execute("SELECT address FROM customers WHERE id = 'CUS-1002'")
+    assert address == "12 Elm Road, Leeds LS1 4AB"

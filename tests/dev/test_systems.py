@@ -163,9 +163,10 @@ async def test_an_order_is_cancelled_or_readdressed_only_before_delivery(shop: h
         late.status_code == 409
         and late.json()["detail"] == "order ORD-10001 is delivered and can no longer be cancelled"
     )
-    moved = await write(shop, "PUT", "/orders/ORD-10005/address", {"address": "5 Elm St, Chicago, IL 60601"}, key="3")
-    assert moved.json()["shipping_address"] == "5 Elm St, Chicago, IL 60601"
-    stuck = await write(shop, "PUT", "/orders/ORD-10004/address", {"address": "5 Elm St"}, key="4")
+    elm = {"line1": "5 Elm St", "city": "Chicago", "postcode": "IL 60601"}
+    moved = await write(shop, "PUT", "/orders/ORD-10005/address", {"address": elm}, key="3")
+    assert moved.json()["shipping_address"] == "5 Elm St, Chicago IL 60601"
+    stuck = await write(shop, "PUT", "/orders/ORD-10004/address", {"address": elm}, key="4")
     assert stuck.status_code == 409
     assert (await shop.get("/orders/ORD-10004")).json()["shipping_address"].startswith("1840 N Clark St")
 

@@ -22,12 +22,15 @@ CUSTOMER_KEY = "customer_id"
 VERIFIED_KEY = "identity_verified"
 """The message metadata key (on the platform's own messages) that says the identity check passed."""
 
+_JOINED = r"\w\-\u00ad\u200b-\u200f\u2060-\u2064\ufeff"
+"""What may not touch a value on either side: a letter or digit of any script, a hyphen, or an invisible character
+(a zero-width space inside "ORD-320\u200b31" must not leave "ORD-320" standing on its own)."""
 _MONEY = re.compile(
-    r"(?:[£$€]\s?(?P<a>\d{1,6}(?:[.,]\d{3})*(?:\.\d{1,2})?))"
-    r"|(?:\b(?P<b>\d{1,6}(?:\.\d{1,2})?)\s?(?:pounds|quid|dollars|euros|gbp|usd|eur)\b)",
+    rf"(?:[£$€]\s?(?P<a>\d{{1,6}}(?:[.,]\d{{3}})*(?:\.\d{{1,2}})?)(?![{_JOINED}]))"
+    rf"|(?:(?<![{_JOINED}])(?P<b>\d{{1,6}}(?:\.\d{{1,2}})?)\s?(?:pounds|quid|dollars|euros|gbp|usd|eur)\b)",
     re.IGNORECASE,
 )
-_EMAIL = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}")
+_EMAIL = re.compile(rf"(?<![{_JOINED}.%+])[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{{2,}}(?![{_JOINED}])")
 _ADDRESS = re.compile(
     r"(?P<line1>\b\d{1,5}[A-Za-z]?\s+[A-Za-z][A-Za-z .'-]{2,60}?),\s*(?:(?P<line2>[A-Za-z][A-Za-z .'-]{2,60}?),\s*)?"
     r"(?P<city>[A-Za-z][A-Za-z .'-]{1,40}?),?\s+(?P<postcode>[A-Z]{1,2}[0-9][A-Z0-9]? ?[0-9][A-Z]{2})\b"
@@ -98,32 +101,58 @@ def identity_verified(catalog: Catalog, transcript: Sequence[Said]) -> Found | N
     return None
 
 
-def confirmed(catalog: Catalog, transcript: Sequence[Said], arguments: Mapping[str, Any]) -> Found | None:
+def confirmed(
+    catalog: Catalog,
+    transcript: Sequence[Said],
+    name: str,
+    arguments: Mapping[str, Any],
+    provenance: Mapping[str, Mapping[str, Any]],
+) -> Found | None:
     """The customer's yes to this action: a customer message matching the rulebook's ``confirmed`` cue after the
-    analyst's latest message that read back one of the action's arguments, and its amounts; None if there is none."""
+    analyst's latest message that read the action back; None if there is none.
+
+    A read-back states every amount, and every argument the customer supplied or vigil chose (an address, an
+    e-mail, an order id), as the analyst would say it: a yes after only the order was named would confirm any
+    amount, and a yes to one address would confirm another. Other arguments the systems gave (the payment method the
+    order was paid with) or the rulebook fixed need not be read back. An action with nothing to state (a
+    two-factor reset) is read back by naming it ("reset", "factor").
+    """
     cue = catalog.facts.get("confirmed")
     if cue is None:
         return None
-    mentions = [
-        _shown(value) for value in arguments.values() if isinstance(value, str | int) and not isinstance(value, bool)
+    stated = [
+        shown
+        for name, value in arguments.items()
+        if provenance.get(name, {}).get("source") in ("message", "budget") or _money(value)
+        for shown in _said(value)
     ]
-    mentions = [m for m in mentions if m]
-    # Money must be read back itself: a yes after the order alone was named would confirm any amount.
-    amounts = [_shown(v) for v in arguments.values() if isinstance(v, int) and not isinstance(v, bool)]
-    read_back = max(
-        (
-            i
-            for i, s in enumerate(transcript)
-            if s.role == "analyst" and any(m in s.text for m in mentions) and all(a in s.text for a in amounts)
-        ),
-        default=-1,
-    )
+    named = [word for word in name.split("_") if len(word) >= 4]
+
+    def reads_back(text: str) -> bool:
+        if stated:
+            return all(m in text for m in stated)
+        return any(word in text.lower() for word in named)
+
+    read_back = max((i for i, s in enumerate(transcript) if s.role == "analyst" and reads_back(s.text)), default=-1)
     if read_back < 0:
         return None
     for said in transcript[read_back + 1 :]:
         if said.role in cue.roles and any(re.search(p, said.text) for p in cue.when):
             return Found(True, {"source": "message", "message_id": said.message_id, "role": said.role})
     return None
+
+
+def _money(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _said(value: Any) -> list[str]:
+    """How an argument's parts appear when an analyst reads it back."""
+    if isinstance(value, Mapping):
+        return [part for v in value.values() for part in _said(v)]
+    if isinstance(value, bool) or not isinstance(value, str | int):
+        return []
+    return [_shown(value)]
 
 
 def _shown(value: str | int) -> str:
@@ -199,7 +228,7 @@ def _one(
 def _pattern(pattern: str | None, transcript: Sequence[Said]) -> Found | None:
     if not pattern:
         return None
-    unanchored = re.compile(r"(?<![\w-])" + pattern.strip("^$") + r"(?![\w-])")
+    unanchored = re.compile(rf"(?<![{_JOINED}])(?:{pattern.strip('^$')})(?![{_JOINED}])")
     return _search(unanchored, transcript, lambda m: m.group(0), roles=("customer", "analyst"))
 
 
@@ -209,7 +238,8 @@ def _matched(choices: Mapping[str, Any], transcript: Sequence[Said]) -> Found | 
             continue
         for pattern, value in choices.items():
             if re.search(pattern, said.text):
-                return Found(value, {"source": "message", "message_id": said.message_id, "quote": said.text[:120]})
+                # The rulebook's reading of the customer's words, not their words: no read-back must quote it.
+                return Found(value, {"source": "cue", "message_id": said.message_id, "quote": said.text[:120]})
     return None
 
 

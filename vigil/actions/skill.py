@@ -213,7 +213,9 @@ class ActionSkill:
         reading = read_arguments(spec, transcript, facts, offered)
         verified = identity_verified(catalog, transcript)
         facts["identity_verified"] = verified is not None
-        facts["confirmed"] = confirmed(catalog, transcript, reading.arguments) is not None
+        facts["confirmed"] = (
+            confirmed(catalog, transcript, spec.name, reading.arguments, reading.provenance) is not None
+        )
         if customer is not None and spec.goodwill:
             facts["goodwill"] = {"last_30_days_cents": await self._goodwill(tenant, customer.value)}
         return reading, facts
@@ -263,7 +265,9 @@ class ActionSkill:
             if spec is None:
                 continue
             _, facts = await self._read(spec, rulebook.catalog, transcript, case.tenant)
-            facts["confirmed"] = confirmed(rulebook.catalog, transcript, record.arguments) is not None
+            facts["confirmed"] = (
+                confirmed(rulebook.catalog, transcript, record.name, record.arguments, record.provenance) is not None
+            )
             verdict = await self._verdict(rulebook, spec, record.arguments, facts, case.tenant)
             if (verdict.outcome, verdict.rule) == (record.verdict, record.rule):
                 continue

@@ -47,8 +47,20 @@ class Credit(_Body):
     reason: Text
 
 
+class PostalAddress(_Body):
+    """An address as the order system and the CRM keep it."""
+
+    line1: Text
+    line2: Text | None = None
+    city: Text
+    postcode: Text
+
+    def one_line(self) -> str:
+        return ", ".join(part for part in (self.line1, self.line2, f"{self.city} {self.postcode}") if part)
+
+
 class Address(_Body):
-    address: Text
+    address: PostalAddress
 
 
 class Email(_Body):
@@ -147,7 +159,16 @@ def _writes(app: FastAPI, store: Store) -> None:
 
     @app.put("/orders/{order_id}/address")
     def address(order_id: str, body: Address, request: Request, key: IdempotencyKey = None) -> JSONResponse:
-        return run(request, key, body, lambda c, now: writes.change_address(c, now, order_id, body.address))
+        return run(request, key, body, lambda c, now: writes.change_address(c, now, order_id, body.address.one_line()))
+
+    @app.put("/customers/{customer_id}/address")
+    def customer_address(customer_id: str, body: Address, request: Request, key: IdempotencyKey = None) -> JSONResponse:
+        return run(
+            request,
+            key,
+            body,
+            lambda c, now: writes.change_customer_address(c, now, customer_id, body.address.one_line()),
+        )
 
     @app.post("/customers/{customer_id}/credits", status_code=201)
     def credit(customer_id: str, body: Credit, request: Request, key: IdempotencyKey = None) -> JSONResponse:

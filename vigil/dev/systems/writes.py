@@ -80,6 +80,13 @@ def change_address(conn: sqlite3.Connection, now: datetime, order_id: str, addre
     return Answer(200, records.order(conn, order_id))
 
 
+def change_customer_address(conn: sqlite3.Connection, now: datetime, customer_id: str, address: str) -> Answer:
+    """Change the address on a customer's account (moving home); orders already placed keep theirs."""
+    records.customer(conn, customer_id)
+    conn.execute("UPDATE customers SET address = ? WHERE id = ?", (address.strip(), customer_id))
+    return Answer(200, records.customer(conn, customer_id))
+
+
 def change_email(conn: sqlite3.Connection, now: datetime, customer_id: str, email: str) -> Answer:
     """Change a customer's email address to one that is valid and no other customer's."""
     records.customer(conn, customer_id)
