@@ -67,7 +67,8 @@ class ActionCard:
     action_id: str
     name: str
     title: str
-    """What vigil said of it on its newest card ("Refund 89.99 on order ORD-10001. Done."), else its name in words."""
+    """What it does, with its arguments, as its cards name it ("Refund 89.99 on order ORD-10001"), else its name in
+    words."""
     arguments: list[Argument]
     arguments_hash: str
     verdict: str
@@ -113,7 +114,7 @@ class CaseActions:
 async def case_actions(
     views: CaseViews, view: ConversationView, who: Identity, display: Display, now: datetime
 ) -> CaseActions:
-    """The Actions section of ``view`` for ``who``: its actions, their newest cards' text and its audit log, read."""
+    """The Actions section of ``view`` for ``who``: its actions, their titles and its audit log, read."""
     if not view.actions:
         return CaseActions(cards=[], audit=[])
     log = await views.audit(view.conversation_id, tenants=who.tenant_filter) or []
@@ -121,18 +122,15 @@ async def case_actions(
 
 
 async def titles(views: CaseViews, conversation_id: str) -> dict[str, str]:
-    """The text of each action's newest card (an ``action`` suggestion), by action id."""
+    """Each action's title as its cards give it ("Refund 89.99 on order ORD-10001"), by action id. The title is
+    made from the arguments alone, so every card of an action gives the same one."""
     s = SUGGESTION.c
-    stmt = (
-        sa.select(s.text, s.action)
-        .where(s.conversation_id == conversation_id, s.kind == "action")
-        .order_by(s.created_at, s.suggestion_id)
-    )
+    stmt = sa.select(s.action).where(s.conversation_id == conversation_id, s.kind == "action")
     found: dict[str, str] = {}
     async with views.reading() as conn:
-        for text, action in await conn.execute(stmt):
-            if isinstance(action, dict) and isinstance(action.get("action_id"), str):
-                found[action["action_id"]] = text
+        for (action,) in await conn.execute(stmt):
+            if isinstance(action, dict) and isinstance(action.get("action_id"), str) and action.get("title"):
+                found[action["action_id"]] = str(action["title"])
     return found
 
 
@@ -142,13 +140,13 @@ def actions_of(
     who: Identity,
     display: Display,
     now: datetime,
-    said: Mapping[str, str] | None = None,
+    named: Mapping[str, str] | None = None,
 ) -> CaseActions:
-    """``view``'s actions and audit log for ``who``, at ``now``; ``said``: each action's newest card text."""
-    said = said or {}
+    """``view``'s actions and audit log for ``who``, at ``now``; ``named``: each action's title, by id."""
+    named = named or {}
     names = {a.action_id: words_of(a.name) for a in view.actions}
     return CaseActions(
-        cards=[card_of(view, a, who, display, now, said.get(a.action_id)) for a in view.actions],
+        cards=[card_of(view, a, who, display, now, named.get(a.action_id)) for a in view.actions],
         audit=[step_of(e, names.get(e.action_id, e.action_id), display, now) for e in log],
     )
 

@@ -419,8 +419,10 @@
 
     function showButtons(card) {
       if (card.dataset.state !== "new") return;  // judged meanwhile (here, or by someone else, live)
+      const action = card.parts.suggestion.action;
       if (card.parts.suggestion.kind === "action") {  // approved or rejected on its card under Actions, not accepted
-        card.parts.buttons.replaceChildren(el("a", { href: "#actions", text: "Decide it under Actions" }));
+        const open = action && action.status === "suggested";
+        card.parts.buttons.replaceChildren(open ? el("a", { href: "#actions", text: "Decide it under Actions" }) : "");
         return;
       }
       card.parts.buttons.replaceChildren(
