@@ -39,6 +39,7 @@ from vigil.flow.scheduler import Scheduler
 from vigil.flow.skills import Skill
 from vigil.knowledge.embedding import Embedder
 from vigil.knowledge.store import KnowledgeStore
+from vigil.panel.goodwill import GoodwillBudgets
 from vigil.panel.oidc import OidcClient
 from vigil.panel.settings import PanelSettings
 from vigil.transport.base import Outbox, Record
@@ -180,12 +181,20 @@ def panel_app(
     outboxes: Sequence[Outbox] = (),
     panel: PanelSettings | None = None,
     oidc: OidcClient | None = None,
+    budgets: GoodwillBudgets | None = None,
 ) -> FastAPI:
     """The HTTP app with the panel's routers (``vigil.panel.routers``) over ``views``, without a daemon."""
     panel = panel or PanelSettings()
     clock = clock or SystemClock()
     routers = panel_capability.routers(
-        panel, clock=clock, views=views, knowledge=knowledge, feed=feed or LiveFeed(), outboxes=outboxes, oidc=oidc
+        panel,
+        clock=clock,
+        views=views,
+        knowledge=knowledge,
+        feed=feed or LiveFeed(),
+        outboxes=outboxes,
+        oidc=oidc,
+        budgets=budgets,
     )
     health = health or Health({}, clock=clock, metrics=metrics, interval_s=1)
     return create_app(health=health, metrics=metrics, routers=routers, panel=panel)

@@ -368,6 +368,7 @@ def _card(record: ActionRecord, spec: ActionSpec) -> Proposal:
         action=Action(
             name=record.name,
             arguments=record.arguments,
+            title=title,
             action_id=record.action_id,
             arguments_hash=record.arguments_hash,
             status=record.status,

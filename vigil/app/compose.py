@@ -10,11 +10,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry
 
 from vigil import actions, answers, cases, knowledge, live, mining, panel, progress
+from vigil.actions.standings import BudgetStandings
 from vigil.app.settings import Settings
 from vigil.cases.store import CaseStore
 from vigil.cases.views import CaseViews
@@ -32,6 +33,9 @@ from vigil.flow.skills import Skill
 from vigil.knowledge.embedding import Embedder
 from vigil.knowledge.store import KnowledgeStore, open_knowledge_store
 from vigil.transport.select import Transports
+
+if TYPE_CHECKING:
+    from vigil.panel.goodwill import GoodwillBudgets
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +61,20 @@ def _fanout_url(parts: Parts) -> str | None:
     return parts.settings.database_url if wanted else None
 
 
+def _budgets(parts: Parts) -> GoodwillBudgets | None:
+    """The seam between two capabilities that may not import each other: the lead's overview (panel) shows goodwill
+    spend against the concession budget (actions). The panel declares what it reads (``vigil.panel.goodwill``); the
+    actions capability's reader answers it; none when actions are off."""
+    if not parts.settings.actions.enabled:
+        return None
+    return BudgetStandings(
+        parts.settings.actions.budget,
+        parts.store.engine,
+        clock=parts.platform.clock,
+        timeout_s=parts.settings.database.timeout_s,
+    )
+
+
 CAPABILITIES: tuple[tuple[str, Callable[[Parts], Capability]], ...] = (
     ("cases", lambda p: cases.setup(p.settings.database, p.platform, store=p.store)),
     ("knowledge", lambda p: knowledge.setup(
@@ -80,7 +98,7 @@ CAPABILITIES: tuple[tuple[str, Callable[[Parts], Capability]], ...] = (
     ("live", lambda p: live.setup(p.platform, feed=p.feed, fanout_url=_fanout_url(p))),
     ("panel", lambda p: panel.setup(
         p.settings.panel, p.platform, views=p.views, knowledge=p.knowledge, feed=p.feed,
-        outboxes=p.transports.outboxes,
+        outboxes=p.transports.outboxes, budgets=_budgets(p),
     )),
 )  # fmt: skip
 """Every capability, by name, in start-up order."""

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from vigil.core.clock import Clock
     from vigil.flow.feed import LiveFeed
     from vigil.knowledge.store import KnowledgeStore
+    from vigil.panel.goodwill import GoodwillBudgets
     from vigil.panel.oidc import OidcClient
     from vigil.panel.settings import PanelSettings
     from vigil.transport.base import Outbox
@@ -31,15 +32,25 @@ def setup(
     knowledge: KnowledgeStore | None,
     feed: LiveFeed,
     outboxes: Sequence[Outbox],
+    budgets: GoodwillBudgets | None = None,
 ) -> Capability:
-    """The JSON API, and the pages when the panel is enabled; with OIDC sign-in, its client started and closed."""
+    """The JSON API, and the pages when the panel is enabled; with OIDC sign-in, its client started and closed.
+    ``budgets``: each tenant's goodwill against its concession budget, for the lead's overview (given by the
+    composition root when actions are on; see ``vigil.panel.goodwill``)."""
     from vigil.panel.oidc import OidcClient
 
     oidc = OidcClient(settings.oidc, clock=platform.clock) if settings.auth == "oidc" else None
     return Capability(
         name="panel",
         routers=routers(
-            settings, clock=platform.clock, views=views, knowledge=knowledge, feed=feed, outboxes=outboxes, oidc=oidc
+            settings,
+            clock=platform.clock,
+            views=views,
+            knowledge=knowledge,
+            feed=feed,
+            outboxes=outboxes,
+            oidc=oidc,
+            budgets=budgets,
         ),
         starting=[Step("starting the OIDC client", oidc.start)] if oidc else [],
         closing=[oidc.close] if oidc else [],
@@ -55,6 +66,7 @@ def routers(
     feed: LiveFeed,
     outboxes: Sequence[Outbox],
     oidc: OidcClient | None,
+    budgets: GoodwillBudgets | None = None,
 ) -> list[APIRouter]:
     """The ``/api`` routes, then (when the panel is enabled) the pages and their static files."""
     from fastapi import APIRouter
@@ -69,7 +81,15 @@ def routers(
     api = api_routes(views=views, feed=feed, outboxes=outboxes, caller=Caller(auth), clock=clock, knowledge=knowledge)
     if not settings.enabled:
         return [api]
-    pages = page_routes(views=views, knowledge=knowledge, auth=auth, oidc=oidc, clock=clock, displays=settings.displays)
+    pages = page_routes(
+        views=views,
+        knowledge=knowledge,
+        auth=auth,
+        oidc=oidc,
+        clock=clock,
+        displays=settings.displays,
+        budgets=budgets,
+    )
     static = APIRouter()
     static.mount("/panel/static", StaticFiles(directory=str(resources.files("vigil.panel") / "static")), "static")
     return [api, pages, static]

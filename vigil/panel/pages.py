@@ -29,8 +29,10 @@ from vigil.cases.views import CaseViews, ConversationView
 from vigil.core.clock import Clock
 from vigil.core.errors import AuthError, AuthUnavailable
 from vigil.knowledge.store import MINED, KnowledgeStore
+from vigil.panel.actions_view import case_actions
 from vigil.panel.auth import CSRF_FIELD, Authenticator
 from vigil.panel.display import Display, Displays
+from vigil.panel.goodwill import GoodwillBudgets, budget_lines
 from vigil.panel.identity import Identity
 from vigil.panel.markdown import render as render_markdown
 from vigil.panel.oidc import OidcClient, PendingLogin
@@ -63,8 +65,10 @@ def page_routes(
     oidc: OidcClient | None,
     clock: Clock,
     displays: Displays | None = None,
+    budgets: GoodwillBudgets | None = None,
 ) -> APIRouter:
-    """The HTML routes."""
+    """The HTML routes; ``budgets`` reads goodwill against the concession budget for the overview, when actions are
+    on (``vigil.panel.goodwill``)."""
     router = APIRouter(include_in_schema=False)
     displays = displays or Displays()
 
@@ -108,6 +112,7 @@ def page_routes(
             draft_mark=DRAFT_MARK,
             display=display,
             progress=shown,
+            actions=await case_actions(views, view, who, display, clock.now()),
         )
 
     @router.get("/panel/progress/{conversation_id:path}")
@@ -117,6 +122,15 @@ def page_routes(
         view = await visible_conversation(views, conversation_id, who, limit=1)
         display = displays.of(view.tenant)
         return render(request, "_progress.html", who, progress=await progress(view, who, display), display=display)
+
+    @router.get("/panel/actions/{conversation_id:path}")
+    async def actions_part(conversation_id: str, request: Request) -> HTMLResponse:
+        """The conversation page's Actions section alone, for the page to draw again when an action moves."""
+        who = await viewer(request)
+        view = await visible_conversation(views, conversation_id, who, limit=1)
+        display = displays.of(view.tenant)
+        shown = await case_actions(views, view, who, display, clock.now())
+        return render(request, "_actions.html", who, actions=shown, display=display)
 
     async def progress(view: ConversationView, who: Identity, display: Display) -> CaseProgress:
         brief = await views.handover(view.conversation_id, tenants=who.tenant_filter, zone=display.zone)
@@ -145,6 +159,7 @@ def page_routes(
             fitted=fitted,
             windows=list(WINDOWS),
             charts=all_charts(report, display=displays.of_person(who.tenants)),
+            goodwill=budget_lines(await budgets(who.tenant_filter)) if budgets is not None else None,
         )
 
     _knowledge_routes(router, render=render, viewer=viewer, knowledge=knowledge, displays=displays, clock=clock)

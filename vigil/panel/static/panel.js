@@ -17,7 +17,9 @@
     action: "Action",
   };
   const KNOWLEDGE_KINDS = new Set(["faq", "article", "document", "case"]);
-  const VERDICT_LABELS = { accepted: "Accepted", edited: "Edited and accepted", dismissed: "Dismissed" };
+  const VERDICT_LABELS = {
+    accepted: "Accepted", edited: "Edited and accepted", dismissed: "Dismissed", approved: "Approved", rejected: "Rejected",
+  };
 
   function el(tag, attrs = {}, ...children) {
     const node = document.createElement(tag);
@@ -417,6 +419,12 @@
 
     function showButtons(card) {
       if (card.dataset.state !== "new") return;  // judged meanwhile (here, or by someone else, live)
+      const action = card.parts.suggestion.action;
+      if (card.parts.suggestion.kind === "action") {  // approved or rejected on its card under Actions, not accepted
+        const open = action && action.status === "suggested";
+        card.parts.buttons.replaceChildren(open ? el("a", { href: "#actions", text: "Decide it under Actions" }) : "");
+        return;
+      }
       card.parts.buttons.replaceChildren(
         el("button", { type: "button", onclick: () => accept(card), "aria-label": "Accept: copy into the reply" }, "Accept"),
         el("button", { type: "button", class: "secondary", onclick: () => edit(card) }, "Edit"),
@@ -564,49 +572,77 @@
         .finally(() => { earlier.disabled = false; });
     });
 
-    // The Progress section: drawn on the server (vigil/panel/progress.py), counted down here every second, and
-    // drawn again by the server when the case moves (a message, a change, a follow-up, a next step, a handover).
-    // What replaces it is the server's autoescaped HTML, as trusted as the page itself; it keeps the brief open or
-    // closed as the analyst left it.
-    let progress = document.getElementById("progress");
-    progress.parentNode.addEventListener("click", (event) => {
+    // The Progress and Actions sections: drawn on the server (vigil/panel/progress.py, actions_view.py), counted
+    // down here every second, and drawn again by the server when the case moves (a message, a change, a follow-up,
+    // a next step, a handover; a new action card). What replaces a section is the server's autoescaped HTML, as
+    // trusted as the page itself; it keeps its <details> open or closed as the analyst left them.
+    function drawnSection(sectionId, path) {
+      const section = { node: document.getElementById(sectionId) };
+      let redrawing = null;
+      let redraws = 0;  // only the newest answer may replace the section
+      section.redraw = () => {
+        if (redrawing !== null) return;  // one redraw for a burst of updates, drawn after the first of them
+        redrawing = setTimeout(async () => {
+          redrawing = null;
+          const mine = ++redraws;
+          try {
+            const response = await fetch(`${path}/${encodeURIComponent(id)}`, { credentials: "same-origin" });
+            if (!response.ok || response.redirected || mine !== redraws) return;  // signed out: the stream says so
+            const drawn = new DOMParser().parseFromString(await response.text(), "text/html").getElementById(sectionId);
+            if (!drawn || mine !== redraws) return;
+            for (const open of section.node.querySelectorAll("details[open][class]")) {
+              drawn.querySelector(`details.${open.classList[0]}`)?.setAttribute("open", "");
+            }
+            const fresh = document.importNode(drawn, true);
+            tickCountdowns(fresh);
+            section.node.replaceWith(fresh);
+            section.node = fresh;
+          } catch (_) {
+            /* the next update or resync draws it again */
+          }
+        }, 300);
+      };
+      tickCountdowns(section.node);
+      setInterval(() => tickCountdowns(section.node), 1000);
+      return section;
+    }
+    const progress = drawnSection("progress", "/panel/progress");
+    const actions = drawnSection("actions", "/panel/actions");
+    const redrawProgress = progress.redraw;
+    progress.node.parentNode.addEventListener("click", (event) => {
       if (!event.target.closest("[data-use-reply]")) return;
       const text = document.querySelector("#progress .reply-text");
       if (text) useReply(text.textContent);
     });
-    tickCountdowns(progress);
-    setInterval(() => tickCountdowns(progress), 1000);
-    let redrawing = null;
-    let redraws = 0;  // only the newest answer may replace the section
-    function redrawProgress() {
-      if (redrawing !== null) return;  // one redraw for a burst of updates, drawn after the first of them
-      redrawing = setTimeout(async () => {
-        redrawing = null;
-        const mine = ++redraws;
-        try {
-          const response = await fetch(`/panel/progress/${encodeURIComponent(id)}`, { credentials: "same-origin" });
-          if (!response.ok || response.redirected || mine !== redraws) return;  // signed out: the stream says so
-          const drawn = new DOMParser().parseFromString(await response.text(), "text/html").getElementById("progress");
-          if (!drawn || mine !== redraws) return;
-          const wasOpen = progress.querySelector("details.brief")?.open;
-          const brief = drawn.querySelector("details.brief");
-          if (brief && wasOpen) brief.open = true;
-          const fresh = document.importNode(drawn, true);
-          tickCountdowns(fresh);
-          progress.replaceWith(fresh);
-          progress = fresh;
-        } catch (_) {
-          /* the next update or resync draws it again */
-        }
-      }, 300);
-    }
     const PROGRESS_KINDS = new Set(["follow_up", "next_step", "handover", "escalation"]);
+
+    // Approve or reject an action with the arguments' hash its card was drawn with: if the action has changed
+    // since, the API refuses (409) instead of running what the analyst did not see. The decision goes onto the
+    // stream; the card changes when vigil has taken it (a new action card arrives live and the section is redrawn).
+    actions.node.parentNode.addEventListener("click", async (event) => {
+      const button = event.target.closest("#actions [data-decide]");
+      if (!button) return;
+      const card = button.closest(".action-card");
+      const note = card.querySelector(".decision-note");
+      const buttons = card.querySelectorAll("button[data-decide]");
+      buttons.forEach((b) => { b.disabled = true; });
+      const decision = button.dataset.decide;
+      try {
+        await api("POST", `/api/actions/${encodeURIComponent(card.dataset.actionId)}/${decision}`, { arguments_hash: button.dataset.hash });
+        note.textContent = decision === "approve" ? "Approved: vigil is running it…" : "Rejected: vigil is recording it…";
+        setTimeout(actions.redraw, 4000);  // in case vigil refused it after all (it then sends no new card)
+      } catch (error) {
+        note.textContent = `Could not ${decision} it: ${error.message}`;
+        buttons.forEach((b) => { b.disabled = false; });
+      }
+    });
 
     document.getElementById("copy-reply").addEventListener("click", () => useReply(reply.value));
     load(view);
     markRead();
     const reload = () => {
       redrawProgress();
+      actions.redraw();
       return api("GET", `/api/conversations/${encodeURIComponent(id)}`).then(resync).catch(() => {});
     };
     live(`/api/live?conversation=${encodeURIComponent(id)}`, {
@@ -620,6 +656,7 @@
       suggestion: (d) => {
         if (d.suggestion.truncated) reload(); else addCard(d.suggestion);
         if (PROGRESS_KINDS.has(d.suggestion.kind)) redrawProgress();
+        if (d.suggestion.kind === "action") actions.redraw();
       },
       feedback: (d) => applyFeedback(d.feedback),
     }, reload);
