@@ -184,6 +184,7 @@ async def test_the_openapi_names_its_security_schemes_and_every_status_a_route_c
         "/api/conversations",
         "/api/conversations/{conversation_id}",
         "/api/conversations/{conversation_id}/handover",
+        "/api/conversations/{conversation_id}/audit",
     }
     for (method, path), operation in operations.items():
         statuses = set(operation["responses"])
@@ -197,12 +198,12 @@ async def test_the_openapi_names_its_security_schemes_and_every_status_a_route_c
             assert operation["security"] == [{"bearer": []}, {"session": []}], path
         if path in store_backed or method == "POST":
             assert "503" in statuses, (method, path)
-        if "{conversation_id}" in path or "{suggestion_id}" in path:
+        if "{conversation_id}" in path or "{suggestion_id}" in path or "{action_id}" in path:
             assert {"404", "422"} <= statuses, (method, path)
         for status in statuses - {"200", "202", "204", "422"}:
             error = operation["responses"][status]["content"]["application/json"]["schema"]
             assert error == {"$ref": "#/components/schemas/Error"}, (method, path, status)
-    assert {method for method, _ in operations} == {"GET", "POST"} and len(operations) == 11
+    assert {method for method, _ in operations} == {"GET", "POST"} and len(operations) == 14
 
 
 async def test_a_read_mark_takes_an_rfc_3339_date_time_with_its_zone_and_nothing_else(

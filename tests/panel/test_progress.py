@@ -52,6 +52,7 @@ def a_view(**fields: Any) -> ConversationView:
         "suggestions": [],
         "feedback": [],
         "commitments": [],
+        "actions": [],
         "progress": None,
         "older": None,
     }

@@ -71,7 +71,8 @@ def setup(
     return Capability(
         name="actions",
         skills=[skill],
-        jobs=[Job("actions-expiry", run=expire, every_s=settings.expiry_every_s)],
+        # Catching up on state: when many windows fall due at once (a replay jumping ahead), the latest does.
+        jobs=[Job("actions-expiry", run=expire, every_s=settings.expiry_every_s, coalesce=True)],
         starting=[Step("loading the rulebooks", load)],
         closing=[connectors.aclose],
     )

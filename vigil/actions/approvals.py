@@ -117,9 +117,17 @@ class Approvals:
         return moved
 
     async def judge(
-        self, action_id: str, *, approve: bool, by: str, role: str | None, arguments_hash: str | None
+        self,
+        action_id: str,
+        *,
+        approve: bool,
+        by: str,
+        role: str | None,
+        arguments_hash: str | None,
+        note: str | None = None,
     ) -> ActionRecord:
-        """Approve (and then run) or reject the action.
+        """Approve (and then run) or reject the action; ``note`` is the reason given for a rejection, kept in the
+        audit log.
 
         Raises:
             ApprovalRefused: unknown, not open any more, expired, arguments changed, not the caller's to approve, or
@@ -153,9 +161,8 @@ class Approvals:
             step = "approved" if approve else "rejected"
             if self._metrics is not None:
                 self._metrics.decided.labels(step).inc()
-            await stored.append(
-                conn, moved, step, at=now, actor=by, role=role, detail={"arguments_hash": moved.arguments_hash}
-            )
+            detail = {"arguments_hash": moved.arguments_hash, **({"reason": note} if note else {})}
+            await stored.append(conn, moved, step, at=now, actor=by, role=role, detail=detail)
         return await self.execute(moved) if approve else moved
 
     async def _refuse(

@@ -222,7 +222,7 @@ def _one(
     if value is None:
         return None
     where = facts.get("_sources", {}).get(system, {"source": system})
-    return Found(value, {**where, "field": key})
+    return Found(value, {"field": key, **where})
 
 
 def _pattern(pattern: str | None, transcript: Sequence[Said]) -> Found | None:

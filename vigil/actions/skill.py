@@ -291,6 +291,7 @@ class ActionSkill:
                 by=event.by or "unknown",
                 role=event.role,
                 arguments_hash=event.arguments_hash,
+                note=event.text,
             )
         except ApprovalRefused as exc:
             log.warning(

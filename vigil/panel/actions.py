@@ -54,6 +54,7 @@ def action_routes(
     submit: Callable[[Sequence[Outbox], Feedback], Awaitable[None]],
     outboxes: Sequence[Outbox],
     responses: Responses,
+    read_responses: Responses,
     read_security: dict[str, Any],
     write_security: dict[str, Any],
 ) -> None:
@@ -114,7 +115,7 @@ def action_routes(
 
     @router.get(
         "/conversations/{conversation_id:path}/audit",
-        responses={**responses, 404: {"description": "unknown conversation", "content": _ERROR}},
+        responses={**read_responses, 404: {"description": "unknown conversation", "content": _ERROR}},
         openapi_extra=read_security,
     )
     async def audit(conversation_id: str, who: Identity = who_is) -> list[AuditEntry]:

@@ -234,6 +234,7 @@ def api_routes(
         submit=_submit,
         outboxes=outboxes,
         responses={**_GUARDED, **_UNAVAILABLE},
+        read_responses={**_SIGNED_IN, **_UNAVAILABLE},
         read_security=_READ_SECURITY,
         write_security=_WRITE_SECURITY,
     )
