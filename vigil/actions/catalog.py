@@ -71,6 +71,13 @@ class FactCue(BaseModel):
 
     roles: tuple[str, ...]
     when: tuple[str, ...] = Field(min_length=1)
+    unless: tuple[str, ...] = Field(
+        default=(), description="Patterns of a message that says the words without establishing the fact (a condition)."
+    )
+
+    def established(self, text: str) -> bool:
+        """Whether ``text`` establishes the fact."""
+        return any(re.search(p, text) for p in self.when) and not any(re.search(p, text) for p in self.unless)
 
 
 class Lookup(BaseModel):

@@ -96,7 +96,7 @@ def identity_verified(catalog: Catalog, transcript: Sequence[Said]) -> Found | N
     for said in reversed(transcript):
         if said.role == "system" and said.metadata.get(VERIFIED_KEY) is True:
             return Found(True, {"source": "metadata", "message_id": said.message_id, "field": VERIFIED_KEY})
-        if cue and said.role in cue.roles and any(re.search(p, said.text) for p in cue.when):
+        if cue and said.role in cue.roles and cue.established(said.text):
             return Found(True, {"source": "message", "message_id": said.message_id, "role": said.role})
     return None
 
@@ -137,7 +137,7 @@ def confirmed(
     if read_back < 0:
         return None
     for said in transcript[read_back + 1 :]:
-        if said.role in cue.roles and any(re.search(p, said.text) for p in cue.when):
+        if said.role in cue.roles and cue.established(said.text):
             return Found(True, {"source": "message", "message_id": said.message_id, "role": said.role})
     return None
 
