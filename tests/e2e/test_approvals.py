@@ -1,4 +1,4 @@
-"""Approvals end to end over Kafka: an action not approved within its window cannot be approved, a second approval
+"""Approvals end to end over Kafka and HTTP: an action not approved within its window cannot be approved, a second approval
 does nothing, an approval of other arguments is refused, and a connector call that timed out after the system
 committed it is retried under the same idempotency key, so the money moves once."""
 
@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from tests.e2e.action_chat import Chat, Daemon, action_daemon
@@ -142,3 +143,23 @@ async def test_an_approval_from_the_panel_needs_the_role_the_rule_names(daemon: 
     assert daemon.shop.refunds(order) == [8999]
     steps = [(step, actor) for step, actor, _, _ in daemon.audit(chat.id)]
     assert ("refused", "ana") in steps and ("approved", "lee") in steps
+
+
+async def test_an_approval_over_http_goes_through_the_stream_and_runs_the_action_once(daemon: Daemon):
+    chat, order, card = await refund_to_approve(daemon, 6, "89.99", rule="large_refund_needs_lead")
+    action = card["action_id"]
+    base = daemon.process.base_url
+    async with httpx.AsyncClient(base_url=base, timeout=10) as http:
+        # The panel on a loopback address without sign-in is the local admin.
+        stale = await http.post(f"/api/actions/{action}/approve", json={"arguments_hash": "0" * 64})
+        assert stale.status_code == 409 and "arguments" in stale.text
+        approved = await http.post(f"/api/actions/{action}/approve", json={"arguments_hash": card["arguments_hash"]})
+        assert approved.status_code == 202, approved.text
+        await daemon.card(chat.id, "refund_order", status="executed")
+        again = await http.post(f"/api/actions/{action}/approve", json={"arguments_hash": card["arguments_hash"]})
+        assert again.status_code == 409 and "executed" in again.text
+        listed = (await http.get(f"/api/conversations/{chat.id}")).json()["actions"]
+        audit = (await http.get(f"/api/conversations/{chat.id}/audit")).json()
+    assert [(a["action_id"], a["status"]) for a in listed] == [(action, "executed")]
+    assert ("approved", "local", "admin") in [(e["step"], e["actor"], e["role"]) for e in audit]
+    assert daemon.shop.refunds(order) == [8999]
