@@ -1,6 +1,7 @@
-"""Approvals end to end over Kafka and HTTP: an action not approved within its window cannot be approved, a second approval
-does nothing, an approval of other arguments is refused, and a connector call that timed out after the system
-committed it is retried under the same idempotency key, so the money moves once."""
+"""Approvals end to end over Kafka and HTTP: an action not approved within its window cannot be approved, a second
+approval does nothing, an approval of other arguments is refused, a connector call that timed out after the system
+committed it is retried under the same idempotency key, so the money moves once, and an approval through the API
+goes through the stream."""
 
 from __future__ import annotations
 
