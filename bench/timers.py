@@ -69,6 +69,7 @@ from vigil.cases.tables import COMMITMENT, TIMER
 from vigil.cases.timers import Arm
 from vigil.db.engine import create_engine
 from vigil.dev.broker import EmbeddedBroker
+from vigil.flow.skills import keyed, suggestion_id
 from vigil.progress import sla
 from vigil.progress.reminders import COMMITMENT as COMMITMENT_KIND
 from vigil.progress.settings import DEFAULT_SLA, ProgressSettings
@@ -91,8 +92,6 @@ PROMISES = (
     "confirm the new delivery date",
 )
 BATCH = 5_000
-_SUGGESTION_IDS = uuid.UUID("6f1d4a52-8c1e-4f0a-9d7b-3a5c2e9b7f10")
-"""vigil/flow/pipeline.py's namespace of suggestion ids: a reminder's id is made from its timer and stage."""
 LATENESS = "vigil_timer_lateness_seconds"
 QUIET_SLA = json.dumps(
     {
@@ -259,7 +258,7 @@ class Firing:
     @property
     def suggestion_id(self) -> str:
         """The id of the reminder vigil publishes for it (vigil/flow/pipeline.py's ``announce``)."""
-        return str(uuid.uuid5(_SUGGESTION_IDS, f"{self.conversation_id}/@{self.timer_id}/{self.stage}"))
+        return suggestion_id(keyed(self.conversation_id, f"{self.timer_id}/{self.stage}"))
 
 
 def firings(arms: Iterable[Arm], start: datetime, end: datetime) -> list[Firing]:
