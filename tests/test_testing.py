@@ -116,9 +116,12 @@ async def test_advancing_runs_the_capabilities_jobs_due_on_the_way_and_moves_the
             "miner",
             "progress-timers",
             "procedures",
+            "actions-expiry",
         ]
         later = datetime(2026, 11, 2, 10, 0, 30, tzinfo=UTC)
         await vigil.advance(later)
         assert clock.now() == later
         # An hour of one-minute windows, coalesced: the refresh only catches up on state, so it ran once.
         assert vigil.sample("vigil_job_runs_total", job="knowledge-refresh", outcome="ran") == 1
+        # So does the expiry of actions, every 30 s.
+        assert vigil.sample("vigil_job_runs_total", job="actions-expiry", outcome="ran") == 1
