@@ -5,7 +5,7 @@ reads, and nothing writes it."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import httpx
 import pytest
@@ -21,7 +21,8 @@ from vigil.wire.events import Feedback, parse
 async def put(store: CaseStore, conversation: str, tenant: str, **changes: object) -> stored.ActionRecord:
     values: dict[str, object] = {
         "suggestion_id": f"s-{conversation}",
-        "expires_at": NOW + timedelta(hours=1),
+        # An hour from now, not from NOW (the module's import): the panel counts down on the real clock.
+        "expires_at": datetime.now(UTC).replace(microsecond=0) + timedelta(hours=1),
         **changes,
     }
     action = record(conversation, at=NOW, **values)  # type: ignore[arg-type]
