@@ -27,6 +27,7 @@ def setup(
     from vigil.actions.budget import BudgetMetrics, ConcessionBudget
     from vigil.actions.concessions import Concessions
     from vigil.actions.connectors.http import Connectors
+    from vigil.actions.facts import Facts
     from vigil.actions.metrics import ActionMetrics
     from vigil.actions.rulebook import Rulebooks
     from vigil.actions.running import Running, TenantGuards
@@ -48,12 +49,17 @@ def setup(
         engine=engine,
         rulebooks=rulebooks,
         approvals=approvals,
-        lookups=connectors,
-        offers=Concessions(
-            ConcessionBudget(settings.budget),
+        facts=Facts(
             engine,
+            lookups=connectors,
+            offers=Concessions(
+                ConcessionBudget(settings.budget),
+                engine,
+                clock=platform.clock,
+                metrics=BudgetMetrics(platform.registry),
+                timeout_s=timeout_s,
+            ),
             clock=platform.clock,
-            metrics=BudgetMetrics(platform.registry),
             timeout_s=timeout_s,
         ),
         guard=TenantGuards(rulebooks, engine, timeout_s=timeout_s),

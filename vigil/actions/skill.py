@@ -12,59 +12,36 @@ gates, which run what is approved, and reports the outcome.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
-from datetime import datetime, timedelta
-from typing import Any, Protocol
+from collections.abc import Sequence
+from typing import Protocol
 
 import sqlalchemy as sa
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from vigil.actions.approvals import ApprovalRefused, Approvals
+from vigil.actions.cards import card, card_key
 from vigil.actions.catalog import ActionSpec, Catalog
+from vigil.actions.facts import Facts, customer, shown
 from vigil.actions.policy import Verdict
 from vigil.actions.reading import (
-    Found,
-    Reading,
     Said,
     confirmed,
-    customer_of,
-    identity_verified,
-    read_arguments,
     requested,
 )
-from vigil.actions.rulebook import ActionRequest, Rulebook, Rulebooks
+from vigil.actions.rulebook import Rulebook, Rulebooks
 from vigil.cases import actions as stored
 from vigil.cases.actions import ActionRecord, action_id, arguments_hash
 from vigil.cases.tables import MESSAGE, SUGGESTION
 from vigil.core.clock import Clock
-from vigil.core.errors import ConnectorRefused
 from vigil.db.engine import guarded
 from vigil.flow.case import CaseState
 from vigil.flow.skills import Proposal, keyed, suggestion_id
-from vigil.wire.events import Action, Event, Feedback, Message
+from vigil.wire.events import Event, Feedback, Message
 
 log = logging.getLogger(__name__)
 
 TRANSCRIPT = 60
 """How many of the latest messages the skill reads."""
-GOODWILL_WINDOW = timedelta(days=30)
-
-
-class Lookups(Protocol):
-    """Reads from the company's systems (``vigil.actions.connectors.http.Connectors``)."""
-
-    @property
-    def systems(self) -> frozenset[str]:
-        """The systems configured."""
-        ...
-
-    async def fetch(self, system: str, path: str, arguments: Mapping[str, Any] | None = None) -> dict[str, Any]: ...
-
-
-class Offers(Protocol):
-    """The concession budget: how much goodwill to offer a case that merits ``base_cents``."""
-
-    async def offer(self, tenant: str, base_cents: int) -> Found | None: ...
 
 
 class Guard(Protocol):
@@ -87,8 +64,7 @@ class ActionSkill:
         engine: AsyncEngine,
         rulebooks: Rulebooks,
         approvals: Approvals,
-        lookups: Lookups | None,
-        offers: Offers | None,
+        facts: Facts,
         guard: Guard | None,
         clock: Clock,
         timeout_s: float | None,
@@ -96,8 +72,7 @@ class ActionSkill:
         self._engine = engine
         self._rulebooks = rulebooks
         self._approvals = approvals
-        self._lookups = lookups
-        self._offers = offers
+        self._facts = facts
         self._guard = guard
         self._clock = clock
         self._timeout_s = timeout_s
@@ -107,7 +82,7 @@ class ActionSkill:
             return await self._judged(event)
         if not isinstance(event, Message) or case is None or case.status == "closed":
             return []
-        if self._lookups is None or not self._lookups.systems:
+        if not self._facts.systems:
             return []  # no system to run an action on: nothing to suggest, nothing to read
         rulebook = self._rulebooks.of(case.tenant)
         asked = []
@@ -125,9 +100,9 @@ class ActionSkill:
     async def _suggest(
         self, spec: ActionSpec, rulebook: Rulebook, transcript: Sequence[Said], case: CaseState
     ) -> list[Proposal]:
-        if spec.connector is None or self._lookups is None or spec.connector.system not in self._lookups.systems:
+        if spec.connector is None or spec.connector.system not in self._facts.systems:
             return []  # nothing could run it: no system is configured for it
-        reading, facts = await self._read(spec, rulebook.catalog, transcript, case.tenant)
+        reading, facts = await self._facts.read(spec, rulebook.catalog, transcript, case.tenant)
         if reading.missing:
             log.info(
                 "%s not suggested: no %s",
@@ -136,7 +111,7 @@ class ActionSkill:
                 extra={"conversation_id": case.conversation_id},
             )
             return []
-        verdict = await self._verdict(rulebook, spec, reading.arguments, facts, case.tenant)
+        verdict = await self._facts.verdict(rulebook, spec, reading.arguments, facts, case.tenant)
         now = self._clock.now()
         digest = arguments_hash(spec.name, reading.arguments)
         record = ActionRecord(
@@ -151,19 +126,19 @@ class ActionSkill:
             reason=verdict.reason,
             status=_status(verdict, rulebook.catalog),
             suggested_at=now,
-            customer_id=_customer(facts),
+            customer_id=customer(facts),
             provenance=reading.provenance,
-            facts=_shown_facts(facts),
+            facts=shown(facts),
             amount_cents=reading.arguments.get(spec.amount) if spec.amount else None,
             goodwill=spec.goodwill,
             approver=verdict.approver,
             expires_at=self._approvals.expiry(now),
         )
         escalation = await self._guarded(record)
-        record.suggestion_id = suggestion_id(keyed(case.conversation_id, _card_key(record)))
+        record.suggestion_id = suggestion_id(keyed(case.conversation_id, card_key(record)))
         if not await self._approvals.record(record):
             return []  # the same action with the same arguments is on the case already
-        return [_card(record, spec), *escalation]
+        return [card(record, spec), *escalation]
 
     async def _guarded(self, record: ActionRecord) -> list[Proposal]:
         """Block ``record`` if it completes a dangerous chain, and say why in an escalation."""
@@ -190,62 +165,6 @@ class ActionSkill:
             )
         ]
 
-    async def _read(
-        self, spec: ActionSpec, catalog: Catalog, transcript: Sequence[Said], tenant: str
-    ) -> tuple[Reading, dict[str, Any]]:
-        """The arguments of ``spec`` and the facts the rules read, from the conversation and the systems."""
-        facts: dict[str, Any] = {"_sources": {}}
-        customer = customer_of(transcript)
-        if customer is not None:
-            facts["customer"] = {"id": customer.value}
-            facts["_sources"]["customer"] = customer.source
-        first = read_arguments(spec, transcript, facts)
-        known = {**({"customer_id": customer.value} if customer is not None else {}), **first.arguments}
-        looked = await self._looked_up(catalog, known)
-        facts["_sources"].update(looked.pop("_sources"))
-        facts.update(looked)
-        offered = None
-        base = spec.suggest.base_cents if spec.goodwill and spec.suggest else None
-        if base and self._offers is not None:
-            offered = await self._offers.offer(tenant, base)
-        elif base:
-            offered = Found(base, {"source": "rulebook", "detail": "the goodwill the case merits"})
-        reading = read_arguments(spec, transcript, facts, offered)
-        verified = identity_verified(catalog, transcript)
-        facts["identity_verified"] = verified is not None
-        facts["confirmed"] = (
-            confirmed(catalog, transcript, spec.name, reading.arguments, reading.provenance) is not None
-        )
-        if customer is not None and spec.goodwill:
-            facts["goodwill"] = {"last_30_days_cents": await self._goodwill(tenant, customer.value)}
-        return reading, facts
-
-    async def _looked_up(self, catalog: Catalog, arguments: Mapping[str, Any]) -> dict[str, Any]:
-        found: dict[str, Any] = {"_sources": {}}
-        for name, lookup in catalog.lookups.items():
-            needed = [part[1:-1] for part in lookup.path.split("/") if part.startswith("{")]
-            if self._lookups is None or lookup.system not in self._lookups.systems:
-                continue
-            if not all(n in arguments for n in needed):
-                continue
-            try:
-                answer = await self._lookups.fetch(lookup.system, lookup.path, arguments)
-            except ConnectorRefused as exc:
-                found["_refused"] = f"{lookup.system} said {exc.status}: {exc.detail}"
-                continue
-            found[name] = {key: answer[key] for key in lookup.fields if key in answer}
-            path = lookup.path.format(**{n: arguments[n] for n in needed})  # for the provenance only
-            found["_sources"][name] = {"source": lookup.system, "call": f"GET {path}"}
-        return found
-
-    async def _verdict(
-        self, rulebook: Rulebook, spec: ActionSpec, arguments: dict[str, Any], facts: Mapping[str, Any], tenant: str
-    ) -> Verdict:
-        if "_refused" in facts:
-            return Verdict("deny", "lookup_refused", f"The systems cannot confirm the facts: {facts['_refused']}.")
-        context = {k: v for k, v in facts.items() if not k.startswith("_")}
-        return rulebook.decide(ActionRequest(action=spec.name, args=arguments, context=context, tenant=tenant))
-
     async def _waiting(self, rulebook: Rulebook, case: CaseState) -> list[ActionRecord]:
         """The case's open actions that wait for the conversation (a precondition: the identity check, a yes)."""
         async with guarded(self._engine, timeout_s=self._timeout_s, begin=False) as conn:
@@ -264,18 +183,18 @@ class ActionSkill:
             spec = rulebook.catalog.get(record.name)
             if spec is None:
                 continue
-            _, facts = await self._read(spec, rulebook.catalog, transcript, case.tenant)
+            _, facts = await self._facts.read(spec, rulebook.catalog, transcript, case.tenant)
             facts["confirmed"] = (
                 confirmed(rulebook.catalog, transcript, record.name, record.arguments, record.provenance) is not None
             )
-            verdict = await self._verdict(rulebook, spec, record.arguments, facts, case.tenant)
+            verdict = await self._facts.verdict(rulebook, spec, record.arguments, facts, case.tenant)
             if (verdict.outcome, verdict.rule) == (record.verdict, record.rule):
                 continue
             changed = await self._approvals.redecide(
-                record, verdict, status=_status(verdict, rulebook.catalog), facts=_shown_facts(facts)
+                record, verdict, status=_status(verdict, rulebook.catalog), facts=shown(facts)
             )
             if changed is not None:
-                cards.append(_card(changed, spec))
+                cards.append(card(changed, spec))
         return cards
 
     async def _judged(self, event: Feedback) -> list[Proposal]:
@@ -303,7 +222,7 @@ class ActionSkill:
             )
             return []
         spec = self._rulebooks.of(record.tenant).catalog.get(record.name)
-        return [_card(record, spec)] if spec is not None else []
+        return [card(record, spec)] if spec is not None else []
 
     async def _action_of(self, event: Feedback) -> str | None:
         async with guarded(self._engine, timeout_s=self._timeout_s, begin=False) as conn:
@@ -330,82 +249,8 @@ class ActionSkill:
             )
             return [Said(r.message_id, r.role, r.text, r.metadata or {}) for r in reversed(rows.all())]
 
-    async def _goodwill(self, tenant: str, customer_id: str) -> int:
-        async with guarded(self._engine, timeout_s=self._timeout_s, begin=False) as conn:
-            return await _spent(conn, tenant, customer_id, self._clock.now() - GOODWILL_WINDOW)
-
-
-async def _spent(conn: AsyncConnection, tenant: str, customer_id: str, since: datetime) -> int:
-    return await stored.spend(conn, tenant, since=since, customer_id=customer_id)
-
 
 def _status(verdict: Verdict, catalog: Catalog) -> str:
     if verdict.outcome == "deny" and verdict.rule not in catalog.preconditions:
         return "declined"
     return "suggested"
-
-
-def _customer(facts: Mapping[str, Any]) -> str | None:
-    customer = facts.get("customer")
-    return customer.get("id") if isinstance(customer, dict) else None
-
-
-def _shown_facts(facts: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in facts.items() if k != "_refused"}
-
-
-def _card_key(record: ActionRecord) -> str:
-    return f"action/{record.action_id}/{record.status}/{record.verdict}/{record.rule}"
-
-
-def _card(record: ActionRecord, spec: ActionSpec) -> Proposal:
-    """The action's card: what will run, exactly, and the rule behind the verdict."""
-    title = _title(spec, record.arguments)
-    return Proposal(
-        kind="action",
-        text=f"{title}. {_standing(record)}",
-        confidence=0.9,
-        why=f"{record.rule}: {record.reason}",
-        action=Action(
-            name=record.name,
-            arguments=record.arguments,
-            title=title,
-            action_id=record.action_id,
-            arguments_hash=record.arguments_hash,
-            status=record.status,
-            verdict=record.verdict,
-            rule=record.rule,
-            reason=record.reason,
-            approver=record.approver,
-            provenance=record.provenance,
-            expires_at=record.expires_at.isoformat() if record.expires_at else None,
-            result=record.result,
-        ),
-        key=_card_key(record),
-    )
-
-
-def _title(spec: ActionSpec, arguments: Mapping[str, Any]) -> str:
-    shown = {k: (f"{v / 100:.2f}" if k == spec.amount and isinstance(v, int) else v) for k, v in arguments.items()}
-    try:
-        return (spec.suggest.title if spec.suggest else spec.description).format(**shown)
-    except (KeyError, IndexError, ValueError):
-        return spec.description
-
-
-def _standing(record: ActionRecord) -> str:
-    if record.status == "executed":
-        return "Done."
-    if record.status == "failed":
-        return f"It failed: {(record.result or {}).get('error', 'see the audit log')}"
-    if record.status in ("rejected", "expired"):
-        return f"{record.status.capitalize()}."
-    if record.status == "blocked":
-        return f"Blocked: {record.reason}"
-    if record.status == "declined":
-        return f"Declined ({record.rule}): {record.reason}"
-    if record.verdict == "deny":
-        return f"Waiting ({record.rule}): {record.reason}"
-    if record.verdict == "needs_approval":
-        return f"Needs a {record.approver}'s approval ({record.rule}): {record.reason}"
-    return f"Allowed ({record.rule}); it runs when you approve it."

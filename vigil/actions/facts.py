@@ -1,0 +1,136 @@
+"""What the rules are told about a proposed action: its arguments, read from the conversation and the company's
+systems with each one's provenance, and the facts (the customer, the identity check, the customer's yes, the order
+as the order system has it, the goodwill already given), then the rulebook's verdict on them."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import timedelta
+from typing import Any, Protocol
+
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from vigil.actions.catalog import ActionSpec, Catalog
+from vigil.actions.policy import Verdict
+from vigil.actions.reading import Found, Reading, Said, confirmed, customer_of, identity_verified, read_arguments
+from vigil.actions.rulebook import ActionRequest, Rulebook
+from vigil.cases import actions as stored
+from vigil.core.clock import Clock
+from vigil.core.errors import ConnectorRefused
+from vigil.db.engine import guarded
+
+GOODWILL_WINDOW = timedelta(days=30)
+
+
+class Lookups(Protocol):
+    """Reads from the company's systems (``vigil.actions.connectors.http.Connectors``)."""
+
+    @property
+    def systems(self) -> frozenset[str]:
+        """The systems configured."""
+        ...
+
+    async def fetch(self, system: str, path: str, arguments: Mapping[str, Any] | None = None) -> dict[str, Any]: ...
+
+
+class Offers(Protocol):
+    """The concession budget: how much goodwill to offer a case that merits ``base_cents``."""
+
+    async def offer(self, tenant: str, base_cents: int) -> Found | None: ...
+
+
+class Facts:
+    """Reads an action's arguments and facts, and asks the rulebook."""
+
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        *,
+        lookups: Lookups | None,
+        offers: Offers | None,
+        clock: Clock,
+        timeout_s: float | None,
+    ) -> None:
+        self._engine = engine
+        self._lookups = lookups
+        self._offers = offers
+        self._clock = clock
+        self._timeout_s = timeout_s
+
+    @property
+    def systems(self) -> frozenset[str]:
+        """The company's systems configured (none: no action can run)."""
+        return self._lookups.systems if self._lookups is not None else frozenset()
+
+    async def read(
+        self, spec: ActionSpec, catalog: Catalog, transcript: Sequence[Said], tenant: str
+    ) -> tuple[Reading, dict[str, Any]]:
+        """The arguments of ``spec`` and the facts the rules read, from the conversation and the systems."""
+        facts: dict[str, Any] = {"_sources": {}}
+        customer = customer_of(transcript)
+        if customer is not None:
+            facts["customer"] = {"id": customer.value}
+            facts["_sources"]["customer"] = customer.source
+        first = read_arguments(spec, transcript, facts)
+        known = {**({"customer_id": customer.value} if customer is not None else {}), **first.arguments}
+        looked = await self._looked_up(catalog, known)
+        facts["_sources"].update(looked.pop("_sources"))
+        facts.update(looked)
+        offered = None
+        base = spec.suggest.base_cents if spec.goodwill and spec.suggest else None
+        if base and self._offers is not None:
+            offered = await self._offers.offer(tenant, base)
+        elif base:
+            offered = Found(base, {"source": "rulebook", "detail": "the goodwill the case merits"})
+        reading = read_arguments(spec, transcript, facts, offered)
+        verified = identity_verified(catalog, transcript)
+        facts["identity_verified"] = verified is not None
+        facts["confirmed"] = (
+            confirmed(catalog, transcript, spec.name, reading.arguments, reading.provenance) is not None
+        )
+        if customer is not None and spec.goodwill:
+            facts["goodwill"] = {"last_30_days_cents": await self._goodwill(tenant, customer.value)}
+        return reading, facts
+
+    async def _looked_up(self, catalog: Catalog, arguments: Mapping[str, Any]) -> dict[str, Any]:
+        found: dict[str, Any] = {"_sources": {}}
+        for name, lookup in catalog.lookups.items():
+            needed = [part[1:-1] for part in lookup.path.split("/") if part.startswith("{")]
+            if self._lookups is None or lookup.system not in self._lookups.systems:
+                continue
+            if not all(n in arguments for n in needed):
+                continue
+            try:
+                answer = await self._lookups.fetch(lookup.system, lookup.path, arguments)
+            except ConnectorRefused as exc:
+                found["_refused"] = f"{lookup.system} said {exc.status}: {exc.detail}"
+                continue
+            found[name] = {key: answer[key] for key in lookup.fields if key in answer}
+            path = lookup.path.format(**{n: arguments[n] for n in needed})  # for the provenance only
+            found["_sources"][name] = {"source": lookup.system, "call": f"GET {path}"}
+        return found
+
+    async def verdict(
+        self, rulebook: Rulebook, spec: ActionSpec, arguments: dict[str, Any], facts: Mapping[str, Any], tenant: str
+    ) -> Verdict:
+        """The rulebook's verdict on ``spec`` with ``arguments`` and ``facts``; a lookup the systems refused (an
+        order they do not know) is a deny that says so."""
+        if "_refused" in facts:
+            return Verdict("deny", "lookup_refused", f"The systems cannot confirm the facts: {facts['_refused']}.")
+        context = {k: v for k, v in facts.items() if not k.startswith("_")}
+        return rulebook.decide(ActionRequest(action=spec.name, args=arguments, context=context, tenant=tenant))
+
+    async def _goodwill(self, tenant: str, customer_id: str) -> int:
+        async with guarded(self._engine, timeout_s=self._timeout_s, begin=False) as conn:
+            return await stored.spend(conn, tenant, since=self._clock.now() - GOODWILL_WINDOW, customer_id=customer_id)
+
+
+def customer(facts: Mapping[str, Any]) -> str | None:
+    """The account the facts are about, if the platform named one."""
+    customer = facts.get("customer")
+    return customer.get("id") if isinstance(customer, dict) else None
+
+
+def shown(facts: Mapping[str, Any]) -> dict[str, Any]:
+    """The facts as the action keeps them (what the policy was told, with the sources of the systems' answers)."""
+    return {k: v for k, v in facts.items() if k != "_refused"}
