@@ -84,8 +84,20 @@ async def test_a_customers_history_spans_conversations_within_the_window(store: 
         await actions.insert(conn, record("c-2", amount=2, at=T0 - timedelta(days=2)))
         await actions.insert(conn, record("c-3", amount=3, at=T0))
         await actions.insert(conn, record("c-4", amount=4, at=T0, customer="CUS-2"))
-        history = await actions.of_customer(conn, "acme", "CUS-1", since=T0 - timedelta(days=30))
-    assert [(r.conversation_id, r.amount_cents) for r in history] == [("c-2", 2), ("c-3", 3)]
+        history = await actions.history(
+            conn, "acme", "CUS-1", since=T0 - timedelta(days=30), statuses=actions.OPEN, excluding=None
+        )
+        without = await actions.history(
+            conn,
+            "acme",
+            "CUS-1",
+            since=T0 - timedelta(days=30),
+            statuses=actions.OPEN,
+            excluding=history[0]["action_id"],
+        )
+        assert await actions.history(conn, "acme", "CUS-1", since=T0 - timedelta(days=30), statuses=["executed"]) == []
+    assert [(r["conversation_id"], r["arguments"]["amount_cents"]) for r in history] == [("c-2", 2), ("c-3", 3)]
+    assert [r["conversation_id"] for r in without] == ["c-3"]
 
 
 async def test_goodwill_spend_counts_executed_goodwill_only(store: CaseStore):

@@ -34,12 +34,28 @@ class StoredGuard:
             return None
         since = record.suggested_at - timedelta(seconds=self._guard.window_s)
         async with guarded(self._engine, timeout_s=self._timeout_s, begin=False) as conn:
-            past = await stored.of_customer(conn, record.tenant, record.customer_id, since=since, statuses=risk.COUNTED)
-        history = [as_risk(r) for r in past if r.action_id != record.action_id]
+            past = await stored.history(
+                conn, record.tenant, record.customer_id, since=since, statuses=risk.COUNTED, excluding=record.action_id
+            )
+        history = [_past(row) for row in past]
         match = self._guard.check(as_risk(record), history)
         if match is None:
             return None
         return match.pattern.name, match.pattern.description, match.explain()
+
+
+def _past(m: Mapping[str, Any]) -> risk.ActionRecord:
+    return risk.ActionRecord(
+        action_id=m["action_id"],
+        conversation_id=m["conversation_id"],
+        customer_id=m["customer_id"] or "",
+        tenant=m["tenant"],
+        name=m["name"],
+        arguments=m["arguments"],
+        status=m["status"],
+        at=m["suggested_at"],
+        facts=risk_facts(m["name"], m["arguments"], m["facts"], m["result"]),
+    )
 
 
 def as_risk(record: ActionRecord) -> risk.ActionRecord:

@@ -114,24 +114,34 @@ async def of_conversation(conn: AsyncConnection, conversation_id: str) -> list[A
     return [ActionRecord.of(row) for row in rows]
 
 
-async def of_customer(
+HISTORY = (
+    "action_id", "conversation_id", "customer_id", "tenant", "name", "arguments", "status", "suggested_at", "facts",
+    "result",
+)  # fmt: skip
+"""What ``history`` reads of each action: not its provenance, reasons or decisions (the guard's read is the hot one)."""
+
+
+async def history(
     conn: AsyncConnection,
     tenant: str,
     customer_id: str,
     *,
     since: datetime,
-    statuses: Collection[str] | None = None,
-    limit: int = 20_000,
-) -> list[ActionRecord]:
-    """The customer's actions in every conversation since ``since`` (of ``statuses``, if given), oldest first (at
-    most ``limit``, the newest)."""
-    stmt = sa.select(ACTION).where(
-        ACTION.c.tenant == tenant, ACTION.c.customer_id == customer_id, ACTION.c.suggested_at >= since
+    statuses: Collection[str],
+    excluding: str | None = None,
+) -> list[Mapping[str, Any]]:
+    """The customer's actions of ``statuses`` in every conversation since ``since`` (but ``excluding``), oldest
+    first, each as the columns of ``HISTORY``."""
+    stmt = sa.select(*(ACTION.c[name] for name in HISTORY)).where(
+        ACTION.c.tenant == tenant,
+        ACTION.c.customer_id == customer_id,
+        ACTION.c.suggested_at >= since,
+        ACTION.c.status.in_(list(statuses)),
     )
-    if statuses is not None:
-        stmt = stmt.where(ACTION.c.status.in_(list(statuses)))
-    rows = await conn.execute(stmt.order_by(ACTION.c.suggested_at.desc(), ACTION.c.action_id).limit(limit))
-    return [ActionRecord.of(row) for row in reversed(rows.all())]
+    if excluding is not None:
+        stmt = stmt.where(ACTION.c.action_id != excluding)
+    rows = await conn.execute(stmt.order_by(ACTION.c.suggested_at, ACTION.c.action_id))
+    return [dict(row._mapping) for row in rows]
 
 
 async def spend(conn: AsyncConnection, tenant: str, *, since: datetime, customer_id: str | None = None) -> int:
