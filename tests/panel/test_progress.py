@@ -59,6 +59,15 @@ def a_view(**fields: Any) -> ConversationView:
     return ConversationView(**{**base, **fields})
 
 
+def shown(t: datetime, now: datetime) -> str:
+    """A time as the panel shows it in UTC (vigil.panel.progress.moment): the time of day today, else with its day
+    and month (a run near midnight puts a due time on the next day)."""
+    if t.date() == now.date():
+        return t.strftime("%H:%M")
+    year = f" {t.year}" if t.year != now.year else ""
+    return f"{t.day} {t:%b}{year} {t:%H:%M}"
+
+
 def timer(kind: str, due_in_s: float, warn_before_s: float | None = None, ref: str | None = None) -> TimerView:
     due = NOON + timedelta(seconds=due_in_s)
     warn = due - timedelta(seconds=warn_before_s) if warn_before_s is not None else None
@@ -233,7 +242,7 @@ async def test_the_conversation_page_draws_the_cases_progress(progressing: Progr
     assert page.status_code == 200 and alone.status_code == 200
     drawn = section(page.text)
     assert section(alone.text) == drawn and "<html" not in alone.text  # the section alone, to draw again
-    since = (now + timedelta(seconds=DUE_IN_S - 1200)).strftime("%H:%M")
+    since = shown(now + timedelta(seconds=DUE_IN_S - 1200), now)
     assert f'<p class="state" data-fact="state">Waiting on the analyst since {since}</p>' in drawn
     clock = re.search(r'<li data-clock="next_response">.*?</li>', drawn, re.S)
     assert clock and f'data-due="{(now + timedelta(seconds=DUE_IN_S)).isoformat()}"' in clock.group(0)
@@ -241,7 +250,7 @@ async def test_the_conversation_page_draws_the_cases_progress(progressing: Progr
     assert re.search(r'<li data-clock="resolution">.*data-phase="ok">23h 30m left<', drawn)
     assert 'data-clock="first_response"' not in drawn  # answered: that clock stopped
     kept = re.search(r'<li data-commitment-id="[^"]+" data-status="open">(.*?)</li>', drawn, re.S)
-    due = (now + timedelta(seconds=-1780 + 7200)).strftime("%H:%M")
+    due = shown(now + timedelta(seconds=-1780 + 7200), now)
     assert kept and "get back to you" in kept.group(1) and f">{due}</time>" in kept.group(1)
     assert '<strong class="label">Ask new address</strong> <span class="procedure">(Address change)</span>' in drawn
     assert '<p class="reply-text">Thanks, you&#39;re verified. What is the new address?</p>' in drawn
@@ -286,7 +295,7 @@ async def conversation_progress(page: Page, url: str, p: Progressing) -> None:
 
     promised = progress.locator('.promises li[data-status="open"]')
     await expect(promised).to_contain_text("get back to you")
-    due = (p.now + timedelta(seconds=-1780 + 7200)).strftime("%H:%M")
+    due = shown(p.now + timedelta(seconds=-1780 + 7200), p.now)
     await expect(promised.locator("time")).to_have_text(due)
     await expect(promised.locator(".countdown")).to_have_text(re.compile(r"^1h \d\dm left$"))
 
