@@ -239,3 +239,16 @@ async def test_a_move_is_confirmed_only_on_the_address_read_back_and_then_change
     with sqlite3.connect(shop.db) as conn:
         [(address,)] = conn.execute("SELECT address FROM customers WHERE id = 'CUS-1002'")
     assert address == "12 Elm Road, Leeds LS1 4AB"
+
+
+async def test_a_waiting_action_is_decided_again_on_its_own_arguments_not_on_the_latest_id_mentioned(vigil: Wired):
+    chat = Chat(vigil)
+    await chat.say("customer", "please refund ORD-10001")
+    await chat.say("analyst", "Your identity is verified. I can refund 89.99 for ORD-10001, ok?")
+    # Another account's order, mentioned last: the refund of ORD-10001 must still be decided on ORD-10001.
+    await chat.say("customer", "yes, and my neighbour has ORD-10004 if that matters")
+    action = action_of(chat.cards()[-1])
+    assert action["arguments"]["order_id"] == "ORD-10001"
+    assert (action["status"], action["verdict"], action["rule"]) == (
+        "suggested", "needs_approval", "large_refund_needs_lead",
+    )  # fmt: skip

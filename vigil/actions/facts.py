@@ -15,6 +15,7 @@ from vigil.actions.policy import Verdict
 from vigil.actions.reading import Found, Reading, Said, confirmed, customer_of, identity_verified, read_arguments
 from vigil.actions.rulebook import ActionRequest, Rulebook
 from vigil.cases import actions as stored
+from vigil.cases.actions import ActionRecord
 from vigil.core.clock import Clock
 from vigil.core.errors import ConnectorRefused
 from vigil.db.engine import guarded
@@ -65,32 +66,51 @@ class Facts:
     async def read(
         self, spec: ActionSpec, catalog: Catalog, transcript: Sequence[Said], tenant: str
     ) -> tuple[Reading, dict[str, Any]]:
-        """The arguments of ``spec`` and the facts the rules read, from the conversation and the systems."""
-        facts: dict[str, Any] = {"_sources": {}}
+        """The arguments of ``spec``, read from the conversation and the systems, and the facts the rules read."""
         customer = customer_of(transcript)
-        if customer is not None:
-            facts["customer"] = {"id": customer.value}
-            facts["_sources"]["customer"] = customer.source
-        first = read_arguments(spec, transcript, facts)
-        known = {**({"customer_id": customer.value} if customer is not None else {}), **first.arguments}
-        looked = await self._looked_up(catalog, known)
-        facts["_sources"].update(looked.pop("_sources"))
-        facts.update(looked)
+        known = _known(customer)
+        first = read_arguments(spec, transcript, known)
+        looked = await self._looked_up(catalog, _lookup_values(customer, first.arguments))
         offered = None
         base = spec.suggest.base_cents if spec.goodwill and spec.suggest else None
         if base and self._offers is not None:
             offered = await self._offers.offer(tenant, base)
         elif base:
             offered = Found(base, {"source": "rulebook", "detail": "the goodwill the case merits"})
-        reading = read_arguments(spec, transcript, facts, offered)
-        verified = identity_verified(catalog, transcript)
-        facts["identity_verified"] = verified is not None
-        facts["confirmed"] = (
-            confirmed(catalog, transcript, spec.name, reading.arguments, reading.provenance) is not None
-        )
+        reading = read_arguments(spec, transcript, _merged(known, looked), offered)
+        facts = await self._established(spec, catalog, transcript, tenant, customer, reading, looked)
+        return reading, facts
+
+    async def about(
+        self, record: ActionRecord, spec: ActionSpec, catalog: Catalog, transcript: Sequence[Said]
+    ) -> dict[str, Any]:
+        """The facts the rules read about an action already suggested: the systems asked about its own arguments
+        (not whatever id the conversation names last), and the conversation as it now stands. Nothing is offered:
+        its arguments are fixed."""
+        customer = customer_of(transcript)
+        looked = await self._looked_up(catalog, _lookup_values(customer, record.arguments))
+        reading = Reading(spec, dict(record.arguments), dict(record.provenance))
+        return await self._established(spec, catalog, transcript, record.tenant, customer, reading, looked)
+
+    async def _established(
+        self,
+        spec: ActionSpec,
+        catalog: Catalog,
+        transcript: Sequence[Said],
+        tenant: str,
+        customer: Found | None,
+        reading: Reading,
+        looked: dict[str, Any],
+    ) -> dict[str, Any]:
+        """The facts: the customer, what the systems said, the identity check, the customer's yes to these
+        arguments, and the goodwill already given."""
+        facts = _merged(_known(customer), looked)
+        facts["identity_verified"] = identity_verified(catalog, transcript) is not None
+        read_back = confirmed(catalog, transcript, spec.name, reading.arguments, reading.provenance)
+        facts["confirmed"] = read_back is not None
         if customer is not None and spec.goodwill:
             facts["goodwill"] = {"last_30_days_cents": await self._goodwill(tenant, customer.value)}
-        return reading, facts
+        return facts
 
     async def _looked_up(self, catalog: Catalog, arguments: Mapping[str, Any]) -> dict[str, Any]:
         found: dict[str, Any] = {"_sources": {}}
@@ -123,6 +143,22 @@ class Facts:
     async def _goodwill(self, tenant: str, customer_id: str) -> int:
         async with guarded(self._engine, timeout_s=self._timeout_s, begin=False) as conn:
             return await stored.spend(conn, tenant, since=self._clock.now() - GOODWILL_WINDOW, customer_id=customer_id)
+
+
+def _known(customer: Found | None) -> dict[str, Any]:
+    """What the conversation itself says of the facts: the customer the platform names."""
+    if customer is None:
+        return {"_sources": {}}
+    return {"customer": {"id": customer.value}, "_sources": {"customer": customer.source}}
+
+
+def _lookup_values(customer: Found | None, arguments: Mapping[str, Any]) -> dict[str, Any]:
+    return {**({"customer_id": customer.value} if customer is not None else {}), **arguments}
+
+
+def _merged(known: dict[str, Any], looked: dict[str, Any]) -> dict[str, Any]:
+    rest = {k: v for k, v in looked.items() if k != "_sources"}
+    return {**known, **rest, "_sources": {**known["_sources"], **looked["_sources"]}}
 
 
 def customer(facts: Mapping[str, Any]) -> str | None:

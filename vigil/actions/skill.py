@@ -25,7 +25,6 @@ from vigil.actions.facts import Facts, customer, shown
 from vigil.actions.policy import Verdict
 from vigil.actions.reading import (
     Said,
-    confirmed,
     requested,
 )
 from vigil.actions.rulebook import Rulebook, Rulebooks
@@ -183,10 +182,7 @@ class ActionSkill:
             spec = rulebook.catalog.get(record.name)
             if spec is None:
                 continue
-            _, facts = await self._facts.read(spec, rulebook.catalog, transcript, case.tenant)
-            facts["confirmed"] = (
-                confirmed(rulebook.catalog, transcript, record.name, record.arguments, record.provenance) is not None
-            )
+            facts = await self._facts.about(record, spec, rulebook.catalog, transcript)
             verdict = await self._facts.verdict(rulebook, spec, record.arguments, facts, case.tenant)
             if (verdict.outcome, verdict.rule) == (record.verdict, record.rule):
                 continue
