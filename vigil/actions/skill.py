@@ -167,11 +167,8 @@ class ActionSkill:
     async def _waiting(self, rulebook: Rulebook, case: CaseState) -> list[ActionRecord]:
         """The case's open actions that wait for the conversation (a precondition: the identity check, a yes)."""
         async with guarded(self._engine, timeout_s=self._timeout_s, begin=False) as conn:
-            return [
-                r
-                for r in await stored.of_conversation(conn, case.conversation_id)
-                if r.status in stored.OPEN and r.verdict == "deny" and r.rule in rulebook.catalog.preconditions
-            ]
+            open_ = await stored.of_conversation(conn, case.conversation_id, statuses=stored.OPEN)
+        return [r for r in open_ if r.verdict == "deny" and r.rule in rulebook.catalog.preconditions]
 
     async def _decide_again(
         self, rulebook: Rulebook, transcript: Sequence[Said], case: CaseState, waiting: Sequence[ActionRecord]

@@ -13,7 +13,7 @@ import json
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import sqlalchemy as sa
 from pydantic import BaseModel
@@ -21,14 +21,15 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from vigil.cases.tables import ACTION, ACTION_AUDIT
 from vigil.db.engine import upsert
+from vigil.wire.events import ApproverRole
 
 OPEN = ("suggested",)
 """Statuses an approval or a rejection may move an action out of."""
 PENDING = ("suggested", "approved", "executing")
 """Statuses of an action that may still happen."""
 DONE = ("executed",)
-RANKS = ("analyst", "lead", "admin")
-"""The roles that may decide actions, lowest first (the panel's roles)."""
+RANKS: tuple[str, ...] = get_args(ApproverRole)
+"""The roles that may decide actions, lowest first (the wire's and the panel's roles)."""
 
 Refusal = Literal["unknown_action", "not_open", "expired", "arguments_changed", "not_permitted", "not_runnable"]
 
@@ -104,13 +105,14 @@ async def get(conn: AsyncConnection, action_id: str) -> ActionRecord | None:
     return ActionRecord.of(row) if row is not None else None
 
 
-async def of_conversation(conn: AsyncConnection, conversation_id: str) -> list[ActionRecord]:
-    """The conversation's actions, oldest first."""
-    rows = await conn.execute(
-        sa.select(ACTION)
-        .where(ACTION.c.conversation_id == conversation_id)
-        .order_by(ACTION.c.suggested_at, ACTION.c.action_id)
-    )
+async def of_conversation(
+    conn: AsyncConnection, conversation_id: str, *, statuses: Collection[str] | None = None
+) -> list[ActionRecord]:
+    """The conversation's actions (of ``statuses``, if given), oldest first."""
+    stmt = sa.select(ACTION).where(ACTION.c.conversation_id == conversation_id)
+    if statuses is not None:
+        stmt = stmt.where(ACTION.c.status.in_(list(statuses)))
+    rows = await conn.execute(stmt.order_by(ACTION.c.suggested_at, ACTION.c.action_id))
     return [ActionRecord.of(row) for row in rows]
 
 
