@@ -125,5 +125,7 @@ def sql_next(current: sa.ColumnElement[Any], trigger: Trigger) -> sa.ColumnEleme
             continue
         if not transition.from_:
             return sa.literal(transition.to.value)  # every state leads there: nothing after this row matters
-        whens.append((current.in_([s.value for s in transition.from_]), transition.to.value))
+        # Literals, not one expanding parameter: the statement runs with many rows at once (executemany), which
+        # cannot expand a parameter, and a failed batch is written again one event a transaction.
+        whens.append((current.in_([sa.literal(s.value) for s in transition.from_]), transition.to.value))
     return sa.case(*whens, else_=current) if whens else current
