@@ -27,6 +27,7 @@ from vigil.cases import actions as stored
 from vigil.cases.actions import ActionRecord, Refusal
 from vigil.core.clock import Clock
 from vigil.core.errors import ConnectorError, VigilError
+from vigil.core.faults import fault
 from vigil.db.engine import guarded
 
 log = logging.getLogger(__name__)
@@ -206,11 +207,13 @@ class Approvals:
             if claimed is None:
                 return await stored.get(conn, record.action_id) or record
             await stored.append(conn, claimed, "executing", at=now, actor=VIGIL, detail={"attempt": claimed.attempts})
+        fault("action.after_claim")
         call = self._calls(claimed.tenant, claimed.name)
         if call is None:
             return await self._finish(claimed, "failed", {"error": f"{claimed.name} has no connector to run it"})
         try:
             result = await self._performer.perform(call, claimed.arguments, idempotency_key=claimed.action_id)
+            fault("action.after_call")
         except ConnectorError as exc:
             log.warning(
                 "action %s failed: %s", claimed.action_id, exc, extra={"conversation_id": claimed.conversation_id}
@@ -226,6 +229,7 @@ class Approvals:
             )
             final = done or record
             await stored.append(conn, final, status, at=now, actor=VIGIL, detail={"result": result})
+        fault("action.after_result")
         if self._metrics is not None:
             self._metrics.executed.labels(record.name, status).inc()
         return final

@@ -228,6 +228,7 @@ def compose(
         ),
     )
     chosen = [setup(parts) for name, setup in CAPABILITIES if only is None or name in only]
+    store.keep_with([keeper for c in chosen for keeper in c.keepers])
     chains: dict[str, list[Gate]] = {}
     for capability in chosen:
         for kind, gates in capability.gates.items():

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -26,6 +26,7 @@ from vigil.core.errors import EventConflict, StoreError, StoreUnavailable
 from vigil.db.engine import connected, describe, guarded, is_unavailable, migrate, open_engine, upsert
 from vigil.db.settings import DatabaseSettings
 from vigil.flow.case import Recorded
+from vigil.flow.keeping import Keeper
 from vigil.wire.events import Event, SourceRef, Suggestion
 
 log = logging.getLogger(__name__)
@@ -88,6 +89,11 @@ class CaseStore:
         self._queue: list[_Pending] = []
         self._wake = asyncio.Event()
         self._flusher: asyncio.Task[None] | None = None
+        self._keepers: tuple[Keeper, ...] = ()
+
+    def keep_with(self, keepers: Sequence[Keeper]) -> None:
+        """Have ``keepers`` write in the transaction of every new event from now on (``vigil.flow.keeping``)."""
+        self._keepers = tuple(keepers)
 
     @classmethod
     def from_settings(
@@ -166,6 +172,10 @@ class CaseStore:
                     self._default_tenant,
                     future_skew=self._future_skew,
                 )
+                for pending, result in zip(batch, results, strict=True):
+                    if result.new:
+                        for keeper in self._keepers:
+                            await keeper.keep(conn, pending.event, result.case)
         except Exception as exc:
             if is_unavailable(exc):
                 _fail(batch, StoreUnavailable(f"database unavailable: {describe(exc)}"), exc)

@@ -22,6 +22,7 @@ from prometheus_client import Counter
 
 from vigil.core.clock import Clock
 from vigil.core.errors import Unavailable
+from vigil.core.faults import fault
 from vigil.core.metrics import Metrics
 from vigil.core.retry import Backoff
 from vigil.flow.case import CaseState, Recorded
@@ -105,6 +106,7 @@ class Pipeline:
             StoreError: the database refused the event (the caller dead-letters it).
         """
         recorded = await self._backoff.retry("storing an event", lambda: self._store.record(event))
+        fault("event.after_record")
         if not recorded.new:
             self._metrics.events_duplicate.labels(event.type).inc()
             leftover = await self._backoff.retry(
@@ -160,6 +162,7 @@ class Pipeline:
             )
             self._metrics.skill_failures.labels(skill.name).inc()
             return []
+        fault(f"skill.after:{skill.name}")
         said = []
         for index, proposal in enumerate(proposals):
             decision = await self._backoff.retry(
@@ -281,6 +284,7 @@ class Pipeline:
             self._metrics.suggestion_latency.observe(self._clock.monotonic() - received)
             for watcher in self._watchers:
                 watcher.suggested(suggestion)
+        fault("event.after_publish")
         await self._backoff.retry(
             "marking suggestions published", lambda: self._store.mark_published([s.suggestion_id for s in suggestions])
         )
