@@ -232,7 +232,12 @@ class Approvals:
             return record
         if claimed is None:
             return await self._current(record)
-        fault("action.after_claim")
+        try:
+            fault("action.after_claim")
+        except ConnectorTimeout as exc:  # as if the call had timed out: vigil cannot know whether it went out
+            return await self._finish(claimed, Trigger.UNSURE, _error(exc))
+        except StoreUnavailable:
+            pass  # the claim is committed, and nothing is to be written before the call
         return await self._run(claimed, after_call="action.after_call")
 
     async def reconcile(self) -> int:
