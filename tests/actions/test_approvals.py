@@ -7,10 +7,8 @@ many refunds were made."""
 
 from __future__ import annotations
 
-import sqlite3
 import uuid
 from collections.abc import AsyncIterator, Iterator, Mapping
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -18,6 +16,7 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
+from tests.actions.test_skill import Shop, demo_systems
 from vigil.actions.approvals import Approvals, Performer
 from vigil.actions.catalog import ConnectorCall
 from vigil.actions.connectors.http import Connectors
@@ -32,8 +31,6 @@ from vigil.core import faults
 from vigil.core.clock import ManualClock, SystemClock
 from vigil.core.metrics import Metrics
 from vigil.core.retry import Backoff
-from vigil.dev.systems.seed import seed
-from vigil.dev.systems.server import SystemsServer
 from vigil.wire.events import Feedback, Message
 
 T0 = datetime.now(UTC).replace(microsecond=0)
@@ -46,26 +43,10 @@ REFUND = ConnectorCall(
 )
 
 
-@dataclass
-class Billing:
-    url: str
-    db: Path
-
-    def refunds(self, order_id: str) -> list[int]:
-        """The refunds on ``order_id`` (without the one the seed made on ORD-10002)."""
-        with sqlite3.connect(self.db) as conn:
-            rows = conn.execute(
-                "SELECT amount_cents FROM refunds WHERE order_id = ? AND id != 'RF-70001' ORDER BY id", (order_id,)
-            )
-            return [r[0] for r in rows]
-
-
 @pytest.fixture
-async def billing(tmp_path: Path) -> AsyncIterator[Billing]:
-    db = tmp_path / "systems.sqlite"
-    seed(db, now=SystemClock().now())
-    async with SystemsServer(db) as server:
-        yield Billing(server.url, db)
+async def billing(tmp_path: Path) -> AsyncIterator[Shop]:
+    async with demo_systems(tmp_path) as systems:
+        yield systems
 
 
 @pytest.fixture
@@ -74,7 +55,7 @@ def clock() -> ManualClock:
 
 
 @pytest.fixture
-async def connectors(billing: Billing) -> AsyncIterator[Connectors]:
+async def connectors(billing: Shop) -> AsyncIterator[Connectors]:
     backoff = Backoff(SystemClock(), Metrics(CollectorRegistry()), initial_s=0.01, max_s=0.05)
     async with Connectors({"billing": SystemSettings(base_url=billing.url, timeout_s=5)}, backoff=backoff) as built:
         yield built
@@ -164,7 +145,7 @@ async def steps(store: CaseStore, conversation: str = "c-1") -> list[tuple[str, 
 
 
 async def test_a_crash_after_the_call_is_finished_by_the_reconciler_with_one_refund_in_billing(
-    store: CaseStore, clock: ManualClock, connectors: Connectors, billing: Billing
+    store: CaseStore, clock: ManualClock, connectors: Connectors, billing: Shop
 ):
     dying = approvals_on(store, clock, CrashAfterCall(Running(connectors)))
     record = await approved(store, dying, refund())
@@ -194,7 +175,7 @@ async def test_a_crash_after_the_call_is_finished_by_the_reconciler_with_one_ref
 
 
 async def test_a_database_error_writing_the_result_is_retried_and_the_action_is_executed_once(
-    store: CaseStore, clock: ManualClock, connectors: Connectors, billing: Billing
+    store: CaseStore, clock: ManualClock, connectors: Connectors, billing: Shop
 ):
     approvals = approvals_on(store, clock, Running(connectors))
     record = await approved(store, approvals, refund())
@@ -212,7 +193,7 @@ async def test_a_database_error_writing_the_result_is_retried_and_the_action_is_
 
 
 async def test_an_approval_is_kept_with_its_feedback_event_and_run_after_a_crash_before_the_skill(
-    store: CaseStore, clock: ManualClock, connectors: Connectors, billing: Billing
+    store: CaseStore, clock: ManualClock, connectors: Connectors, billing: Shop
 ):
     approvals = approvals_on(store, clock, Running(connectors))
     record = refund()
@@ -233,7 +214,7 @@ async def test_an_approval_is_kept_with_its_feedback_event_and_run_after_a_crash
 
 
 async def test_a_repeated_approval_of_an_approved_action_resumes_it_and_it_runs_once(
-    store: CaseStore, clock: ManualClock, connectors: Connectors, billing: Billing
+    store: CaseStore, clock: ManualClock, connectors: Connectors, billing: Shop
 ):
     approvals = approvals_on(store, clock, Running(connectors))
     record = await approved(store, approvals, refund())  # and then vigil died: nothing ran
@@ -270,7 +251,7 @@ async def test_a_decision_by_action_id_takes_only_an_action_of_the_feedbacks_own
 
 
 async def test_a_timeout_after_the_system_did_it_is_in_doubt_until_the_reconciler_settles_it(
-    store: CaseStore, clock: ManualClock, connectors: Connectors, billing: Billing
+    store: CaseStore, clock: ManualClock, connectors: Connectors, billing: Shop
 ):
     approvals = approvals_on(store, clock, Running(connectors))
     record = await approved(store, approvals, refund())
@@ -288,7 +269,7 @@ async def test_a_timeout_after_the_system_did_it_is_in_doubt_until_the_reconcile
 
 
 async def test_an_action_the_system_refuses_on_the_resend_fails_for_good(
-    store: CaseStore, clock: ManualClock, connectors: Connectors, billing: Billing
+    store: CaseStore, clock: ManualClock, connectors: Connectors, billing: Shop
 ):
     approvals = approvals_on(store, clock, Running(connectors))
     too_much = await approved(store, approvals, refund(amount=10_000_000))
@@ -306,7 +287,7 @@ async def test_an_action_the_system_refuses_on_the_resend_fails_for_good(
 
 
 async def test_an_action_the_reloaded_rulebook_no_longer_has_fails_with_the_reason(
-    store: CaseStore, clock: ManualClock, connectors: Connectors, billing: Billing
+    store: CaseStore, clock: ManualClock, connectors: Connectors, billing: Shop
 ):
     def reloaded(tenant: str, name: str) -> ConnectorCall:
         raise KeyError(name)
@@ -322,7 +303,7 @@ async def test_an_action_the_reloaded_rulebook_no_longer_has_fails_with_the_reas
 
 
 async def test_arguments_that_fill_no_path_fail_the_action_with_the_reason(
-    store: CaseStore, clock: ManualClock, connectors: Connectors, billing: Billing
+    store: CaseStore, clock: ManualClock, connectors: Connectors, billing: Shop
 ):
     approvals = approvals_on(store, clock, Running(connectors))
     arguments = {"order_id": "", "amount_cents": 2000, "payment_method_id": "PM-5001", "reason": "broken"}

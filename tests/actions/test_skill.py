@@ -49,6 +49,13 @@ class Shop:
 
 @pytest.fixture
 async def shop(tmp_path: Path) -> AsyncIterator[Shop]:
+    async with demo_systems(tmp_path) as systems:
+        yield systems
+
+
+@contextlib.asynccontextmanager
+async def demo_systems(tmp_path: Path) -> AsyncIterator[Shop]:
+    """The demo's systems, seeded, on a loopback port."""
     db = tmp_path / "systems.sqlite"
     seed(db, now=SystemClock().now())
     async with SystemsServer(db) as server:

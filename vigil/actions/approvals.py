@@ -132,11 +132,11 @@ class Approvals:
         the customer said yes); None when it is no longer open."""
         now = self._clock.now()
         async with self._writing() as conn:
-            moved = await stored.move(
+            moved = await _move(
                 conn,
                 record.action_id,
-                from_=lifecycle.sources(Trigger.REDECIDED, Status(status)),
-                to=status,
+                Trigger.REDECIDED,
+                Status(status),
                 verdict=verdict.outcome,
                 rule=verdict.rule,
                 reason=verdict.reason,
@@ -179,11 +179,11 @@ class Approvals:
             return Decision(record)
         to = Status.APPROVED if approve else Status.REJECTED
         trigger = Trigger.APPROVED if approve else Trigger.REJECTED
-        moved = await stored.move(
+        moved = await _move(
             conn,
             record.action_id,
-            from_=lifecycle.sources(trigger, to),
-            to=to,
+            trigger,
+            to,
             decided_by=by,
             decided_at=now,
             **({"claimed_at": now} if approve else {}),
@@ -199,13 +199,7 @@ class Approvals:
         return Decision(moved)
 
     async def _expire(self, conn: AsyncConnection, record: ActionRecord, now: datetime) -> ActionRecord | None:
-        moved = await stored.move(
-            conn,
-            record.action_id,
-            from_=lifecycle.sources(Trigger.EXPIRED, Status.EXPIRED),
-            to=Status.EXPIRED,
-            decided_at=now,
-        )
+        moved = await _move(conn, record.action_id, Trigger.EXPIRED, Status.EXPIRED, decided_at=now)
         if moved is not None:
             await stored.append(conn, moved, Status.EXPIRED, at=now, actor=VIGIL)
         return moved
@@ -343,11 +337,11 @@ class Approvals:
         async def write() -> ActionRecord | None:
             now = self._clock.now()
             async with self._writing() as conn:
-                done = await stored.move(
+                done = await _move(
                     conn,
                     record.action_id,
-                    from_=lifecycle.sources(trigger, to),
-                    to=to,
+                    trigger,
+                    to,
                     result=result,
                     executed_at=now if to == Status.EXECUTED else None,
                 )
@@ -381,6 +375,13 @@ class Approvals:
 
     def _writing(self) -> Any:
         return guarded(self._engine, timeout_s=self._timeout_s, begin=True)
+
+
+async def _move(
+    conn: AsyncConnection, action_id: str, trigger: Trigger, to: Status, **values: Any
+) -> ActionRecord | None:
+    """The table's move ``trigger`` to ``to``, made by the store from the statuses the table says it may leave."""
+    return await stored.move(conn, action_id, from_=lifecycle.sources(trigger, to), to=to, **values)
 
 
 async def _persist(what: str, write: Callable[[], Awaitable[T]], *, failed: Exception | None = None) -> T:
