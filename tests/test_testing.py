@@ -117,6 +117,7 @@ async def test_advancing_runs_the_capabilities_jobs_due_on_the_way_and_moves_the
             "progress-timers",
             "procedures",
             "actions-expiry",
+            "actions-reconcile",
         ]
         later = datetime(2026, 11, 2, 10, 0, 30, tzinfo=UTC)
         await vigil.advance(later)
@@ -125,3 +126,4 @@ async def test_advancing_runs_the_capabilities_jobs_due_on_the_way_and_moves_the
         assert vigil.sample("vigil_job_runs_total", job="knowledge-refresh", outcome="ran") == 1
         # So does the expiry of actions, every 30 s.
         assert vigil.sample("vigil_job_runs_total", job="actions-expiry", outcome="ran") == 1
+        assert vigil.sample("vigil_job_runs_total", job="actions-reconcile", outcome="ran") == 1

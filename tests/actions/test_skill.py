@@ -5,6 +5,8 @@ and every step in the audit log."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import sqlite3
 import uuid
@@ -15,9 +17,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 
 from vigil.app.settings import Settings
 from vigil.cases import actions as stored
+from vigil.cases.tables import CONVERSATION
+from vigil.cases.writes import case_state
+from vigil.core import faults
 from vigil.core.clock import ManualClock, SystemClock
 from vigil.dev.systems.seed import seed
 from vigil.dev.systems.server import SystemsServer
@@ -43,6 +49,13 @@ class Shop:
 
 @pytest.fixture
 async def shop(tmp_path: Path) -> AsyncIterator[Shop]:
+    async with demo_systems(tmp_path) as systems:
+        yield systems
+
+
+@contextlib.asynccontextmanager
+async def demo_systems(tmp_path: Path) -> AsyncIterator[Shop]:
+    """The demo's systems, seeded, on a loopback port."""
     db = tmp_path / "systems.sqlite"
     seed(db, now=SystemClock().now())
     async with SystemsServer(db) as server:
@@ -51,11 +64,28 @@ async def shop(tmp_path: Path) -> AsyncIterator[Shop]:
 
 @pytest.fixture
 async def vigil(tmp_path: Path, shop: Shop) -> AsyncIterator[Wired]:
+    async with wired_to(tmp_path, shop) as running:
+        yield running
+
+
+@pytest.fixture
+async def vigil_on(tmp_path: Path, shop: Shop, db_url: str) -> AsyncIterator[Wired]:
+    """The pipeline on SQLite and on PostgreSQL."""
+    async with wired_to(tmp_path, shop, database={"url": db_url}) as running:
+        yield running
+
+
+@contextlib.asynccontextmanager
+async def wired_to(tmp_path: Path, shop: Shop, **settings: Any) -> AsyncIterator[Wired]:
     systems = {name: {"base_url": shop.url, "timeout_s": 5} for name in ("orders", "billing", "crm")}
-    settings = Settings(
-        _env_file=None, answers={"enabled": False}, progress={"enabled": False}, actions={"systems": systems}
+    chosen = Settings(
+        _env_file=None,
+        answers={"enabled": False},
+        progress={"enabled": False},
+        actions={"systems": systems},
+        **settings,
     )
-    async with wired(tmp_path, settings=settings, clock=ManualClock(T0), capabilities=["cases", "actions"]) as running:
+    async with wired(tmp_path, settings=chosen, clock=ManualClock(T0), capabilities=["cases", "actions"]) as running:
         yield running
 
 
@@ -252,3 +282,84 @@ async def test_a_waiting_action_is_decided_again_on_its_own_arguments_not_on_the
     assert (action["status"], action["verdict"], action["rule"]) == (
         "suggested", "needs_approval", "large_refund_needs_lead",
     )  # fmt: skip
+
+
+async def ready_to_approve(chat: Chat, order: str = "ORD-10001", amount: str = "89.99") -> Suggestion:
+    """The customer asked for a refund, the analyst verified them and read it back, the customer said yes."""
+    await chat.say("customer", f"please refund {order}")
+    await chat.say("analyst", f"Your identity is verified. I can refund {amount} for {order}, ok?")
+    await chat.say("customer", "yes")
+    return chat.cards()[-1]
+
+
+async def test_a_skill_retried_on_the_same_message_returns_the_card_of_the_action_it_stored(vigil_on: Wired):
+    chat = Chat(vigil_on)
+    await chat.say("customer", "Hi, the headphones from order ORD-10001 broke, I want a refund please")
+    [first] = chat.cards()
+    skill = next(s for s in vigil_on.parts.skills if s.name == "actions")
+    event = parse(json.dumps({
+        "type": "message", "schema_version": 1, "message_id": "c-1-m1", "conversation_id": "c-1", "tenant": "acme",
+        "sent_at": (T0 + timedelta(seconds=1)).isoformat(), "role": "customer",
+        "text": "Hi, the headphones from order ORD-10001 broke, I want a refund please",
+        "metadata": {"customer_id": "CUS-1001"},
+    }).encode(), **LIMITS)  # fmt: skip
+    async with vigil_on.store.engine.connect() as conn:
+        head = (await conn.execute(sa.select(CONVERSATION).where(CONVERSATION.c.id == "c-1"))).one()
+
+    retried = await skill.propose(event, case_state(head))  # as the pipeline asks again after an outage
+
+    [card] = [p for p in retried if p.kind == "action"]
+    assert card.action is not None and first.action is not None
+    assert card.action.action_id == first.action.action_id
+    async with vigil_on.store.engine.connect() as conn:
+        assert len(await stored.of_conversation(conn, "c-1")) == 1
+
+
+async def test_a_rejected_request_asked_again_is_a_new_action_with_its_own_id_and_audit_trail(
+    vigil_on: Wired, shop: Shop
+):
+    chat = Chat(vigil_on)
+    card = await ready_to_approve(chat)
+    await chat.decide(card, "rejected", by="lee", role="lead", text="not yet")
+    assert action_of(chat.cards()[-1])["status"] == "rejected"
+
+    again = await ready_to_approve(chat)
+    action = action_of(again)
+    assert action["status"] == "suggested" and action["action_id"] != action_of(card)["action_id"]
+    await chat.decide(again, "approved", by="lee", role="lead", arguments_hash=action["arguments_hash"])
+
+    assert action_of(chat.cards()[-1])["status"] == "executed"
+    assert shop.refunds("ORD-10001") == [8999]
+    async with vigil_on.store.engine.connect() as conn:
+        log = await stored.audit_log(conn, "c-1")
+    by_action = {a: [e.step for e in log if e.action_id == a] for a in {e.action_id for e in log}}
+    assert by_action[action_of(card)["action_id"]][-1] == "rejected"
+    assert by_action[action["action_id"]][-2:] == ["executing", "executed"]
+
+
+async def test_an_approval_whose_event_was_stored_before_a_failure_runs_though_the_skill_never_saw_it(
+    vigil_on: Wired, shop: Shop
+):
+    chat = Chat(vigil_on)
+    card = await ready_to_approve(chat)
+    action = action_of(card)
+    faults.configure("event.after_record=db_error")  # the feedback is stored, then the pipeline fails
+    try:
+        deciding = asyncio.create_task(
+            chat.decide(card, "approved", by="lee", role="lead", arguments_hash=action["arguments_hash"])
+        )
+        while not deciding.done():  # the retry waits on the clock; redelivered, the event is a duplicate
+            await vigil_on.advance(vigil_on.clock.now() + timedelta(seconds=1))
+            await asyncio.sleep(0.05)
+        await deciding
+    finally:
+        faults.configure("")
+    assert shop.refunds("ORD-10001") == []  # no skill ran on the approval
+
+    await vigil_on.advance(vigil_on.clock.now() + timedelta(minutes=3))  # the reconciler's windows
+
+    async with vigil_on.store.engine.connect() as conn:
+        [record] = await stored.of_conversation(conn, "c-1")
+    assert (record.status, record.decided_by) == ("executed", "lee")
+    assert shop.refunds("ORD-10001") == [8999]
+    assert vigil_on.sample("vigil_actions_reconciled_total", was="approved", now="executed") == 1

@@ -14,6 +14,7 @@ from vigil.cases.store import CaseStore
 from vigil.cases.tables import ACTION_AUDIT
 
 T0 = datetime(2026, 3, 10, 9, 0, tzinfo=UTC)
+OPEN = ("suggested",)
 
 
 def record(
@@ -27,7 +28,7 @@ def record(
     arguments = {"order_id": "ORD-1", "amount_cents": amount}
     digest = arguments_hash(name, arguments)
     values: dict[str, object] = {
-        "action_id": action_id(conversation_id, digest),
+        "action_id": action_id(conversation_id, digest, f"{conversation_id}-m1"),
         "conversation_id": conversation_id,
         "tenant": "acme",
         "name": name,
@@ -48,7 +49,8 @@ def test_the_hash_binds_the_action_and_every_argument_and_ignores_key_order():
     assert arguments_hash("refund_order", {"a": 1, "b": 2}) == arguments_hash("refund_order", {"b": 2, "a": 1})
     assert arguments_hash("refund_order", {"a": 1}) != arguments_hash("refund_order", {"a": 2})
     assert arguments_hash("refund_order", {"a": 1}) != arguments_hash("issue_credit", {"a": 1})
-    assert action_id("c-1", "h") != action_id("c-2", "h")
+    assert action_id("c-1", "h", "m1") != action_id("c-2", "h", "m1")
+    assert action_id("c-1", "h", "m1") != action_id("c-1", "h", "m2")  # asked again later: another action
 
 
 async def test_the_same_action_is_stored_once(store: CaseStore):
@@ -63,9 +65,9 @@ async def test_a_status_moves_only_from_where_it_is(store: CaseStore):
     first = record()
     async with store.engine.begin() as conn:
         await actions.insert(conn, first)
-        moved = await actions.move(conn, first.action_id, from_=actions.OPEN, to="approved", decided_by="ana")
+        moved = await actions.move(conn, first.action_id, from_=OPEN, to="approved", decided_by="ana")
         assert moved is not None and (moved.status, moved.decided_by) == ("approved", "ana")
-        assert await actions.move(conn, first.action_id, from_=actions.OPEN, to="approved", decided_by="bo") is None
+        assert await actions.move(conn, first.action_id, from_=OPEN, to="approved", decided_by="bo") is None
         assert (await actions.get(conn, first.action_id)).decided_by == "ana"  # type: ignore[union-attr]
 
 
@@ -74,7 +76,7 @@ async def test_expired_finds_only_open_actions_past_their_time(store: CaseStore)
         await actions.insert(conn, record(amount=1, expires_at=T0 + timedelta(minutes=5)))
         await actions.insert(conn, record(amount=2, expires_at=T0 + timedelta(minutes=50)))
         await actions.insert(conn, record(amount=3, expires_at=T0, status="executed"))
-        due = await actions.expired(conn, T0 + timedelta(minutes=10))
+        due = await actions.expired(conn, T0 + timedelta(minutes=10), statuses=OPEN)
     assert [r.amount_cents for r in due] == [1]
 
 
@@ -85,14 +87,14 @@ async def test_a_customers_history_spans_conversations_within_the_window(store: 
         await actions.insert(conn, record("c-3", amount=3, at=T0))
         await actions.insert(conn, record("c-4", amount=4, at=T0, customer="CUS-2"))
         history = await actions.history(
-            conn, "acme", "CUS-1", since=T0 - timedelta(days=30), statuses=actions.OPEN, excluding=None
+            conn, "acme", "CUS-1", since=T0 - timedelta(days=30), statuses=OPEN, excluding=None
         )
         without = await actions.history(
             conn,
             "acme",
             "CUS-1",
             since=T0 - timedelta(days=30),
-            statuses=actions.OPEN,
+            statuses=OPEN,
             excluding=history[0]["action_id"],
         )
         assert await actions.history(conn, "acme", "CUS-1", since=T0 - timedelta(days=30), statuses=["executed"]) == []

@@ -21,7 +21,7 @@ import yaml
 from tests.e2e.action_chat import Chat, Daemon, action_daemon
 from tests.e2e.shop import Order, Shop
 from tests.kafka_client import read_topic
-from vigil.cases.actions import RANKS, may_approve
+from vigil.actions.lifecycle import RANKS, may_approve
 from vigil.dev.broker import EmbeddedBroker
 
 pytestmark = pytest.mark.e2e

@@ -84,7 +84,30 @@ async def test_an_approval_goes_onto_the_stream_with_who_their_role_and_the_hash
         "analyst",
         action["arguments_hash"],
     )
-    assert event.suggestion_id == "s-acme-1"
+    assert (event.suggestion_id, event.action_id) == ("s-acme-1", action["action_id"])  # found by its id
+
+
+async def test_approving_an_action_approved_whose_run_never_started_resumes_it_and_others_are_refused(
+    acted: CaseStore,
+    outbox: MemoryOutbox,
+    registry,  # type: ignore[no-untyped-def]
+):
+    await say(acted, "acme-6", "acme", 1, "please refund ORD-1")
+    await put(acted, "acme-5", "acme", approver="analyst", status="approved", amount=12)
+    await put(acted, "acme-6", "acme", approver="analyst", status="in_doubt", amount=13)
+    async with acted.engine.connect() as conn:
+        [approved] = await stored.of_conversation(conn, "acme-5")
+        [doubtful] = await stored.of_conversation(conn, "acme-6")
+    async with panel_client(acted, outbox, registry) as client:
+        body = {"arguments_hash": approved.arguments_hash}
+        resumed = await client.post(f"/api/actions/{approved.action_id}/approve", json=body, headers=bearer("ada"))
+        assert resumed.status_code == 202, resumed.text
+        body = {"arguments_hash": doubtful.arguments_hash}
+        settling = await client.post(f"/api/actions/{doubtful.action_id}/approve", json=body, headers=bearer("ada"))
+        assert settling.status_code == 409 and "in_doubt" in settling.text  # the reconciler settles it, not people
+        page = (await client.get("/api/conversations/acme-6", headers=bearer("ada"))).json()
+    assert [a["status"] for a in page["actions"]] == ["in_doubt"]
+    assert len(outbox.submitted) == 1
 
 
 @pytest.mark.parametrize(

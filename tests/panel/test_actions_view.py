@@ -50,12 +50,15 @@ KINDS: dict[str, dict[str, object]] = {
     "blocked": {"verdict": "blocked", "rule": "account_takeover_redirect", "status": "blocked", "approver": None},
     "expired": {"approver": "analyst", "expires_at": NOW - timedelta(seconds=1)},
     "executed": {"approver": "analyst", "status": "executed"},
+    "in_doubt": {"approver": "analyst", "status": "in_doubt"},
+    "resumable": {"approver": "analyst", "status": "approved"},
 }
 OPEN = {"analyst_approves", "lead_approves", "admin_approves", "allowed", "waiting"}
+RESUMES = {"resumable"}  # approved, its run never started: approving again runs it ("Run it now")
 APPROVES = {
-    "ana": {"analyst_approves", "allowed"},
-    "lia": {"analyst_approves", "allowed", "lead_approves"},
-    "ada": {"analyst_approves", "allowed", "lead_approves", "admin_approves"},
+    "ana": {"analyst_approves", "allowed", *RESUMES},
+    "lia": {"analyst_approves", "allowed", "lead_approves", *RESUMES},
+    "ada": {"analyst_approves", "allowed", "lead_approves", "admin_approves", *RESUMES},
 }
 HOSTILE = "<img src=x onerror=alert(1)>"
 
@@ -153,6 +156,11 @@ async def test_a_card_shows_what_will_run_where_it_came_from_the_rule_and_the_ti
     assert re.search(r"Waiting for a decision · expires [^·]+ · (59m \d\ds|1h 00m) left", text), text
     declined = re.search(rf'data-action-id="{acting["declined"]}".*?</li>', page, re.S)
     assert declined and "Declined by the policy: it cannot run" in declined.group(0)
+    waiting = re.search(rf'data-action-id="{acting["waiting"]}".*?</li>', page, re.S)
+    assert waiting and "Waiting for the conversation" in waiting.group(0)
+    doubtful = re.search(rf'data-action-id="{acting["in_doubt"]}".*?</li>', page, re.S)
+    assert doubtful and "In doubt: the system may have done it" in doubtful.group(0)
+    assert "Running" not in doubtful.group(0)
     audit = re.search(r'<details class="audit" id="audit-log">.*?</details>', page, re.S)
     assert audit and audit.group(0).count('data-step="suggested"') == len(KINDS)
     assert HOSTILE not in page  # the customer's words are text, never markup

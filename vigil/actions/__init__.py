@@ -19,14 +19,17 @@ if TYPE_CHECKING:
 def setup(
     settings: ActionsSettings, platform: Platform, *, engine: AsyncEngine, bundled: Path, timeout_s: float | None
 ) -> Capability:
-    """When enabled: the action skill (which also takes approvals arriving as feedback), the expiry of actions not
-    approved in time, and the clients of the company's systems; ``bundled`` is where the bundled rulebooks are."""
+    """When enabled: the action skill (which runs what is approved), the keeper that takes approvals and rejections
+    with their feedback events, the expiry of actions not approved in time, the reconciler of actions whose run was
+    interrupted or is in doubt, and the clients of the company's systems; ``bundled`` is where the bundled rulebooks
+    are."""
     if not settings.enabled:
         return Capability(name="actions")
     from vigil.actions.approvals import Approvals
     from vigil.actions.budget import BudgetMetrics, ConcessionBudget
     from vigil.actions.concessions import Concessions
     from vigil.actions.connectors.http import Connectors
+    from vigil.actions.decisions import ApprovalKeeper
     from vigil.actions.facts import Facts
     from vigil.actions.metrics import ActionMetrics
     from vigil.actions.rulebook import Rulebooks
@@ -43,6 +46,7 @@ def setup(
         calls=lambda tenant, name: rulebooks.of(tenant).catalog[name].connector,
         ttl_s=settings.approval_ttl_s,
         timeout_s=timeout_s,
+        claim_timeout_s=settings.claim_timeout_s,
         metrics=ActionMetrics(platform.registry),
     )
     skill = ActionSkill(
@@ -74,11 +78,26 @@ def setup(
     async def expire(due: object) -> None:
         await approvals.expire()
 
+    async def reconcile(due: object) -> None:
+        await approvals.reconcile()
+
     return Capability(
         name="actions",
         skills=[skill],
-        # Catching up on state: when many windows fall due at once (a replay jumping ahead), the latest does.
-        jobs=[Job("actions-expiry", run=expire, every_s=settings.expiry_every_s, coalesce=True)],
+        keepers=[ApprovalKeeper(approvals)],
+        jobs=[
+            # Catching up on state: when many windows fall due at once (a replay jumping ahead), the latest does.
+            Job("actions-expiry", run=expire, every_s=settings.expiry_every_s, coalesce=True),
+            # Durable: one replica settles each window, and a window missed while vigil was down runs on restart.
+            Job(
+                "actions-reconcile",
+                run=reconcile,
+                every_s=settings.reconcile_interval_s,
+                durable=True,
+                coalesce=True,
+                lease_s=settings.claim_timeout_s,
+            ),
+        ],
         starting=[Step("loading the rulebooks", load)],
         closing=[connectors.aclose],
     )

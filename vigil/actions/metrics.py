@@ -1,9 +1,9 @@
 """The actions' metrics: what was suggested and with which verdict, what the guard blocked, the decisions taken and
-refused, and how executions ended."""
+refused, how executions ended, and what the reconciler settled."""
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter
+from prometheus_client import CollectorRegistry, Counter, Gauge
 
 
 class ActionMetrics:
@@ -37,10 +37,22 @@ class ActionMetrics:
         )
         self.executed = Counter(
             "vigil_action_executions",
-            "Actions run on the company's systems, by action and outcome (executed, failed).",
+            "Actions run on the company's systems, by action and outcome (executed, failed, in_doubt).",
             ["action", "outcome"],
             registry=registry,
         )
         self.expired = Counter(
             "vigil_actions_expired", "Suggested actions that expired before anyone approved them.", registry=registry
+        )
+        self.reconciled = Counter(
+            "vigil_actions_reconciled",
+            "Actions the reconciler took over and sent again, by the status it found (approved, executing, in_doubt) "
+            "and the one it left (executed, failed, in_doubt, executing).",
+            ["was", "now"],
+            registry=registry,
+        )
+        self.in_doubt = Gauge(
+            "vigil_actions_in_doubt",
+            "Actions whose outcome is unknown (the system may have made the change), as the reconciler last counted.",
+            registry=registry,
         )

@@ -36,6 +36,18 @@ class ActionsSettings(BaseModel):
         default_factory=BudgetSettings, description="The concession budget: goodwill per tenant per rolling window."
     )
     expiry_every_s: float = Field(default=30.0, gt=0, description="How often expired actions are marked so.")
+    reconcile_interval_s: float = Field(
+        default=30.0,
+        gt=0,
+        description="How often the reconciler looks for actions to settle: approved or executing ones whose claim "
+        "has lapsed, and those in doubt (their call is sent again under the same idempotency key).",
+    )
+    claim_timeout_s: float = Field(
+        default=60.0,
+        gt=0,
+        description="How long an approved or executing action is left to the process that claimed it before the "
+        "reconciler takes it over (a crash, a replica gone).",
+    )
 
     def rulebook(self, tenant: str) -> str:
         """The rulebook ``tenant`` follows: a bundled rulebook's name or a directory."""

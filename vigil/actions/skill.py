@@ -5,8 +5,9 @@ On a customer's message it finds the actions the rulebook's cues name, reads the
 conversation and the company's systems (each with its provenance), asks the policy, checks the conjunctive-risk
 guard, and records the action with its verdict before proposing its card (``kind: "action"``). On any message it
 decides again the open actions that wait for the conversation (the identity check, the customer's yes), and says so
-when their verdict changes. On an ``approved`` or ``rejected`` feedback it takes the decision through the approval
-gates, which run what is approved, and reports the outcome.
+when their verdict changes. An ``approved`` or ``rejected`` feedback has been taken already, in the transaction
+that recorded it (``vigil.actions.decisions``); the skill then runs the action if it is approved (the first time, on
+a redelivery, or on a repeated approval: whichever comes first claims it), and reports the outcome.
 """
 
 from __future__ import annotations
@@ -18,10 +19,13 @@ from typing import Protocol
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from vigil.actions.approvals import ApprovalRefused, Approvals
+from vigil.actions import lifecycle
+from vigil.actions.approvals import Approvals
 from vigil.actions.cards import card, card_key
 from vigil.actions.catalog import ActionSpec, Catalog
+from vigil.actions.decisions import DECISIONS, action_of
 from vigil.actions.facts import Facts, customer, shown
+from vigil.actions.lifecycle import Status
 from vigil.actions.policy import Verdict
 from vigil.actions.reading import (
     Said,
@@ -30,8 +34,9 @@ from vigil.actions.reading import (
 from vigil.actions.rulebook import Rulebook, Rulebooks
 from vigil.cases import actions as stored
 from vigil.cases.actions import ActionRecord, action_id, arguments_hash
-from vigil.cases.tables import MESSAGE, SUGGESTION
+from vigil.cases.tables import MESSAGE
 from vigil.core.clock import Clock
+from vigil.core.faults import fault
 from vigil.db.engine import guarded
 from vigil.flow.case import CaseState
 from vigil.flow.skills import Proposal, keyed, suggestion_id
@@ -93,11 +98,11 @@ class ActionSkill:
         transcript = await self._transcript(case.conversation_id)
         proposals = await self._decide_again(rulebook, transcript, case, waiting)
         for spec in asked:
-            proposals += await self._suggest(spec, rulebook, transcript, case)
+            proposals += await self._suggest(spec, rulebook, transcript, case, event.message_id)
         return proposals
 
     async def _suggest(
-        self, spec: ActionSpec, rulebook: Rulebook, transcript: Sequence[Said], case: CaseState
+        self, spec: ActionSpec, rulebook: Rulebook, transcript: Sequence[Said], case: CaseState, origin: str
     ) -> list[Proposal]:
         if spec.connector is None or spec.connector.system not in self._facts.systems:
             return []  # nothing could run it: no system is configured for it
@@ -114,7 +119,7 @@ class ActionSkill:
         now = self._clock.now()
         digest = arguments_hash(spec.name, reading.arguments)
         record = ActionRecord(
-            action_id=action_id(case.conversation_id, digest),
+            action_id=action_id(case.conversation_id, digest, origin),
             conversation_id=case.conversation_id,
             tenant=case.tenant,
             name=spec.name,
@@ -135,13 +140,17 @@ class ActionSkill:
         )
         escalation = await self._guarded(record)
         record.suggestion_id = suggestion_id(keyed(case.conversation_id, card_key(record)))
-        if not await self._approvals.record(record):
-            return []  # the same action with the same arguments is on the case already
-        return [card(record, spec), *escalation]
+        kept, new = await self._approvals.record(record)
+        if new:
+            return [card(record, spec), *escalation]
+        if kept.action_id == record.action_id:
+            # This very message stored it, on an earlier try the pipeline made: its card, so that it can be approved.
+            return [card(kept, spec), *(escalation if kept.status == Status.BLOCKED else [])]
+        return []  # the same request is on the case already, and not over
 
     async def _guarded(self, record: ActionRecord) -> list[Proposal]:
         """Block ``record`` if it completes a dangerous chain, and say why in an escalation."""
-        if self._guard is None or record.status != "suggested":
+        if self._guard is None or record.status != Status.SUGGESTED:
             return []
         matched = await self._guard.check(record)
         if matched is None:
@@ -167,7 +176,7 @@ class ActionSkill:
     async def _waiting(self, rulebook: Rulebook, case: CaseState) -> list[ActionRecord]:
         """The case's open actions that wait for the conversation (a precondition: the identity check, a yes)."""
         async with guarded(self._engine, timeout_s=self._timeout_s, begin=False) as conn:
-            open_ = await stored.of_conversation(conn, case.conversation_id, statuses=stored.OPEN)
+            open_ = await stored.of_conversation(conn, case.conversation_id, statuses=lifecycle.OPEN)
         return [r for r in open_ if r.verdict == "deny" and r.rule in rulebook.catalog.preconditions]
 
     async def _decide_again(
@@ -191,46 +200,22 @@ class ActionSkill:
         return cards
 
     async def _judged(self, event: Feedback) -> list[Proposal]:
-        if event.verdict not in ("approved", "rejected"):
+        """Run the action ``event`` approved, if it is still to run; its card once it ran, or was rejected."""
+        if event.verdict not in DECISIONS:
             return []
-        found = await self._action_of(event)
-        if found is None:
+        async with guarded(self._engine, timeout_s=self._timeout_s, begin=False) as conn:
+            record = await action_of(conn, event)
+        if record is None:
             return []
-        try:
-            record = await self._approvals.judge(
-                found,
-                approve=event.verdict == "approved",
-                by=event.by or "unknown",
-                role=event.role,
-                arguments_hash=event.arguments_hash,
-                note=event.text,
-            )
-        except ApprovalRefused as exc:
-            log.warning(
-                "%s of %s refused: %s",
-                event.verdict,
-                found,
-                exc.detail,
-                extra={"conversation_id": event.conversation_id},
-            )
-            return []
+        if record.status == Status.APPROVED:
+            fault("action.after_approve")
+            record = await self._approvals.execute(record)
+            if record.status not in (Status.EXECUTED, Status.FAILED, Status.IN_DOUBT):
+                return []  # another replica has it, or the result waits for the reconciler
+        elif not (record.status == Status.REJECTED and event.verdict == "rejected" and record.decided_by == event.by):
+            return []  # refused (the audit log says why), or decided and run before
         spec = self._rulebooks.of(record.tenant).catalog.get(record.name)
         return [card(record, spec)] if spec is not None else []
-
-    async def _action_of(self, event: Feedback) -> str | None:
-        async with guarded(self._engine, timeout_s=self._timeout_s, begin=False) as conn:
-            row = (
-                await conn.execute(
-                    sa.select(SUGGESTION.c.kind, SUGGESTION.c.action).where(
-                        SUGGESTION.c.suggestion_id == event.suggestion_id,
-                        SUGGESTION.c.conversation_id == event.conversation_id,
-                    )
-                )
-            ).first()
-        if row is None or row.kind != "action" or not isinstance(row.action, dict):
-            return None
-        found = row.action.get("action_id")
-        return found if isinstance(found, str) else None
 
     async def _transcript(self, conversation_id: str) -> list[Said]:
         async with guarded(self._engine, timeout_s=self._timeout_s, begin=False) as conn:
@@ -245,5 +230,5 @@ class ActionSkill:
 
 def _status(verdict: Verdict, catalog: Catalog) -> str:
     if verdict.outcome == "deny" and verdict.rule not in catalog.preconditions:
-        return "declined"
-    return "suggested"
+        return Status.DECLINED
+    return Status.SUGGESTED

@@ -1,9 +1,9 @@
 """The actions of a case as stored: each suggested action, the transitions of its status, and its audit log.
 
-A transition is one guarded UPDATE (``WHERE status IN (...)``), so two replicas or two clicks can never both move an
-action out of the same status: only one approval of an action counts, and only one execution claims it. Every
-transition appends its step to the audit log in the same transaction; the log is never updated (the database
-refuses it).
+The store only persists moves; which moves there are, and who may make them, is ``vigil.actions.lifecycle``. A
+move is one guarded UPDATE (``WHERE status IN (...)``), so two replicas or two clicks can never both move an action
+out of the same status: only one approval of an action counts, and only one execution claims it. Every move appends
+its step to the audit log in the same transaction; the log is never updated (the database refuses it).
 """
 
 from __future__ import annotations
@@ -13,25 +13,18 @@ import json
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal, get_args
+from typing import Any
 
 import sqlalchemy as sa
 from pydantic import BaseModel
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from vigil.cases.tables import ACTION, ACTION_AUDIT
+from vigil.cases.tables import ACTION, ACTION_AUDIT, SUGGESTION
 from vigil.db.engine import upsert
-from vigil.wire.events import ApproverRole
 
-OPEN = ("suggested",)
-"""Statuses an approval or a rejection may move an action out of."""
 PENDING = ("suggested", "approved", "executing")
 """Statuses of an action that may still happen."""
 DONE = ("executed",)
-RANKS: tuple[str, ...] = get_args(ApproverRole)
-"""The roles that may decide actions, lowest first (the wire's and the panel's roles)."""
-
-Refusal = Literal["unknown_action", "not_open", "expired", "arguments_changed", "not_permitted", "not_runnable"]
 
 
 def arguments_hash(name: str, arguments: Mapping[str, Any]) -> str:
@@ -40,9 +33,12 @@ def arguments_hash(name: str, arguments: Mapping[str, Any]) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
-def action_id(conversation_id: str, digest: str) -> str:
-    """The action's id: one per conversation, action and arguments."""
-    return "act-" + hashlib.sha256(f"{conversation_id}\x00{digest}".encode()).hexdigest()[:24]
+def action_id(conversation_id: str, digest: str, origin: str) -> str:
+    """The action's id: one per conversation, action and arguments, and the event that asked for it (``origin``):
+    a skill retried on the same event finds the action it stored, and the same request asked again later, once
+    the first is over, is a new action with its own id (and its own idempotency key on the company's systems)."""
+    key = f"{conversation_id}\x00{digest}\x00{origin}"
+    return "act-" + hashlib.sha256(key.encode()).hexdigest()[:24]
 
 
 @dataclass(slots=True)
@@ -73,6 +69,7 @@ class ActionRecord:
     executed_at: datetime | None = None
     attempts: int = 0
     result: dict[str, Any] | None = None
+    claimed_at: datetime | None = None
 
     @classmethod
     def of(cls, row: sa.Row[Any]) -> ActionRecord:
@@ -173,27 +170,100 @@ async def spends(conn: AsyncConnection, tenant: str, *, since: datetime) -> list
 
 
 async def move(
-    conn: AsyncConnection, action_id: str, *, from_: Collection[str], to: str, **values: Any
+    conn: AsyncConnection,
+    action_id: str,
+    *,
+    from_: Collection[str],
+    to: str,
+    claimed_before: datetime | None = None,
+    **values: Any,
 ) -> ActionRecord | None:
     """Move the action from one of ``from_`` to ``to`` (and set ``values``); the action as it now is, or None when
-    it was in no status of ``from_`` (another replica or click got there first, or it never was)."""
-    done = await conn.execute(
-        sa.update(ACTION)
-        .where(ACTION.c.action_id == action_id, ACTION.c.status.in_(list(from_)))
-        .values(status=to, **values)
-    )
+    it was in no status of ``from_`` (another replica or click got there first, or it never was). With
+    ``claimed_before``, only an action whose claim is older than that (or that has none) moves: a claim that lapsed,
+    taken over once."""
+    where = [ACTION.c.action_id == action_id, ACTION.c.status.in_(list(from_))]
+    if claimed_before is not None:
+        where.append(sa.or_(ACTION.c.claimed_at.is_(None), ACTION.c.claimed_at < claimed_before))
+    done = await conn.execute(sa.update(ACTION).where(*where).values(status=to, **values))
     return await get(conn, action_id) if done.rowcount else None
 
 
-async def expired(conn: AsyncConnection, now: datetime, *, limit: int = 100) -> list[ActionRecord]:
-    """Suggested actions whose time to be approved has passed, oldest first."""
+async def expired(
+    conn: AsyncConnection, now: datetime, *, statuses: Collection[str], limit: int = 100
+) -> list[ActionRecord]:
+    """Actions of ``statuses`` (the open ones) whose time to be approved has passed, oldest first."""
     rows = await conn.execute(
         sa.select(ACTION)
-        .where(ACTION.c.status.in_(OPEN), ACTION.c.expires_at.is_not(None), ACTION.c.expires_at <= now)
+        .where(ACTION.c.status.in_(list(statuses)), ACTION.c.expires_at.is_not(None), ACTION.c.expires_at <= now)
         .order_by(ACTION.c.expires_at)
         .limit(limit)
     )
     return [ActionRecord.of(row) for row in rows]
+
+
+async def lapsed(
+    conn: AsyncConnection,
+    *,
+    claimed: Collection[str],
+    claimed_before: datetime,
+    doubtful: Collection[str],
+    limit: int = 100,
+) -> list[ActionRecord]:
+    """Actions to settle, oldest claim first: those of ``claimed`` whose claim is older than ``claimed_before`` (or
+    that have none), and every one of ``doubtful``."""
+    stale = sa.and_(
+        ACTION.c.status.in_(list(claimed)),
+        sa.or_(ACTION.c.claimed_at.is_(None), ACTION.c.claimed_at < claimed_before),
+    )
+    rows = await conn.execute(
+        sa.select(ACTION)
+        .where(sa.or_(stale, ACTION.c.status.in_(list(doubtful))))
+        .order_by(ACTION.c.claimed_at, ACTION.c.action_id)
+        .limit(limit)
+    )
+    return [ActionRecord.of(row) for row in rows]
+
+
+async def count(conn: AsyncConnection, statuses: Collection[str]) -> int:
+    """How many actions are in ``statuses``, over every tenant."""
+    stmt = sa.select(sa.func.count()).select_from(ACTION).where(ACTION.c.status.in_(list(statuses)))
+    return int((await conn.execute(stmt)).scalar_one())
+
+
+async def twin(
+    conn: AsyncConnection, conversation_id: str, digest: str, *, over: Collection[str]
+) -> ActionRecord | None:
+    """The conversation's latest action with the arguments ``digest`` that is not in one of ``over`` (the statuses
+    after which the same request may be suggested again), or None."""
+    row = (
+        await conn.execute(
+            sa.select(ACTION)
+            .where(
+                ACTION.c.conversation_id == conversation_id,
+                ACTION.c.arguments_hash == digest,
+                ACTION.c.status.not_in(list(over)),
+            )
+            .order_by(ACTION.c.suggested_at.desc(), ACTION.c.action_id)
+            .limit(1)
+        )
+    ).first()
+    return ActionRecord.of(row) if row is not None else None
+
+
+async def of_suggestion(conn: AsyncConnection, suggestion_id: str, conversation_id: str) -> str | None:
+    """The id of the action an ``action`` card of the conversation shows, or None (another kind, or unknown)."""
+    row = (
+        await conn.execute(
+            sa.select(SUGGESTION.c.kind, SUGGESTION.c.action).where(
+                SUGGESTION.c.suggestion_id == suggestion_id, SUGGESTION.c.conversation_id == conversation_id
+            )
+        )
+    ).first()
+    if row is None or row.kind != "action" or not isinstance(row.action, dict):
+        return None
+    found = row.action.get("action_id")
+    return found if isinstance(found, str) else None
 
 
 async def append(
@@ -227,32 +297,3 @@ async def audit_log(conn: AsyncConnection, conversation_id: str) -> list[AuditEn
         sa.select(ACTION_AUDIT).where(ACTION_AUDIT.c.conversation_id == conversation_id).order_by(ACTION_AUDIT.c.seq)
     )
     return [AuditEntry.model_validate(dict(row._mapping)) for row in rows]
-
-
-def may_approve(role: str | None, needed: str) -> bool:
-    """Whether ``role`` is ``needed`` or above (an unknown ``needed`` takes the highest role)."""
-    return role in RANKS and RANKS.index(role) >= RANKS.index(needed if needed in RANKS else RANKS[-1])
-
-
-def refusal(
-    record: ActionRecord, *, approve: bool, role: str | None, arguments_hash: str | None, now: datetime
-) -> tuple[Refusal, str] | None:
-    """Why ``role`` may not approve (or reject) ``record`` now, or None if they may: it is no longer open, it has
-    expired, the arguments are not those approved, the role is below the rule's approver, or it may never run."""
-    if record.status not in OPEN:
-        return "not_open", f"{record.action_id} is {record.status}, not waiting for a decision"
-    if record.expires_at is not None and now >= record.expires_at:
-        return "expired", f"{record.action_id} expired at {record.expires_at.isoformat()}"
-    if arguments_hash is not None and arguments_hash != record.arguments_hash:
-        return "arguments_changed", "the arguments are not those suggested; changed arguments are another action"
-    if not approve:
-        return None if may_approve(role, "analyst") else ("not_permitted", f"{role or 'nobody'} may not decide actions")
-    if record.verdict not in ("allow", "needs_approval"):
-        return "not_runnable", f"{record.rule}: {record.reason}"
-    needed = record.approver if record.verdict == "needs_approval" and record.approver else "analyst"
-    if not may_approve(role, needed):
-        return (
-            "not_permitted",
-            f"{record.rule}: a {needed} approves this action, not {role or 'a caller without a role'}",
-        )
-    return None

@@ -222,8 +222,9 @@ class CaseProgressRow(SQLModel, table=True):
 class ActionRow(SQLModel, table=True):
     """An action vigil suggested for a case (vigil/actions/), its verdict and where it stands.
 
-    ``action_id`` is made from the conversation, the action and its arguments (``arguments_hash``): suggesting the
-    same action with the same arguments again is the same action. An approval names the hash; arguments that
+    ``action_id`` is made from the conversation, the action and its arguments (``arguments_hash``) and the event
+    that asked for it: a skill retried on that event finds the same action, and the same request asked again once
+    the first is over (expired, rejected, failed) is a new action. An approval names the hash; arguments that
     changed since make another action, which needs its own approval.
     """
 
@@ -232,6 +233,7 @@ class ActionRow(SQLModel, table=True):
         sa.Index("ix_action_conversation_id_suggested_at", "conversation_id", "suggested_at"),
         sa.Index("ix_action_customer_suggested_at", "tenant", "customer_id", "suggested_at"),  # the guard's history
         sa.Index("ix_action_status_expires_at", "status", "expires_at"),  # the expiry sweep
+        sa.Index("ix_action_status_claimed_at", "status", "claimed_at"),  # the reconciler
     )
 
     action_id: str = Field(primary_key=True, max_length=ID_LENGTH)
@@ -254,8 +256,9 @@ class ActionRow(SQLModel, table=True):
     approver: str | None = Field(default=None, max_length=32)
     """For ``needs_approval``: the role that must approve."""
     status: str = Field(max_length=16)
-    """``suggested``, ``approved``, ``rejected``, ``executing``, ``executed``, ``failed``, ``expired``; ``declined``
-    (the policy denies it) and ``blocked`` (the guard) are never run."""
+    """``suggested``, ``approved``, ``rejected``, ``executing``, ``in_doubt``, ``executed``, ``failed``,
+    ``expired``; ``declined`` (the policy denies it) and ``blocked`` (the guard) are never run
+    (``vigil.actions.lifecycle``)."""
     suggestion_id: str | None = Field(default=None, max_length=ID_LENGTH)
     suggested_at: datetime = when(nullable=False)
     expires_at: datetime | None = when()
@@ -264,6 +267,9 @@ class ActionRow(SQLModel, table=True):
     executed_at: datetime | None = when()
     attempts: int = 0
     result: dict[str, Any] | None = Field(default=None, sa_column=sa.Column(sa.JSON))
+    claimed_at: datetime | None = when()
+    """When the action was last approved or claimed for a call: an ``approved`` or ``executing`` action whose claim
+    is older than ``VIGIL_ACTIONS__CLAIM_TIMEOUT_S`` is taken over by the reconciler."""
 
 
 class ActionAuditRow(SQLModel, table=True):
@@ -279,8 +285,8 @@ class ActionAuditRow(SQLModel, table=True):
     tenant: str = Field(max_length=ID_LENGTH)
     at: datetime = when(nullable=False)
     step: str = Field(max_length=16)
-    """``suggested``, ``declined``, ``blocked``, ``approved``, ``rejected``, ``refused``, ``executing``,
-    ``executed``, ``failed``, ``expired``."""
+    """``suggested``, ``declined``, ``blocked``, ``redecided``, ``approved``, ``resumed``, ``rejected``,
+    ``refused``, ``executing``, ``in_doubt``, ``executed``, ``failed``, ``expired``."""
     actor: str = Field(max_length=ID_LENGTH)
     """Who: a person's name, or ``vigil``."""
     role: str | None = Field(default=None, max_length=32)

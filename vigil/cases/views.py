@@ -88,8 +88,10 @@ class ActionView(BaseModel):
     reason: str
     approver: str | None
     status: str
-    """``suggested``, ``approved``, ``rejected``, ``executing``, ``executed``, ``failed``, ``expired``, or
-    ``declined`` (the policy forbids it) and ``blocked`` (the guard), which never run."""
+    """``suggested`` (``waiting`` when its verdict is ``deny``: the conversation has a precondition to meet),
+    ``approved``, ``rejected``, ``executing``, ``in_doubt`` (the system may have done it; the reconciler asks it
+    again), ``executed``, ``failed``, ``expired``, or ``declined`` (the policy forbids it) and ``blocked`` (the
+    guard), which never run (``vigil.actions.lifecycle``)."""
     amount_cents: int | None
     goodwill: bool
     suggestion_id: str | None

@@ -17,9 +17,11 @@ The points, in the order an event meets them (grep for ``fault("`` to find each)
 - ``event.after_record``: the event and what the keepers wrote with it are committed; no skill has run;
 - ``skill.after:<name>``: the skill ``<name>`` has proposed (its own writes are done);
 - ``event.after_publish``: the event's suggestions are on every sink, not yet marked published;
+- ``action.after_approve``: an approval is committed with its feedback event; the action skill is about to run it;
 - ``action.after_claim``: an action is claimed for execution (``executing``), its system not yet called;
 - ``action.after_call``: the system answered the call, the result is not yet written;
-- ``action.after_result``: the action's result (``executed``, ``failed``) is committed.
+- ``action.after_result``: the action's result (``executed``, ``failed``, ``in_doubt``) is committed;
+- ``reconcile.after_call``: the reconciler's re-sent call was answered, the result is not yet written.
 """
 
 from __future__ import annotations

@@ -3,9 +3,10 @@ read a case's audit log (``GET /api/conversations/{id}/audit``).
 
 An approval is checked here first, so the caller hears at once why it cannot be taken (403: not their role to
 approve; 409: no longer open, expired, other arguments than those shown, or an action that may never run), then
-goes onto the input stream as a ``feedback`` event naming the caller, their role and the arguments' hash: the
-daemon takes it in the conversation's order and checks it again before anything runs. The audit log has no route
-that writes it.
+goes onto the input stream as a ``feedback`` event naming the action, the caller, their role and the arguments'
+hash: the daemon takes it in the conversation's order, checks it again and records it with the event, and then
+runs what is approved. Approving an action already approved whose run has not started resumes it. The audit log
+has no route that writes it.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from typing import Any, Literal
 from fastapi import APIRouter, HTTPException
 from pydantic import BaseModel, Field
 
-from vigil.cases.actions import AuditEntry, refusal
+from vigil.actions.lifecycle import refusal
+from vigil.cases.actions import AuditEntry
 from vigil.cases.views import CaseViews
 from vigil.core.clock import Clock
 from vigil.panel.identity import Identity
@@ -80,6 +82,7 @@ def action_routes(
             schema_version=1,
             feedback_id=str(uuid.uuid4()),
             suggestion_id=record.suggestion_id,
+            action_id=action_id,
             conversation_id=record.conversation_id,
             tenant=record.tenant,
             verdict=verdict,
@@ -120,7 +123,8 @@ def action_routes(
     )
     async def audit(conversation_id: str, who: Identity = who_is) -> list[AuditEntry]:
         """Every step of every action of the case, in the order it happened: suggested, declined or blocked,
-        decided again, approved or rejected (by whom, in what role), refused, executing, executed or failed, expired."""
+        decided again, approved, resumed or rejected (by whom, in what role), refused, executing, in doubt, executed or
+        failed, expired."""
         log = await views.audit(conversation_id, tenants=who.tenant_filter)
         if log is None:
             raise HTTPException(404, "unknown conversation")

@@ -2,7 +2,7 @@
 run and where each came from, the verdict with the rule behind it, who must approve, where it stands, and the
 Approve and Reject buttons only for a person who may use them; below, the case's audit log.
 
-Who may decide is the API's own rule (``vigil.cases.actions.refusal``), asked of each action with the signed-in
+Who may decide is the API's own rule (``vigil.actions.lifecycle.refusal``), asked of each action with the signed-in
 person's role at the moment the page is drawn, so the page never offers what ``POST /api/actions/{id}/approve``
 would refuse. The buttons carry the ``arguments_hash`` drawn on the card: an approval binds to the arguments the
 person saw, and a card that has changed since is refused (409) rather than run. The section is drawn on the server
@@ -19,7 +19,8 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from vigil.cases.actions import ActionRecord, AuditEntry, refusal
+from vigil.actions.lifecycle import phase, refusal
+from vigil.cases.actions import ActionRecord, AuditEntry
 from vigil.cases.tables import SUGGESTION
 from vigil.cases.views import ActionView, CaseViews, ConversationView
 from vigil.panel.display import Display
@@ -29,9 +30,11 @@ from vigil.panel.progress import Countdown, countdown, moment, words_of
 
 STATUS_WORDS: dict[str, str] = {
     "suggested": "Waiting for a decision",
+    "waiting": "Waiting for the conversation",
     "approved": "Approved, about to run",
     "rejected": "Rejected",
     "executing": "Running",
+    "in_doubt": "In doubt: the system may have done it; vigil is asking it again",
     "executed": "Executed",
     "failed": "Failed",
     "expired": "Expired: not approved in time",
@@ -157,6 +160,7 @@ def card_of(
     """One action's card; its buttons as the API would answer ``who`` at ``now``."""
     record = _record(view, a)
     open_ = refusal(record, approve=False, role=who.role, arguments_hash=None, now=now) is None
+    # Approving an action already approved resumes it (its run never started): the button says "Run it now".
     may_approve = refusal(record, approve=True, role=who.role, arguments_hash=None, now=now) is None
     amount = next((k for k, v in a.arguments.items() if k.endswith("_cents") and v == a.amount_cents), None)
     return ActionCard(
@@ -179,7 +183,7 @@ def card_of(
         reason=a.reason,
         approver=(a.approver or "analyst") if a.verdict == "needs_approval" else None,
         status=a.status,
-        status_words=STATUS_WORDS.get(a.status, words_of(a.status)),
+        status_words=STATUS_WORDS.get(phase(a.status, a.verdict), words_of(a.status)),
         expiry=countdown(a.expires_at, None, display, now) if a.status == "suggested" and a.expires_at else None,
         decided=f"by {a.decided_by} at {moment(a.decided_at, display, now)}" if a.decided_by and a.decided_at else None,
         result=_compact(a.result) if a.result else None,

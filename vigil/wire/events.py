@@ -182,6 +182,11 @@ class Feedback(_Wire):
         description="For `approved`: the `arguments_hash` of the action as the approver saw it; an approval of "
         "arguments that have changed since is refused.",
     )
+    action_id: Id | None = Field(
+        default=None,
+        description="For `approved` and `rejected` of an action: the action decided (the panel's API sets it). "
+        "Without it, the action is the one the judged `action` suggestion shows.",
+    )
 
     @property
     def id(self) -> str:
