@@ -69,7 +69,7 @@ def test_one_sad_remark_alone_is_not_a_customer_to_escalate_but_one_furious_mess
 
 def test_a_message_near_the_size_limit_is_scored_in_a_bounded_time_from_its_opening_and_close():
     # VADER's time grows faster than the text: a 59 KB message took over a second, inside the skill's transaction.
-    middle = "The router was installed on Monday and the engineer checked the line. " * 800
+    middle = "I have been waiting for days and nobody called me back, this is terrible. Can you refund it? " * 640
     huge = f"This is unacceptable, I am furious. {middle} Fix it now or I cancel."
     assert len(huge.encode()) > 56_000
     started = time.perf_counter()
