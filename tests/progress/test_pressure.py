@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from vigil.progress.pressure import chasing, pressure, sentiment
@@ -63,3 +65,14 @@ def test_a_question_about_cancelling_is_not_a_threat_to_cancel():
 def test_one_sad_remark_alone_is_not_a_customer_to_escalate_but_one_furious_message_is():
     assert not pressure(["it says 'this code is no longer valid' 🙁"]).escalate
     assert pressure(["Terrible. Just terrible. You've charged me twice AGAIN."]).escalate
+
+
+def test_a_message_near_the_size_limit_is_scored_in_a_bounded_time_from_its_opening_and_close():
+    # VADER's time grows faster than the text: a 59 KB message took over a second, inside the skill's transaction.
+    middle = "I have been waiting for days and nobody called me back, this is terrible. Can you refund it? " * 640
+    huge = f"This is unacceptable, I am furious. {middle} Fix it now or I cancel."
+    assert len(huge.encode()) > 56_000
+    started = time.perf_counter()
+    score = sentiment(huge)
+    assert time.perf_counter() - started < 0.2
+    assert score <= -0.5  # what the customer says first and last is read

@@ -3,6 +3,9 @@ capability's latest reading of the case (its procedure and step, the customer's 
 
 Commitments are keyed by the message that made them (``<message id>#<n>``), so recording a message twice records
 its promises once. A commitment leaves ``open`` once: ``kept``, ``missed`` or ``cancelled``.
+
+The reads and writes that take many conversations at once serve the progress keeper (vigil/progress/keeper.py), which
+writes for a whole group-committed batch of events with a few statements.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from vigil.cases.tables import CASE_PROGRESS, COMMITMENT
+from vigil.cases.tables import CASE_EVENT, CASE_PROGRESS, COMMITMENT, CONVERSATION, MESSAGE
 from vigil.db.engine import upsert
 
 OPEN = "open"
@@ -110,6 +113,133 @@ async def settle(
         .values(status=status, settled_at=at, settled_by=by)
     )
     return done.rowcount == 1
+
+
+@dataclass(frozen=True, slots=True)
+class Settle:
+    """An open commitment to close as ``status``, at ``at``, by ``by`` (a message, an event, a timer)."""
+
+    conversation_id: str
+    commitment_id: str
+    status: str
+    at: datetime
+    by: str | None
+
+
+_SETTLE = (
+    sa.update(COMMITMENT)
+    .where(
+        COMMITMENT.c.conversation_id == sa.bindparam("b_conversation_id"),
+        COMMITMENT.c.commitment_id == sa.bindparam("b_commitment_id"),
+        COMMITMENT.c.status == OPEN,
+    )
+    .values(status=sa.bindparam("b_status"), settled_at=sa.bindparam("b_at"), settled_by=sa.bindparam("b_by"))
+)
+
+
+async def settle_all(conn: AsyncConnection, settles: Sequence[Settle]) -> None:
+    """``settle`` each of them, in one statement."""
+    if settles:
+        rows = [
+            {
+                "b_conversation_id": s.conversation_id,
+                "b_commitment_id": s.commitment_id,
+                "b_status": s.status,
+                "b_at": s.at,
+                "b_by": s.by,
+            }
+            for s in settles
+        ]
+        await conn.execute(_SETTLE, rows)
+
+
+async def open_commitments(conn: AsyncConnection, conversation_ids: Sequence[str]) -> dict[str, list[Commitment]]:
+    """The open commitments of each of these conversations, in the order they were made."""
+    found: dict[str, list[Commitment]] = {}
+    if conversation_ids:
+        rows = await conn.execute(
+            sa.select(COMMITMENT)
+            .where(COMMITMENT.c.conversation_id.in_(list(conversation_ids)), COMMITMENT.c.status == OPEN)
+            .order_by(COMMITMENT.c.made_at, COMMITMENT.c.commitment_id)
+        )
+        for row in rows:
+            found.setdefault(row.conversation_id, []).append(Commitment.of(row))
+    return found
+
+
+async def readings(conn: AsyncConnection, conversation_ids: Sequence[str]) -> dict[str, Reading]:
+    """The latest reading of each of these cases that has one."""
+    if not conversation_ids:
+        return {}
+    rows = await conn.execute(
+        sa.select(CASE_PROGRESS).where(CASE_PROGRESS.c.conversation_id.in_(list(conversation_ids)))
+    )
+    return {row.conversation_id: Reading.of(row) for row in rows}
+
+
+async def save_readings(conn: AsyncConnection, readings: Sequence[Reading]) -> None:
+    """``save_reading`` each of them, in one statement."""
+    if readings:
+        rows = [{name: getattr(r, name) for name in Reading.__slots__} for r in readings]
+        stmt = upsert(conn, CASE_PROGRESS)
+        update = {name: stmt.excluded[name] for name in Reading.__slots__ if name != "conversation_id"}
+        await conn.execute(stmt.on_conflict_do_update(index_elements=["conversation_id"], set_=update), rows)
+
+
+async def waiting(conn: AsyncConnection, conversation_ids: Sequence[str], *, recent: int) -> dict[str, list[str]]:
+    """For each of these conversations, the customer's messages since an analyst last wrote, oldest first, among
+    its ``recent`` latest messages."""
+    if not conversation_ids:
+        return {}
+    latest = (
+        sa.select(
+            MESSAGE.c.conversation_id,
+            MESSAGE.c.role,
+            MESSAGE.c.text,
+            MESSAGE.c.seq,
+            sa.func.row_number()
+            .over(partition_by=MESSAGE.c.conversation_id, order_by=MESSAGE.c.seq.desc())
+            .label("back"),
+        )
+        .where(MESSAGE.c.conversation_id.in_(list(conversation_ids)))
+        .subquery()
+    )
+    rows = await conn.execute(
+        sa.select(latest.c.conversation_id, latest.c.role, latest.c.text)
+        .where(latest.c.back <= recent)
+        .order_by(latest.c.conversation_id, latest.c.seq.desc())
+    )
+    found: dict[str, list[str]] = {conversation_id: [] for conversation_id in conversation_ids}
+    reached: set[str] = set()  # conversations whose analyst's last message has been met, newest first
+    for row in rows:
+        if row.conversation_id in reached:
+            continue
+        if row.role == "analyst":
+            reached.add(row.conversation_id)
+        elif row.role == "customer":
+            found[row.conversation_id].insert(0, row.text)
+    return found
+
+
+async def assignee_before(conn: AsyncConnection, conversation_id: str, event_id: str) -> str | None:
+    """Who the case was assigned to before its case event ``event_id`` (None: nobody, or no such event)."""
+    c = CASE_EVENT.c
+    this = sa.select(c.seq).where(c.conversation_id == conversation_id, c.event_id == event_id).scalar_subquery()
+    before: str | None = (
+        await conn.execute(
+            sa.select(c.assignee)
+            .where(c.conversation_id == conversation_id, c.assignee.is_not(None), c.seq < this)
+            .order_by(c.seq.desc())
+            .limit(1)
+        )
+    ).scalar()
+    return before
+
+
+async def closed(conn: AsyncConnection, conversation_id: str) -> bool:
+    """Whether the case is closed (a case vigil does not know is not)."""
+    status = (await conn.execute(sa.select(CONVERSATION.c.status).where(CONVERSATION.c.id == conversation_id))).scalar()
+    return status == "closed"
 
 
 async def reading(conn: AsyncConnection, conversation_id: str) -> Reading | None:

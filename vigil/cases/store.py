@@ -1,8 +1,11 @@
 """The case store's write path: conversations, messages, case events, suggestions and feedback into SQL.
 
 Events are written in group-committed batches: each caller of ``record`` waits until its event is durably committed,
-while events from many conversations share one transaction. What the panel and the API read of the cases is in
-``vigil/cases/views.py``; the engine, the error boundary and migrations in ``vigil/db/engine.py``.
+while events from many conversations share one transaction, with what the keepers write for them
+(vigil/flow/keeping.py). That the skills have finished with an event (``finished``) is noted in the next batch's
+transaction, nobody waiting for it: a crash before then only shows the event to the skills once more. What the
+panel and the API read of the cases is in ``vigil/cases/views.py``; the engine, the error boundary and migrations
+in ``vigil/db/engine.py``.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from vigil.core.errors import EventConflict, StoreError, StoreUnavailable
 from vigil.db.engine import connected, describe, guarded, is_unavailable, migrate, open_engine, upsert
 from vigil.db.settings import DatabaseSettings
 from vigil.flow.case import Recorded
-from vigil.flow.keeping import Keeper
+from vigil.flow.keeping import BatchKeeper, Keeper, Kept, keep_all
 from vigil.wire.events import Event, SourceRef, Suggestion
 
 log = logging.getLogger(__name__)
@@ -89,9 +92,10 @@ class CaseStore:
         self._queue: list[_Pending] = []
         self._wake = asyncio.Event()
         self._flusher: asyncio.Task[None] | None = None
-        self._keepers: tuple[Keeper, ...] = ()
+        self._keepers: tuple[Keeper | BatchKeeper, ...] = ()
+        self._finished: list[tuple[Event, datetime]] = []  # marks waiting for the next batch
 
-    def keep_with(self, keepers: Sequence[Keeper]) -> None:
+    def keep_with(self, keepers: Sequence[Keeper | BatchKeeper]) -> None:
         """Have ``keepers`` write in the transaction of every new event from now on (``vigil.flow.keeping``)."""
         self._keepers = tuple(keepers)
 
@@ -150,40 +154,56 @@ class CaseStore:
         """
         pending = _Pending(event, self._clock.now())
         self._queue.append(pending)
+        self._wake_flusher()
+        return await pending.done
+
+    def finished(self, event: Event) -> None:
+        """Note, with the next batch, that the skills have finished with ``event`` (recorded earlier): a redelivery
+        of it is then a plain duplicate. Returns at once; the note is lost if the process dies first."""
+        self._finished.append((event, self._clock.now()))
+        self._wake_flusher()
+
+    def _wake_flusher(self) -> None:
         if self._flusher is None or self._flusher.done():
             self._flusher = asyncio.create_task(self._flush_forever(), name="vigil-store-flusher")
         self._wake.set()
-        return await pending.done
 
     async def _flush_forever(self) -> None:
         while True:
             await self._wake.wait()
             self._wake.clear()
-            while self._queue:
+            while self._queue or self._finished:
                 batch, self._queue = self._queue[: self._batch_max], self._queue[self._batch_max :]
                 await self._write(batch)
 
     async def _write(self, batch: list[_Pending]) -> None:
+        marks, self._finished = self._finished, []
         try:
             async with asyncio.timeout(self._timeout_s), connected(self.engine) as conn, conn.begin():
+                # The marks first: a redelivery in this very batch of an event just finished is then a plain duplicate.
+                await cases.mark_finished(conn, marks)
                 results = await cases.record_batch(
                     conn,
                     [(p.event, p.received_at) for p in batch],
                     self._default_tenant,
                     future_skew=self._future_skew,
                 )
-                for pending, result in zip(batch, results, strict=True):
-                    if result.new:
-                        for keeper in self._keepers:
-                            await keeper.keep(conn, pending.event, result.case)
+                new = [Kept(p.event, r.case) for p, r in zip(batch, results, strict=True) if r.new]
+                await keep_all(conn, self._keepers, new)
         except Exception as exc:
+            self._finished[:0] = marks  # noted with the next batch that goes through
             if is_unavailable(exc):
                 _fail(batch, StoreUnavailable(f"database unavailable: {describe(exc)}"), exc)
+                if not batch:
+                    await asyncio.sleep(min(1.0, self._timeout_s))  # only marks to write: not in a tight loop
             elif len(batch) > 1:
                 for pending in batch:  # find the one that failed; the others go through on their own
                     await self._write([pending])
-            else:
+            elif batch:
                 _fail(batch, exc if isinstance(exc, EventConflict) else StoreError(f"refused: {describe(exc)}"), exc)
+            else:
+                log.error("cannot note events finished: %s", describe(exc))
+                self._finished = []  # refused: a redelivery shows them to the skills again, which is safe
             return
         for pending, result in zip(batch, results, strict=True):
             if not pending.done.done():
@@ -237,7 +257,12 @@ class CaseStore:
             yield conn
 
     async def close(self) -> None:
-        """Stop the writer (failing what is still queued) and close the database connections."""
+        """Stop the writer (failing what is still queued, after a last try to note the events finished) and close
+        the database connections."""
+        if self._finished and not self._queue:
+            with contextlib.suppress(Exception):
+                async with asyncio.timeout(self._timeout_s):
+                    await self._write([])
         if self._flusher is not None:
             self._flusher.cancel()
             await asyncio.gather(self._flusher, return_exceptions=True)

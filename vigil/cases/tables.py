@@ -71,6 +71,8 @@ class MessageRow(SQLModel, table=True):
     author: str | None = Field(default=None, max_length=ID_LENGTH)
     text: str = Field(sa_type=sa.Text)
     meta: dict[str, Any] | None = Field(default=None, sa_column=sa.Column("metadata", sa.JSON))
+    finished_at: datetime | None = when()
+    """When the skills had finished with it (None: a redelivery shows it to them again; vigil/flow/pipeline.py)."""
 
 
 class CaseEventRow(SQLModel, table=True):
@@ -89,6 +91,8 @@ class CaseEventRow(SQLModel, table=True):
     priority: str | None = Field(default=None, max_length=ID_LENGTH)
     status: str | None = Field(default=None, max_length=ID_LENGTH)
     resolution: dict[str, Any] | None = Field(default=None, sa_column=sa.Column(sa.JSON))
+    finished_at: datetime | None = when()
+    """When the skills had finished with it (as a message's)."""
 
 
 class SuggestionRow(SQLModel, table=True):
@@ -130,6 +134,8 @@ class FeedbackRow(SQLModel, table=True):
     received_at: datetime = when(index=True, nullable=False)
     """Indexed: the miner reads the verdicts received since its mark (vigil/mining/feedback.py)."""
     text: str | None = Field(default=None, sa_type=sa.Text)
+    finished_at: datetime | None = when()
+    """When the skills had finished with it (as a message's)."""
 
 
 class ReadMark(SQLModel, table=True):

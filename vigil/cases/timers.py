@@ -138,6 +138,31 @@ async def cancel_ids(conn: AsyncConnection, timer_ids: Sequence[str]) -> None:
         )
 
 
+async def cancel_in(conn: AsyncConnection, conversation_ids: Sequence[str]) -> None:
+    """Cancel every running timer of these conversations (cases that closed)."""
+    if conversation_ids:
+        await conn.execute(
+            sa.update(TIMER)
+            .where(TIMER.c.conversation_id.in_(list(conversation_ids)), TIMER.c.status == RUNNING)
+            .values(status=CANCELLED, owner=None, lease_until=None)
+        )
+
+
+async def running_in(conn: AsyncConnection, conversation_ids: Sequence[str]) -> dict[str, list[Timer]]:
+    """The running timers of each of these conversations, soonest due first (read through the same index as
+    ``running``)."""
+    found: dict[str, list[Timer]] = {}
+    if conversation_ids:
+        rows = await conn.execute(
+            sa.select(TIMER)
+            .where(TIMER.c.conversation_id.in_(list(conversation_ids)), TIMER.c.status == RUNNING)
+            .order_by(TIMER.c.due_at, TIMER.c.timer_id)
+        )
+        for row in rows:
+            found.setdefault(row.conversation_id, []).append(Timer.of(row))
+    return found
+
+
 async def running(conn: AsyncConnection, conversation_id: str) -> list[Timer]:
     """The conversation's running timers, soonest due first."""
     rows = await conn.execute(

@@ -112,7 +112,7 @@ async def record_batch(
         if isinstance(event, Feedback):
             results[index] = await _feedback(conn, event, received_at)
         elif (event.conversation_id, event.id) not in new_ids:
-            results[index] = Recorded(new=False)
+            results[index] = await _stored_before(conn, event)
         else:
             shape, row = _conversation_change(event, default_tenant, latest=received_at + future_skew)
             changes.setdefault(shape, []).append((index, row))
@@ -305,7 +305,68 @@ async def _feedback(conn: AsyncConnection, f: Feedback, received_at: datetime) -
         "text": f.text,
     }
     inserted = await conn.execute(upsert(conn, FEEDBACK).values(row).on_conflict_do_nothing())
-    return Recorded(new=inserted.rowcount == 1, case=case_state(head), suggestion_kind=judged.kind if judged else None)
+    kind = judged.kind if judged else None
+    if inserted.rowcount == 1:
+        return Recorded(new=True, case=case_state(head), suggestion_kind=kind)
+    finished = await _finished_at(conn, f)
+    return Recorded(new=False, case=case_state(head), suggestion_kind=kind, finished=finished is not None)
+
+
+async def _stored_before(conn: AsyncConnection, event: Message | CaseEvent) -> Recorded:
+    """What recording an event stored before comes to: nothing new, and whether its skills had finished with it (if
+    not, the case as it stands now, to show it to them again). Rare: a redelivery."""
+    if await _finished_at(conn, event) is not None:
+        return Recorded(new=False, finished=True)
+    head = (await conn.execute(sa.select(*_CASE_COLUMNS).where(CONVERSATION.c.id == event.conversation_id))).first()
+    return Recorded(new=False, case=case_state(head) if head is not None else None)
+
+
+def _key(event: Event) -> tuple[sa.Table, sa.Column[Any]]:
+    """The table an event is stored in, and the column of its own id there."""
+    if isinstance(event, Message):
+        return MESSAGE, MESSAGE.c.message_id
+    if isinstance(event, CaseEvent):
+        return CASE_EVENT, CASE_EVENT.c.event_id
+    return FEEDBACK, FEEDBACK.c.feedback_id
+
+
+async def _finished_at(conn: AsyncConnection, event: Event) -> datetime | None:
+    table, own_id = _key(event)
+    at: datetime | None = (
+        await conn.execute(
+            sa.select(table.c.finished_at).where(table.c.conversation_id == event.conversation_id, own_id == event.id)
+        )
+    ).scalar()
+    return at
+
+
+@functools.cache
+def _mark_finished(dialect: str, table: str) -> Any:
+    """UPDATE ... SET finished_at, one row per parameter set (run with many)."""
+    target = metadata.tables[table]
+    own_id = {"message": "message_id", "case_event": "event_id", "feedback": "feedback_id"}[table]
+    return (
+        sa.update(target)
+        .where(
+            target.c.conversation_id == sa.bindparam("b_conversation_id"),
+            target.c[own_id] == sa.bindparam("b_id"),
+            target.c.finished_at.is_(None),
+        )
+        .values(finished_at=sa.bindparam("b_at"))
+    )
+
+
+async def mark_finished(conn: AsyncConnection, events: Sequence[tuple[Event, datetime]]) -> None:
+    """Note that the skills have finished with these events (at the time given with each): one statement per table
+    however many events."""
+    by_table: dict[str, list[dict[str, Any]]] = {}
+    for event, at in events:
+        table, _ = _key(event)
+        by_table.setdefault(table.name, []).append(
+            {"b_conversation_id": event.conversation_id, "b_id": event.id, "b_at": at}
+        )
+    for table_name, rows in by_table.items():
+        await conn.execute(_mark_finished(conn.dialect.name, table_name), rows)
 
 
 def _check_judged(f: Feedback, judged: sa.Row[Any] | None) -> None:

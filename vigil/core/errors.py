@@ -20,6 +20,7 @@
     │   ├── ConnectorUnavailable the system cannot be reached or answered 5xx/429 (also an Unavailable, the system)
     │   └── ConnectorRefused     the system said no (a 4xx and its detail): permanent, never retried
     ├── StartupError         a part did not start in time
+    ├── Overrun              vigil's own work in a transaction outran its time limit (not the database: never retried)
     ├── LeaseLost            work's lease passed to another replica before its results were written (none were)
     ├── InvalidCursor        a page cursor vigil did not give out (the API answers 422)
     ├── AuthError            a panel sign-in was refused or failed (the message may be shown to the person)
@@ -153,6 +154,11 @@ class ConnectorRefused(ConnectorError):
         super().__init__(system, message)
         self.status = status
         self.detail = detail
+
+
+class Overrun(VigilError):
+    """Work inside a database transaction outran the transaction's time limit while vigil itself kept the event loop
+    busy: the database was not what was slow, so this is neither ``StoreUnavailable`` nor worth a retry."""
 
 
 class StartupError(VigilError):

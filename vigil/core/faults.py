@@ -17,6 +17,8 @@ The points, in the order an event meets them (grep for ``fault("`` to find each)
 - ``event.after_record``: the event and what the keepers wrote with it are committed; no skill has run;
 - ``skill.after:<name>``: the skill ``<name>`` has proposed (its own writes are done);
 - ``event.after_publish``: the event's suggestions are on every sink, not yet marked published;
+- ``event.after_finish``: the skills have finished with the event and its ``finished`` mark is queued for the store's
+  next batch (not yet committed: a crash here shows the event to the skills once more, which must change nothing);
 - ``action.after_approve``: an approval is committed with its feedback event; the action skill is about to run it;
 - ``action.after_claim``: an action is claimed for execution (``executing``), its system not yet called;
 - ``action.after_call``: the system answered the call, the result is not yet written;

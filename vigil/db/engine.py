@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
-from vigil.core.errors import LeaseLost, SettingsError, StoreError, StoreUnavailable, VigilError
+from vigil.core.errors import LeaseLost, Overrun, SettingsError, StoreError, StoreUnavailable, VigilError
 from vigil.db.migrate import upgrade
 from vigil.db.settings import DatabaseSettings
 
@@ -178,10 +179,16 @@ async def guarded(
     ``begin``, else rolled back at the end; database errors come out as vigil's, ``unavailable`` or ``refused``
     (``what`` names the database in their messages).
 
+    A time limit that passes while the event loop's own thread was busy for most of it (vigil's work inside the
+    block, or other work holding the loop) is ``Overrun``: the database was not what was slow, and asking again would
+    only take as long.
+
     Raises:
-        StoreUnavailable: (by default) the database could not be reached, or the work took longer than ``timeout_s``.
+        StoreUnavailable: (by default) the database could not be reached, or did not answer within ``timeout_s``.
         StoreError: (by default) the database refused a statement.
+        Overrun: the time limit passed while vigil's own work held the event loop.
     """
+    busy_from = time.thread_time()
     try:
         async with asyncio.timeout(timeout_s), connected(engine, unavailable=unavailable, what=what) as conn:
             if not begin:
@@ -191,8 +198,20 @@ async def guarded(
                 yield conn
     except (refused, LeaseLost):  # the caller's own verdict on its transaction, not the database's
         raise
+    except TimeoutError as exc:
+        busy = time.thread_time() - busy_from
+        if timeout_s is not None and busy >= timeout_s * OWN_WORK_SHARE:
+            raise Overrun(
+                f"work on {what} took longer than {timeout_s:g}s, {busy:.2f}s of it vigil's own (not {what})"
+            ) from exc
+        raise translate(exc, unavailable=unavailable, refused=refused, what=what) from exc
     except Exception as exc:
         raise translate(exc, unavailable=unavailable, refused=refused, what=what) from exc
+
+
+OWN_WORK_SHARE = 0.5
+"""The share of a transaction's time limit the event loop's thread must have spent computing (not waiting) for a
+timeout to be vigil's own overrun rather than the database being slow."""
 
 
 def upsert(conn: AsyncConnection, table: sa.Table) -> Any:

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
 
     from vigil.flow.gates import Gate
-    from vigil.flow.keeping import Keeper
+    from vigil.flow.keeping import BatchKeeper, Keeper
     from vigil.flow.pipeline import Watcher
     from vigil.flow.scheduler import Job
     from vigil.flow.skills import Skill
@@ -64,7 +64,7 @@ class Capability:
     checks: Mapping[str, Check] = field(default_factory=dict)
     """Readiness checks, by the name ``/readyz`` reports."""
     watchers: Sequence[Watcher] = ()
-    keepers: Sequence[Keeper] = ()
+    keepers: Sequence[Keeper | BatchKeeper] = ()
     """Writes kept in each event's own transaction (``vigil.flow.keeping``), in capability order."""
     starting: Sequence[Step] = ()
     """Run in order at start-up, each retried with back-off, before the consumer starts."""

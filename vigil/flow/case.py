@@ -44,5 +44,8 @@ class Recorded:
 
     new: bool
     case: CaseState | None = None
+    """The case after the event; for an event stored before and not finished, the case as it stands now."""
     suggestion_kind: str | None = None
     """For feedback: the kind of the suggestion it judges (None if vigil does not know that suggestion)."""
+    finished: bool = False
+    """For an event stored before: whether the skills had finished with it (if not, they are shown it again)."""

@@ -1,8 +1,13 @@
 """The pipeline: store the event, apply it to its case, let skills propose, gate, store and publish.
 
 One call handles one event; the caller (``ingest``) guarantees that a conversation's events arrive one at a time,
-in order. Each step is idempotent by the event's id, so a re-delivered event changes nothing, except that a
-suggestion stored but not yet published before a crash is published now.
+in order. Each step is idempotent by the event's id. An event is done when the skills have finished with it, not
+when it is stored: once every skill has answered (or failed for a bug, which asking again would not change), the
+store notes it ``finished`` with its next batch. A re-delivered event that was finished changes nothing, except that
+a suggestion stored but not yet published before a crash is published now; one that was not (a crash, or a
+dependency down, between its commit and the skills' end) is shown to the skills again, with the case as it stands.
+Their writes are keyed by the event, and their suggestions' ids by the event and what is said, so a second run
+stores nothing twice, and what was already published is not published again.
 
 A skill that a dependency fails (``Unavailable``: its knowledge store, say) is asked again a few times with
 back-off, then stays silent for this event (counted under the error's reason, ``knowledge_unavailable`` for
@@ -51,6 +56,10 @@ class Recorder(Protocol):
 
     async def unpublished_replies(self, conversation_id: str, event_id: str) -> list[Suggestion]:
         """The suggestions replying to this event that were stored but not published."""
+        ...
+
+    def finished(self, event: Event) -> None:
+        """Note (soon, without waiting) that the skills have finished with ``event``."""
         ...
 
 
@@ -109,18 +118,35 @@ class Pipeline:
         fault("event.after_record")
         if not recorded.new:
             self._metrics.events_duplicate.labels(event.type).inc()
-            leftover = await self._backoff.retry(
-                "reading unpublished suggestions",
-                lambda: self._store.unpublished_replies(event.conversation_id, event.id),
-            )
+        if not recorded.new and recorded.finished:
+            leftover = await self._unpublished(event)
             await self._publish(self._timely(leftover, event, superseded), received)
             return
-        self._observe(event, recorded.case, recorded.suggestion_kind)
-        suggestions = [s for skill in self._skills for s in await self._consult(skill, event, recorded.case, received)]
+        if recorded.new:
+            self._observe(event, recorded.case, recorded.suggestion_kind)
+        suggestions: list[Suggestion] = []
+        done = True
+        for skill in self._skills:
+            said, answered = await self._consult(skill, event, recorded.case, received)
+            suggestions += said
+            done = done and answered
         suggestions = self._timely(suggestions, event, superseded)
         for suggestion in suggestions:
             await self._backoff.retry("storing a suggestion", partial(self._store.save_suggestion, suggestion))
+        if not recorded.new:
+            # Shown to the skills again: what they said then and was published stays said; what was stored and
+            # not published (then or now) goes out.
+            suggestions = self._timely(await self._unpublished(event), event, superseded)
         await self._publish(suggestions, received)
+        if done:
+            self._store.finished(event)
+            fault("event.after_finish")
+
+    async def _unpublished(self, event: Event) -> list[Suggestion]:
+        return await self._backoff.retry(
+            "reading unpublished suggestions",
+            lambda: self._store.unpublished_replies(event.conversation_id, event.id),
+        )
 
     def _observe(self, event: Event, case: CaseState | None, suggestion_kind: str | None) -> None:
         if isinstance(event, Feedback):
@@ -129,12 +155,16 @@ class Pipeline:
             for watcher in self._watchers:
                 watcher.recorded(event, case)
 
-    async def _consult(self, skill: Skill, event: Event, case: CaseState | None, received: float) -> list[Suggestion]:
+    async def _consult(
+        self, skill: Skill, event: Event, case: CaseState | None, received: float
+    ) -> tuple[list[Suggestion], bool]:
+        """What ``skill`` says of ``event`` that its gates let through, and whether it has finished with the event
+        (False while a dependency it needs is unavailable: a redelivery asks it again)."""
         gate = self._gates[skill.kind]
         admitted = await self._backoff.retry("consulting the gate", lambda: gate.admit(skill.kind, event, case))
         if not admitted.speak:
             self._silenced(admitted.reason)
-            return []
+            return [], True
         try:
             proposals = await self._backoff.retry(
                 f"asking the {skill.name} skill",
@@ -151,7 +181,7 @@ class Pipeline:
                 extra={"conversation_id": event.conversation_id},
             )
             self._silenced(exc.reason)
-            return []
+            return [], False
         except Exception:
             log.exception(
                 "skill %s failed on %s %s",
@@ -161,7 +191,7 @@ class Pipeline:
                 extra={"conversation_id": event.conversation_id},
             )
             self._metrics.skill_failures.labels(skill.name).inc()
-            return []
+            return [], True
         fault(f"skill.after:{skill.name}")
         said = []
         for index, proposal in enumerate(proposals):
@@ -172,7 +202,7 @@ class Pipeline:
                 self._silenced(decision.reason)
                 continue
             said.append(self._suggestion(proposal, event, case, f"{skill.name}/{index}", received))
-        return said
+        return said, True
 
     def _silenced(self, reason: str, count: int = 1) -> None:
         """Count ``count`` suggestions kept quiet for ``reason`` (most events are: every one no skill answers)."""

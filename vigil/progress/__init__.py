@@ -17,13 +17,15 @@ if TYPE_CHECKING:
 def setup(
     settings: ProgressSettings, platform: Platform, *, engine: AsyncEngine, outlet: Outlet, timeout_s: float | None
 ) -> Capability:
-    """When enabled, the progress skill (consulted on every message and case event), the next-step skill, the
-    timers' sweep (which speaks through ``outlet``) and the procedures' mining."""
+    """When enabled, the progress keeper (timers, commitments and the reading, written with each event), the
+    progress skill (escalations and handovers), the next-step skill, the timers' sweep (which speaks through
+    ``outlet``) and the procedures' mining."""
     if not settings.enabled:
         return Capability(name="progress")
     from vigil.flow.gates import ConfidenceGate
     from vigil.flow.scheduler import replica_id
     from vigil.progress.commitments import warm_up
+    from vigil.progress.keeper import ProgressKeeper
     from vigil.progress.library import Library
     from vigil.progress.next_step import NextStepSkill
     from vigil.progress.reminders import Reminders
@@ -49,12 +51,12 @@ def setup(
         window=settings.procedures_window,
         min_cases=settings.procedures_min_cases,
     )
+    keeper = ProgressKeeper(settings=settings, clock=platform.clock, reminders=reminders)
     return Capability(
         name="progress",
+        keepers=[keeper],
         skills=[
-            ProgressSkill(
-                engine=engine, settings=settings, clock=platform.clock, reminders=reminders, timeout_s=timeout_s
-            ),
+            ProgressSkill(engine=engine, settings=settings, clock=platform.clock, keeper=keeper, timeout_s=timeout_s),
             NextStepSkill(engine=engine, library=library, clock=platform.clock, timeout_s=timeout_s),
         ],
         gates={"next_step": [ConfidenceGate(settings.next_step_min_confidence)]},

@@ -2,7 +2,8 @@
 
 A timer's warning becomes a ``follow_up`` suggestion to the analyst: an SLA target about to pass, a promise about
 to fall due. At its due time an SLA timer counts a breach (``vigil_sla_breaches_total``) and a commitment still open
-becomes ``missed``, with a ``follow_up`` saying so. Each timer is taken by one replica at a time
+becomes ``missed``, with a ``follow_up`` saying so. On a closed case a timer says nothing (its commitment is
+cancelled). Each timer is taken by one replica at a time
 (vigil/cases/timers.py); a suggestion's id is made from the timer and its stage, so one fired twice after a crash is
 the same suggestion.
 
@@ -150,6 +151,8 @@ class Reminders:
         """Say what a timer calls for; False if that failed (the timer stays held until its lease ends, then is
         tried again)."""
         try:
+            if await self._closed(timer, now):
+                return True  # nothing to say on a closed case: the timer is moved on, and is done
             if timer.kind == COMMITMENT:
                 await self._commitment(timer, now)
             else:
@@ -157,6 +160,22 @@ class Reminders:
         except Exception:
             log.exception("timer %s could not fire; tried again when its lease ends", timer.timer_id)
             return False
+        return True
+
+    async def _closed(self, timer: Timer, now: datetime) -> bool:
+        """Whether the timer's case is closed. Its ``closed`` event cancels its timers and open commitments in the
+        same transaction (vigil/progress/keeper.py), but a timer armed by hand, or by a version of vigil before that,
+        may still run: it says nothing, and its commitment is cancelled, never missed."""
+        async with guarded(self._engine, timeout_s=self._timeout_s, begin=True) as conn:
+            if not await progress.closed(conn, timer.conversation_id):
+                return False
+            if timer.kind == COMMITMENT and timer.ref is not None:
+                cancelled = await progress.settle(
+                    conn, timer.conversation_id, timer.ref, progress.CANCELLED, at=now, by=timer.timer_id
+                )
+                if cancelled:
+                    self.settled(progress.CANCELLED)
+        log.info("timer %s not fired: its case is closed", timer.timer_id)
         return True
 
     async def _say(self, timer: Timer, text: str, why: str, confidence: float = 0.9) -> None:
