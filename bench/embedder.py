@@ -64,6 +64,52 @@ print(json.dumps({"load_s": load_s, "rates": rates, "alone_ms": alone, "peak_rss
 """
 
 
+# The model alone on ``sessions`` cores: as many ONNX sessions (one thread each), each in a thread of its own, taking
+# batches of 32 from one queue until the texts are done. Prints one JSON line.
+_PARALLEL = """
+import json, sys, threading, time
+from vigil.knowledge.onnx_embedding import OnnxEmbedder
+texts, sessions = json.loads(sys.argv[1]), int(sys.argv[2])
+models = [OnnxEmbedder(threads=1) for _ in range(sessions)]
+for model in models:
+    model.load()
+    model.embed(texts[:64])
+batches = iter([texts[start : start + 32] for start in range(0, len(texts), 32)])
+lock = threading.Lock()
+def work(model):
+    while True:
+        with lock:
+            batch = next(batches, None)
+        if batch is None:
+            return
+        model.embed(batch)
+workers = [threading.Thread(target=work, args=(model,)) for model in models]
+begun = time.perf_counter()
+for worker in workers:
+    worker.start()
+for worker in workers:
+    worker.join()
+print(json.dumps({"texts_per_s": len(texts) / (time.perf_counter() - begun)}))
+"""
+
+
+def model_rate(texts: list[str], sessions: int = 1) -> float:
+    """What the model alone embeds (texts/s, batches of 32) with ``sessions`` ONNX sessions of one thread each,
+    run in parallel threads of a fresh process: its own rate on one core (1) or on two (2)."""
+    env = os.environ | {"TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1"}
+    done = subprocess.run(
+        [sys.executable, "-c", _PARALLEL, json.dumps(texts), str(sessions)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"the model alone failed:\n{done.stderr}")
+    return float(json.loads(done.stdout.strip().splitlines()[-1])["texts_per_s"])
+
+
 def sentences(limit: int | None = None) -> list[str]:
     """The customer messages that ask for something, then the team's phrasings of Brightwave questions."""
     texts: list[str] = []
