@@ -11,10 +11,10 @@ progress, actions with the demo's rulebook, the miner), the bundled help centre 
    until ``--window-s`` has passed (a slow revision is measured on what it got through). **Its limit**: a bare
    aiokafka consumer in a process of its own reading the same topic (``bench.bare``).
 2. **Questions**: a new vigil process; after a warm-up, ``--questions`` customer questions, each in a new
-   conversation, handed to the producer at once (``bench.answers``' question set and backlog phase); the rate is
-   questions handled per second until the last is. **Its limits**: the embedding model alone (``bench.embedder
-   .model_rate``), in a fresh process, on the same questions in batches of 32: one session on one core, and two
-   sessions in two threads (the model's own rate on two cores).
+   conversation, handed to the producer at once (``bench.answers``' question set); the rate is questions handled
+   per second from then until the last is, or until ``--window-s`` has passed. **Its limits**: the embedding
+   model alone (``bench.embedder.model_rate``), in a fresh process, on the same questions in batches of 32: one
+   session on one thread (its rate on one core), and two sessions in two threads (its rate on two cores).
 3. **The event loop**: the largest and the 99th-percentile lag of vigil's event loop during each load, from its
    ``vigil_event_loop_lag_seconds`` histogram (absent from revisions before the monitor).
 
@@ -39,7 +39,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -63,6 +63,7 @@ TARGET_QUESTIONS_TWO_CORES = 0.8
 """Questions handled ÷ the model's own rate on two cores (two sessions)."""
 TARGET_LOOP_LAG_MS = 50.0
 _PARTITIONS = 6
+_WARM_UP = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,12 +74,13 @@ class Plan:
     conversations: int = 500
     questions: int = 2_000
     window_s: float = 60.0
-    """The longest an ingest window lasts: a slow revision is measured on what it handled by then."""
+    """The longest a window lasts (ingest, questions): a slow revision is measured on what it handled by then."""
     repeats: int = 1
     loads: tuple[tuple[str, str], ...] = (("analyst", "sqlite"),)
     """The ingest runs: (traffic, database); traffic is ``analyst`` or one of ``traffic.MIXES``."""
     bare_records: int = 100_000
     model_texts: int = 1_024
+    questions_too: bool = True
     settings: tuple[tuple[str, str], ...] = ()
 
 
@@ -154,28 +156,55 @@ async def _drained(vigil: VigilProcess, expect: int, window_s: float) -> dict[st
 
 async def questions(bootstrap: str, plan: Plan, workdir: Path) -> dict[str, Any]:
     """A vigil process answers a backlog of ``plan.questions`` customer questions, each in its own conversation."""
-    question_set = answers.question_set()
+    asked = itertools.cycle(answers.question_set())
     topic = f"quick-questions-{uuid.uuid4().hex[:8]}"
     kafka = KafkaSettings(bootstrap_servers=bootstrap)
     await ensure_topics(kafka, [topic, f"{topic}.suggestions", f"{topic}.dlq"], partitions=_PARTITIONS)
     with databases.fresh("sqlite", workdir) as db_url:
         vigil = _vigil(bootstrap, topic, db_url, workdir / "vigil", plan)
-        suggestions = answers.Suggestions(bootstrap, f"{topic}.suggestions")
-        feed = answers.Feed(bootstrap, topic, suggestions, itertools.cycle(question_set))
         try:
             await vigil.start()
             await answers.wait_ready(vigil, timeout_s=180)
-            await suggestions.start()
-            await answers.phase(vigil, feed, name="warm-up", rate=None, seconds=0, count=64, timeout_s=120)
-            before = await vigil.metrics_text()
-            row = await answers.phase(
-                vigil, feed, name="questions", rate=None, seconds=0, count=plan.questions, timeout_s=600
-            )
-            after = await vigil.metrics_text()
+            await _asked(vigil, bootstrap, topic, asked, "warm-up", _WARM_UP, plan.window_s)  # join, first calls
+            row = await _asked(vigil, bootstrap, topic, asked, "questions", plan.questions, plan.window_s)
         finally:
-            await suggestions.stop()
             exit_code = await vigil.stop()
-    return row | lag_fields(before, after) | {"exit_code": exit_code}
+    return row | {"exit_code": exit_code}
+
+
+async def _asked(
+    vigil: VigilProcess,
+    bootstrap: str,
+    topic: str,
+    asked: Iterator[tuple[str, str]],
+    name: str,
+    count: int,
+    window_s: float,
+) -> dict[str, Any]:
+    """``count`` questions handed to the producer at once; questions handled per second from then until the last
+    is handled, or ``window_s`` has passed (a slow revision is measured on what it got through)."""
+    before, metrics_before = await vigil.snapshot(), await vigil.metrics_text()
+    started, cpu, machine = time.monotonic(), vigil.cpu_seconds(), MachineTimes.now()
+    stream = answers.question_stream(f"{name}-{uuid.uuid4().hex[:6]}", asked, {})
+    sent, _ = await traffic.produce_burst(bootstrap, topic, itertools.islice(stream, count))
+    with contextlib.suppress(TimeoutError):
+        await _until(vigil, lambda s: s.handled >= before.handled + sent, timeout_s=window_s)
+    after = await vigil.snapshot()
+    seconds = time.monotonic() - started
+    handled = after.handled - before.handled
+    return {
+        "questions": sent,
+        "handled": handled,
+        "all_handled": handled >= sent,
+        "window_s": seconds,
+        "handled_rate": handled / seconds,
+        "vigil_cores": (vigil.cpu_seconds() - cpu) / seconds,
+        "machine_cores": MachineTimes.now().busy_cores_since(machine),
+        "processing_p50_ms": (after.processing - before.processing).quantile(0.5) * 1000,
+        "processing_p99_ms": (after.processing - before.processing).quantile(0.99) * 1000,
+        "dead_lettered": after.dead_lettered - before.dead_lettered,
+        **lag_fields(metrics_before, await vigil.metrics_text()),
+    }
 
 
 def lag_fields(before: str, after: str) -> dict[str, float]:
@@ -207,11 +236,13 @@ async def run(plan: Plan, workdir: Path) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     with EmbeddedBroker(log_path=workdir / "broker.log") as broker:
         for repeat in range(plan.repeats):
-            limits = await asyncio.to_thread(model_limits, plan)
+            limits = await asyncio.to_thread(model_limits, plan) if plan.questions_too else {}
             for number, (traffic_name, database) in enumerate(plan.loads):
                 where = workdir / f"{repeat}-ingest-{number}"
                 row = await ingest(broker.bootstrap, traffic_name, database, plan, where)
                 rows.append({"load": f"ingest/{traffic_name}/{database}", "repeat": repeat} | row)
+            if not plan.questions_too:
+                continue
             row = await questions(broker.bootstrap, plan, workdir / f"{repeat}-questions")
             row |= limits
             row["ratio_to_model_one_core"] = row["handled_rate"] / limits["model_one_core_per_s"]
@@ -330,7 +361,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--events", type=int, help="events of each ingest run (default 20,000)")
     parser.add_argument("--conversations", type=int, help="conversations of the analyst messages (default 500)")
     parser.add_argument("--questions", type=int, help="questions sent at once (default 2,000)")
-    parser.add_argument("--window-s", type=float, help="the longest an ingest window lasts (default 60)")
+    parser.add_argument("--window-s", type=float, help="the longest a window lasts (default 60 s)")
+    parser.add_argument("--only", choices=("ingest", "questions"), help="measure only these loads")
     parser.add_argument("--json", type=Path, help="where to write every run (default bench/results/quick-*.json)")
     parser.add_argument("--workdir", type=Path, help="keep the broker's and vigil's logs here (default: a temp dir)")
     parser.add_argument("--setting", action="append", default=[], metavar="NAME=VALUE", help="a vigil setting")
@@ -342,6 +374,10 @@ def plan_of(args: argparse.Namespace) -> Plan:
     plan = FULL if args.full else Plan()
     names = ("repeats", "events", "conversations", "questions", "window_s")
     changes: dict[str, Any] = {name: getattr(args, name) for name in names if getattr(args, name)}
+    if args.only == "ingest":
+        changes["questions_too"] = False
+    elif args.only == "questions":
+        changes["loads"] = ()
     if args.setting:
         changes["settings"] = tuple(tuple(item.split("=", 1)) for item in args.setting)
     return dataclasses.replace(plan, **changes)
