@@ -39,18 +39,18 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from bench import answers, databases, embedder, report, traffic
+from bench import answers, databases, embedder, phases, report, traffic
 from bench.bare import measure as measure_bare
 from bench.daemon import VigilProcess
 from bench.ingest import VARIANTS, filled_topic
 from bench.linux import MachineTimes
-from bench.metrics import Snapshot, loop_lag
+from bench.metrics import loop_lag
 from vigil.dev.broker import EmbeddedBroker
 from vigil.transport.kafka import ensure_topics
 from vigil.transport.settings import KafkaSettings
@@ -121,7 +121,7 @@ async def ingest(bootstrap: str, traffic_name: str, database: str, plan: Plan, w
             await vigil.start()
             row = await _drained(vigil, len(backlog), plan.window_s)
         finally:
-            exit_code = await vigil.stop()
+            exit_code = await _stopped(vigil)
     row |= {"traffic": traffic_name, "database": database, "bare_events_per_s": bare, "exit_code": exit_code}
     row["ratio_to_bare"] = row["events_per_s"] / bare
     _progress(
@@ -133,11 +133,13 @@ async def ingest(bootstrap: str, traffic_name: str, database: str, plan: Plan, w
 
 async def _drained(vigil: VigilProcess, expect: int, window_s: float) -> dict[str, Any]:
     """Events/s from the first event handled until all ``expect`` are, or ``window_s`` has passed."""
-    first = await _until(vigil, lambda s: s.handled > 0, timeout_s=180)
+    async with asyncio.timeout(180):
+        first = await phases.until(vigil, lambda s: s.handled > 0)
     before = await vigil.metrics_text()
     started, cpu, machine = time.monotonic(), vigil.cpu_seconds(), MachineTimes.now()
     with contextlib.suppress(TimeoutError):
-        await _until(vigil, lambda s: s.handled >= expect, timeout_s=window_s)
+        async with asyncio.timeout(window_s):
+            await phases.until(vigil, lambda s: s.handled >= expect)
     last = await vigil.snapshot()
     seconds = time.monotonic() - started
     after = await vigil.metrics_text()
@@ -168,7 +170,7 @@ async def questions(bootstrap: str, plan: Plan, workdir: Path) -> dict[str, Any]
             await _asked(vigil, bootstrap, topic, asked, "warm-up", _WARM_UP, plan.window_s)  # join, first calls
             row = await _asked(vigil, bootstrap, topic, asked, "questions", plan.questions, plan.window_s)
         finally:
-            exit_code = await vigil.stop()
+            exit_code = await _stopped(vigil)
     return row | {"exit_code": exit_code}
 
 
@@ -188,7 +190,8 @@ async def _asked(
     stream = answers.question_stream(f"{name}-{uuid.uuid4().hex[:6]}", asked, {})
     sent, _ = await traffic.produce_burst(bootstrap, topic, itertools.islice(stream, count))
     with contextlib.suppress(TimeoutError):
-        await _until(vigil, lambda s: s.handled >= before.handled + sent, timeout_s=window_s)
+        async with asyncio.timeout(window_s):
+            await phases.until(vigil, lambda s: s.handled >= before.handled + sent)
     after = await vigil.snapshot()
     seconds = time.monotonic() - started
     handled = after.handled - before.handled
@@ -333,21 +336,22 @@ def table(medians: dict[str, dict[str, float]], repeats: int) -> str:
     return "\n".join(lines)
 
 
+async def _stopped(vigil: VigilProcess) -> int:
+    """Stop vigil as an orchestrator would; its exit code, or -9 when it had to be killed after 30 s (a slow
+    revision with a backlog in flight may not drain in time: a finding, not a reason to lose the run)."""
+    try:
+        return await vigil.stop(timeout_s=30)
+    except TimeoutError:
+        _progress("vigil did not stop within 30 s of SIGTERM: killed")
+        return -9
+
+
 def _verdict(what: str, ok: bool, figure: str) -> str:
     return f"{'PASS' if ok else 'FAIL'}  {what} ({figure})"
 
 
 def _ms(value: float) -> str:
     return "n/a" if math.isnan(value) else f"{value:.0f} ms" if value >= 10 else f"{value:.1f} ms"
-
-
-async def _until(vigil: VigilProcess, done: Callable[[Snapshot], bool], timeout_s: float) -> Snapshot:
-    async with asyncio.timeout(timeout_s):
-        while True:
-            snapshot = await vigil.snapshot()
-            if done(snapshot):
-                return snapshot
-            await asyncio.sleep(0.1)
 
 
 def _progress(message: str) -> None:
