@@ -199,7 +199,7 @@ async def _metrics_text(vigil: VigilProcess) -> str:
         return response.text
 
 
-async def _wait_ready(vigil: VigilProcess, timeout_s: float) -> None:
+async def wait_ready(vigil: VigilProcess, timeout_s: float) -> None:
     async with httpx.AsyncClient(timeout=5.0) as client, asyncio.timeout(timeout_s):
         while True:
             await vigil.snapshot()  # raises if vigil died
@@ -332,7 +332,7 @@ async def end_to_end(plan: Plan, workdir: Path, profile: Path | None) -> dict[st
         try:
             started = time.monotonic()
             await vigil.start()
-            await _wait_ready(vigil, timeout_s=180)
+            await wait_ready(vigil, timeout_s=180)
             first_ready_s = time.monotonic() - started
             _progress(f"vigil ready in {first_ready_s:.1f} s (first start: the help centre is imported)")
             await suggestions.start()
@@ -374,7 +374,7 @@ async def end_to_end(plan: Plan, workdir: Path, profile: Path | None) -> dict[st
         started = time.monotonic()
         try:
             await again.start()
-            await _wait_ready(again, timeout_s=180)
+            await wait_ready(again, timeout_s=180)
             ready_s = time.monotonic() - started
             restart_rss = again.peak_rss_bytes()
         finally:

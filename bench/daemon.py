@@ -95,10 +95,14 @@ class VigilProcess:
 
     async def snapshot(self) -> metrics.Snapshot:
         """vigil's counters now."""
+        return metrics.parse(await self.metrics_text())
+
+    async def metrics_text(self) -> str:
+        """vigil's ``/metrics`` as it exposes them."""
         self._check_alive()
         response = await self._http.get("/metrics")
         response.raise_for_status()
-        return metrics.parse(response.text)
+        return response.text
 
     def cpu_seconds(self) -> float:
         return cpu_seconds(self.pid)

@@ -64,6 +64,53 @@ print(json.dumps({"load_s": load_s, "rates": rates, "alone_ms": alone, "peak_rss
 """
 
 
+# The model alone on ``sessions`` cores: as many ONNX sessions (one thread each), each in a thread of its own, taking
+# batches of 32 from one queue until the texts are done. Prints one JSON line.
+_PARALLEL = """
+import json, sys, threading, time
+from vigil.knowledge.onnx_embedding import OnnxEmbedder
+texts, sessions = json.loads(sys.argv[1]), int(sys.argv[2])
+models = [OnnxEmbedder(threads=1) for _ in range(sessions)]
+for model in models:
+    model.load()
+    model.embed(texts[:64])
+batches = iter([texts[start : start + 32] for start in range(0, len(texts), 32)])
+lock = threading.Lock()
+def work(model):
+    while True:
+        with lock:
+            batch = next(batches, None)
+        if batch is None:
+            return
+        model.embed(batch)
+workers = [threading.Thread(target=work, args=(model,)) for model in models]
+begun = time.perf_counter()
+for worker in workers:
+    worker.start()
+for worker in workers:
+    worker.join()
+print(json.dumps({"texts_per_s": len(texts) / (time.perf_counter() - begun)}))
+"""
+
+
+def model_rate(texts: list[str], sessions: int = 1) -> float:
+    """What the model alone embeds (texts/s, batches of 32) with ``sessions`` ONNX sessions of one thread each,
+    run in parallel threads of a fresh process: its own rate on one core (1) or on two (2)."""
+    return float(_fresh_process(_PARALLEL, json.dumps(texts), str(sessions))["texts_per_s"])
+
+
+def _fresh_process(code: str, *args: str) -> dict[str, Any]:
+    """Run ``code`` in a fresh interpreter with ``args``; the JSON object it prints last."""
+    env = os.environ | {"TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1"}
+    done = subprocess.run(
+        [sys.executable, "-c", code, *args], capture_output=True, text=True, env=env, cwd=ROOT, check=False
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"the probe failed:\n{done.stderr}")
+    figures: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return figures
+
+
 def sentences(limit: int | None = None) -> list[str]:
     """The customer messages that ask for something, then the team's phrasings of Brightwave questions."""
     texts: list[str] = []
@@ -77,18 +124,7 @@ def sentences(limit: int | None = None) -> list[str]:
 
 def probe(backend: str, texts: list[str], count: int, repeats: int, threads: int) -> dict[str, Any]:
     """One fresh process of ``backend``: its figures (throughput on the first ``count`` texts)."""
-    env = os.environ | {"TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1"}
-    done = subprocess.run(
-        [sys.executable, "-c", _PROBE, backend, json.dumps(texts), str(repeats), str(threads), str(count)],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=ROOT,
-        check=False,
-    )
-    if done.returncode != 0:
-        raise SystemExit(f"{backend} failed:\n{done.stderr}")
-    figures: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    figures = _fresh_process(_PROBE, backend, json.dumps(texts), str(repeats), str(threads), str(count))
     alone = figures.pop("alone_ms")
     figures["alone_p50_ms"] = report.percentile(alone, 0.5)
     figures["alone_p99_ms"] = report.percentile(alone, 0.99)

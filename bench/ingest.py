@@ -125,7 +125,7 @@ async def run(plan: Plan, workdir: Path, profile: Path | None) -> tuple[list[dic
                 live_conversations = math.ceil(plan.rate * plan.latency_s * 1.2 / shortest) + 1
                 cells = [_Cell(v, mix, d) for v in plan.variants for d in plan.databases]
                 order = cells if repeat % 2 == 0 else cells[::-1]  # spread drift over all of them
-                topics = {cell: await _filled_topic(broker.bootstrap, backlog, plan.partitions) for cell in order}
+                topics = {cell: await filled_topic(broker.bootstrap, backlog, plan.partitions) for cell in order}
                 bare[mix].append(
                     await measure_bare(broker.bootstrap, topics[order[0]], len(backlog), plan.bare_records)
                 )
@@ -194,7 +194,8 @@ def _profiled(vigil: VigilProcess, output: Path) -> Iterator[None]:
         profiler.wait(60)
 
 
-async def _filled_topic(bootstrap: str, backlog: list[traffic.Event], partitions: int) -> str:
+async def filled_topic(bootstrap: str, backlog: list[traffic.Event], partitions: int) -> str:
+    """A new topic of ``partitions`` partitions holding ``backlog``, stamped as of yesterday."""
     topic = f"bench-{uuid.uuid4().hex[:10]}"
     await ensure_topics(KafkaSettings(bootstrap_servers=bootstrap), [topic], partitions=partitions)
     await traffic.produce_all(bootstrap, topic, backlog, datetime.now(UTC) - timedelta(days=1))

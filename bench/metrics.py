@@ -10,6 +10,8 @@ from prometheus_client.parser import text_string_to_metric_families
 CONSUMED = "vigil_events_consumed"
 DEAD_LETTERED = "vigil_events_dead_lettered"
 PROCESSING = "vigil_event_processing_seconds"
+LOOP_LAG = "vigil_event_loop_lag_seconds"
+LOOP_LAG_MAX = "vigil_event_loop_lag_max_seconds"
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +49,32 @@ class Histogram:
             lower_bound, lower_count = bound, count
         return lower_bound
 
+    def max_bound(self) -> float:
+        """The upper bound of the highest bucket that holds an observation: the largest is at most this (``inf``
+        when it is in the open-ended bucket, 0 when there is none)."""
+        if not self.total:
+            return 0.0
+        return next(bound for bound, count in zip(self.bounds, self.counts, strict=True) if count >= self.total)
+
+
+@dataclass(frozen=True, slots=True)
+class LoopLag:
+    """How late vigil's event loop woke from its monitor's sleeps: the histogram, and the largest since start."""
+
+    histogram: Histogram
+    max_s: float
+
+    def since(self, earlier: LoopLag) -> LoopLag:
+        """The lags after ``earlier`` was read (the largest since start stays as it is)."""
+        return LoopLag(self.histogram - earlier.histogram, self.max_s)
+
+    def max_bound_s(self) -> float:
+        """At most how late the loop woke in this window: the bound of the highest bucket with a lag in it, or the
+        largest since start when that falls in the same bucket (the window's largest is then no more than it)."""
+        bound = self.histogram.max_bound()
+        below = max((b for b in self.histogram.bounds if b < bound), default=0.0)
+        return self.max_s if below < self.max_s <= bound else bound
+
 
 @dataclass(frozen=True, slots=True)
 class Snapshot:
@@ -78,3 +106,19 @@ def parse(text: str) -> Snapshot:
         dead_lettered=totals[DEAD_LETTERED],
         processing=Histogram(bounds, tuple(buckets[b] for b in bounds)),
     )
+
+
+def loop_lag(text: str) -> LoopLag | None:
+    """The event loop's lag from the Prometheus text exposition (None from a vigil without the monitor)."""
+    buckets: dict[float, float] = {}
+    largest = 0.0
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == f"{LOOP_LAG}_bucket":
+                buckets[float(sample.labels["le"])] = sample.value
+            elif sample.name == LOOP_LAG_MAX:
+                largest = sample.value
+    if not buckets:
+        return None
+    bounds = tuple(sorted(buckets))
+    return LoopLag(Histogram(bounds, tuple(buckets[b] for b in bounds)), largest)

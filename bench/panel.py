@@ -43,7 +43,7 @@ import httpx
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from bench import answers, databases, report, traffic
-from bench.answers import _progress, _until_handled, _wait_ready
+from bench.answers import _progress, _until_handled, wait_ready
 from bench.daemon import VigilProcess
 from bench.linux import MachineTimes, cpu_seconds
 from tests.browser import chromium
@@ -228,7 +228,7 @@ async def run(
         profiler = None
         try:
             await vigil.start()
-            await _wait_ready(vigil, timeout_s=180)
+            await wait_ready(vigil, timeout_s=180)
             _progress("vigil ready; warming up (not measured), which also opens the watched conversation")
             handled = (await vigil.snapshot()).handled
             warm = await produce(

@@ -55,10 +55,10 @@ async def drain(
     """Wait until vigil has handled ``expect`` events, timing from the first one handled; ``window`` is entered
     while the window is open (a profiler)."""
     async with asyncio.timeout(timeout_s):
-        first = await _until(vigil, lambda s: s.handled > 0)
+        first = await until(vigil, lambda s: s.handled > 0)
         with window():
             started, cpu, machine = time.monotonic(), vigil.cpu_seconds(), MachineTimes.now()
-            await _until(vigil, lambda s: s.handled >= expect)
+            await until(vigil, lambda s: s.handled >= expect)
             seconds = time.monotonic() - started
     return Throughput(
         events=expect - first.handled,
@@ -88,7 +88,7 @@ async def follow(
         vigil_cores = (vigil.cpu_seconds() - cpu) / seconds
         machine_cores = MachineTimes.now().busy_cores_since(machine)
         async with asyncio.timeout(duration_s + 60):
-            after = await _until(vigil, lambda s: s.handled >= before.handled + sent)
+            after = await until(vigil, lambda s: s.handled >= before.handled + sent)
     finally:
         watcher.stop()
     return Latency(
@@ -102,7 +102,8 @@ async def follow(
     )
 
 
-async def _until(vigil: VigilProcess, done: Callable[[Snapshot], bool]) -> Snapshot:
+async def until(vigil: VigilProcess, done: Callable[[Snapshot], bool]) -> Snapshot:
+    """vigil's counters as soon as ``done`` holds for them (read every ``POLL_S``)."""
     while True:
         snapshot = await vigil.snapshot()
         if done(snapshot):

@@ -4,9 +4,10 @@ Each benchmark conversation copies one of the bundled demo conversations (custom
 messages of real length, with their case events) under fresh ids. Conversations start at random moments and
 overlap, as on a busy support platform, so consecutive records mostly belong to different conversations.
 
-Two mixes (``MIXES``): ``full``, every event of the demo conversations (43% of them customer messages), and
+Two mixes of them (``MIXES``): ``full``, every event of the demo conversations (43% of them customer messages), and
 ``non-questions``, the same conversations without their customer messages: analyst, bot and system messages and
-case events only, none of which the answers capability reads beyond its first check.
+case events only, none of which the answers capability reads beyond its first check. And ``analyst_stream``:
+analyst messages alone, many to a conversation, as a team of analysts writes them (``bench.quick``'s ingest).
 """
 
 from __future__ import annotations
@@ -91,6 +92,31 @@ def _conversation(
         out.append(Event(moment, fields))
         moment += rng.expovariate(1 / 45.0)  # a reply about every 45 s
     return out
+
+
+def analyst_stream(*, conversations: int, per_conversation: int, prefix: str, seed: int) -> list[Event]:
+    """Analyst messages only: ``conversations`` conversations of ``per_conversation`` messages each, their texts the
+    demo's analyst messages in turn (promises, questions to the customer, notes, closings), interleaved as
+    ``stream`` interleaves. What a team of analysts writes, with no customer message to answer."""
+    texts = [e["text"] for template in load_templates() for e in template if e.get("role") == "analyst"]
+    template = {"type": "message", "schema_version": 1, "tenant": "brightwave", "role": "analyst"}
+    rng = random.Random(seed)
+    events: list[Event] = []
+    for number in range(conversations):
+        conversation = f"{prefix}-{number:05d}"
+        moment = rng.uniform(0, 4 * 3600.0)
+        for index in range(per_conversation):
+            text = texts[(number * per_conversation + index) % len(texts)]
+            fields = template | {
+                "conversation_id": conversation,
+                "message_id": f"{conversation}-{index:03d}",
+                "author": f"analyst-{number % 40}",
+                "text": text,
+            }
+            events.append(Event(moment, fields))
+            moment += rng.expovariate(1 / 45.0)
+    events.sort(key=lambda e: e.offset_s)
+    return events
 
 
 async def produce_all(bootstrap: str, topic: str, events: list[Event], day: datetime) -> None:

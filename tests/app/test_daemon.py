@@ -201,3 +201,20 @@ async def test_readyz_names_the_phase_start_up_is_in(tmp_path):
             await wait_for(connecting, 20)  # migrated, and waiting for a broker nobody runs
             assert daemon.phase is Phase.CONNECTING
     assert daemon.phase is Phase.CONNECTING  # start-up gave way to the shutdown before it ever ran
+
+
+async def test_the_event_loops_lag_is_measured_from_start_to_shutdown(tmp_path):
+    settings = make_settings(tmp_path=tmp_path, bootstrap=f"127.0.0.1:{free_port()}", answers={"enabled": False})
+    daemon = Daemon(settings)
+    lag_count = "vigil_event_loop_lag_seconds_count"
+    async with running(daemon):
+        await wait_for(lambda: daemon.http_port is not None, 20)
+        await wait_for(lambda: (daemon.metrics.registry.get_sample_value(lag_count) or 0) >= 3, 20)
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{daemon.http_port}") as client:
+            exposed = (await client.get("/metrics")).text
+        assert "vigil_event_loop_lag_seconds_bucket" in exposed
+        assert "vigil_event_loop_lag_max_seconds" in exposed
+    stopped = daemon.metrics.registry.get_sample_value(lag_count)
+    await asyncio.sleep(0.2)
+    assert daemon.metrics.registry.get_sample_value(lag_count) == stopped  # the monitor ended with the daemon
+    assert not [t for t in asyncio.all_tasks() if t.get_name() == "vigil-loop-lag"]

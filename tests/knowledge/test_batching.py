@@ -47,6 +47,12 @@ class Counting:
         self.gate.wait(timeout=10)
         return self._model.embed(texts)
 
+    async def until_batches(self, count: int) -> None:
+        """Wait until ``count`` batches have reached the model (started, maybe held at the gate)."""
+        async with asyncio.timeout(5):
+            while len(self.batches) < count:
+                await asyncio.sleep(0.005)
+
 
 @pytest.fixture
 def counting(embedder: RememberingEmbedder) -> Counting:
@@ -141,3 +147,35 @@ async def test_a_question_cancelled_while_its_batch_is_encoded_does_not_disturb_
     assert counting.batches == [QUESTIONS[:3]]
     # And the next question is served as usual.
     assert (await asyncio.wait_for(batcher.embed("ok"), timeout=5)).shape == (384,)
+
+
+async def test_two_workers_embed_two_batches_at_once(counting: Counting, embedder: RememberingEmbedder):
+    batcher = MicroBatcher(counting, wait_s=0.001, max_batch=32, workers=2)
+    counting.gate.clear()  # the model holds every batch until the gate opens
+    first = asyncio.ensure_future(batcher.embed(QUESTIONS[0]))
+    await counting.until_batches(1)
+    later = [asyncio.ensure_future(batcher.embed(q)) for q in QUESTIONS[1:]]
+    await counting.until_batches(2)  # with one worker, this batch would wait for the first (and this time out)
+    assert counting.batches == [QUESTIONS[:1], QUESTIONS[1:]]
+    counting.gate.set()
+    vectors = await asyncio.wait_for(asyncio.gather(first, *later), timeout=10)
+    for question, vector in zip(QUESTIONS, vectors, strict=True):
+        assert np.array_equal(vector, embedder.embed([question])[0])
+
+
+async def test_no_more_batches_run_at_once_than_there_are_workers(counting: Counting):
+    batcher = MicroBatcher(counting, wait_s=0.001, max_batch=2, workers=2)
+    counting.gate.clear()
+    tasks = [asyncio.ensure_future(batcher.embed(q)) for q in QUESTIONS]  # three batches' worth
+    await counting.until_batches(2)
+    await asyncio.sleep(0.05)  # many windows: the third batch waits for a worker, not for its window
+    assert len(counting.batches) == 2
+    counting.gate.set()
+    await asyncio.wait_for(asyncio.gather(*tasks), timeout=10)
+    assert [len(b) for b in counting.batches] == [2, 2, 2]
+    assert sorted(t for b in counting.batches for t in b) == sorted(QUESTIONS)
+
+
+def test_a_batcher_needs_a_worker(counting: Counting):
+    with pytest.raises(ValueError):
+        MicroBatcher(counting, workers=0)

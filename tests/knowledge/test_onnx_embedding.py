@@ -5,7 +5,9 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+import threading
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -86,6 +88,21 @@ def test_the_vectors_are_the_torch_paths_within_1e_5(
     assert largest_difference(mixed, expected) <= 1e-5
     assert largest_difference(one_by_one, expected) <= 1e-5
     assert np.allclose(np.linalg.norm(mixed, axis=1), 1.0, atol=1e-5)
+
+
+def test_threads_embedding_at_once_get_what_one_thread_gets(texts: list[str], torch_vectors: np.ndarray):
+    model = OnnxEmbedder()  # not loaded: the first calls race to load it
+    start = threading.Barrier(4)
+
+    def embed(rows: list[int]) -> np.ndarray:
+        start.wait(timeout=10)
+        return model.embed([texts[row] for row in rows])
+
+    shares = [list(range(n, len(texts), 4)) for n in range(4)]
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        results = list(pool.map(embed, shares))
+    for rows, vectors in zip(shares, results, strict=True):
+        assert largest_difference(vectors, torch_vectors[rows]) <= 1e-5
 
 
 def test_batches_larger_than_the_batch_size_keep_their_order(texts: list[str], torch_vectors: np.ndarray):

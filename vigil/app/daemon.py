@@ -1,10 +1,11 @@
 """The daemon: builds the parts from one ``Settings``, runs them, and shuts them down in order.
 
-Start-up: HTTP first (so ``/healthz`` answers and ``/readyz`` says what is missing), then each capability's start-up
-steps (the database migrated, the knowledge loaded, ...), topics, the producer and the consumer, each retried with
-back-off until reachable, then the scheduled jobs. Shutdown, when the trigger fires: stop intake (and the
-scheduler), drain in-flight work within ``graceful_timeout_s``, commit offsets, close the transports, then each
-capability's clients (the case store last; the live feed's close ends the panels' streams), stop HTTP.
+Start-up: HTTP first (so ``/healthz`` answers and ``/readyz`` says what is missing) and the event loop's lag monitor,
+then each capability's start-up steps (the database migrated, the knowledge loaded, ...), topics, the producer and
+the consumer, each retried with back-off until reachable, then the scheduled jobs. Shutdown, when the trigger
+fires: stop intake (and the scheduler), drain in-flight work within ``graceful_timeout_s``, commit offsets, close
+the transports, then each capability's clients (the case store last; the live feed's close ends the panels'
+streams), stop HTTP.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from vigil.app.settings import Settings
 from vigil.core.clock import Clock
 from vigil.core.errors import SettingsError, StartupError
 from vigil.core.lifecycle import Phase
+from vigil.core.loop_lag import LoopLagMonitor
 from vigil.flow.capability import Step
 from vigil.flow.ingest import Ingest
 from vigil.flow.skills import Skill
@@ -87,6 +89,8 @@ class Daemon:
             health=self.health, metrics=self.metrics, routers=self.parts.routers, panel=settings.panel
         )
         self.http_port: int | None = None
+        self.loop_lag = LoopLagMonitor(self.metrics.loop_lag, self.metrics.loop_lag_max)
+        """How late the event loop wakes (``vigil_event_loop_lag_seconds``), from start to shutdown."""
 
     async def run(self, shutdown: asyncio.Event) -> None:
         """Run until ``shutdown`` is set, then shut down gracefully.
@@ -96,6 +100,7 @@ class Daemon:
         """
         server, serving = await self._serve_http()
         checking = asyncio.create_task(self.health.run_forever(), name="vigil-health")
+        watching = asyncio.create_task(self.loop_lag.run_forever(), name="vigil-loop-lag")
         working = asyncio.create_task(self._work(), name="vigil-work")
         stopping = asyncio.create_task(shutdown.wait(), name="vigil-shutdown")
         try:
@@ -106,7 +111,8 @@ class Daemon:
         finally:
             stopping.cancel()
             checking.cancel()
-            await asyncio.gather(checking, return_exceptions=True)
+            watching.cancel()
+            await asyncio.gather(checking, watching, return_exceptions=True)
             await self._close()  # the live feed closes with its capability, which ends the panels' streams
             server.should_exit = True
             await asyncio.gather(serving, return_exceptions=True)

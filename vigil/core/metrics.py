@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+_LAG_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 _FAST_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 
@@ -76,6 +77,17 @@ class Metrics:
             "vigil_event_processing_seconds",
             "From record received to fully handled (stored, published, acked).",
             buckets=_FAST_BUCKETS,
+            registry=registry,
+        )
+        self.loop_lag = Histogram(
+            "vigil_event_loop_lag_seconds",
+            "How late the event loop woke a task that sleeps a fixed interval: how long it was held by other work.",
+            buckets=_LAG_BUCKETS,
+            registry=registry,
+        )
+        self.loop_lag_max = Gauge(
+            "vigil_event_loop_lag_max_seconds",
+            "The largest event-loop lag since the process started.",
             registry=registry,
         )
         self.in_flight = Gauge("vigil_events_in_flight", "Records being processed now.", registry=registry)

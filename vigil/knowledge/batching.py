@@ -3,10 +3,14 @@
 A batch of 16 short questions costs the model little more than one question does, and Chroma answers 16 query
 vectors in one call for little more than one (its per-call overhead, ~3 ms, is most of a small index's query), so
 under load a process answers many more questions per second if it batches them. An item waits at most ``wait_s`` (a
-few milliseconds) for others to join it; a batch leaves early when it reaches ``max_batch``. Each batcher runs one
-batch at a time on a worker thread, off the event loop: while it runs a batch, the next one gathers, and leaves as
-soon as the batch before it is done (its items have waited that long already), so a busy process makes large batches
+few milliseconds) for others to join it; a batch leaves early when it reaches ``max_batch``. Each batcher runs up to
+``workers`` batches at a time, each on a worker thread, off the event loop: while they run, the next one gathers, and
+leaves as soon as a worker is free (its items have waited that long already), so a busy process makes large batches
 and an idle one small ones.
+
+The model's threads release the GIL while they compute, so two workers embed on two cores at once: the question
+path of one process can use both cores of a 2-core machine (``MicroBatcher``, ``VIGIL_KNOWLEDGE__EMBEDDING_WORKERS``;
+docs/benchmarks.md).
 
 Each caller awaits its own future: an error of the batch reaches every caller in it, and a caller that is cancelled
 (a conversation that moved on) leaves the batch without disturbing the others.
@@ -42,17 +46,27 @@ class Batcher(Generic[Item, Result]):
         wait_s: float = 0.003,
         max_batch: int = 32,
         executor: Executor | None = None,
+        workers: int = 1,
         name: str = "vigil-batch",
     ) -> None:
-        """``executor`` runs the batches (default: a thread of this batcher's own, started on the first batch)."""
+        """``workers``: how many batches run at once (``run`` must then be safe to call from as many threads);
+        ``executor`` runs them (default: ``workers`` threads of this batcher's own, started as batches need them)."""
+        if workers < 1:
+            raise ValueError("a batcher needs at least one worker")
         self._run_batch = run
         self._wait_s = wait_s
         self._max_batch = max_batch
+        self._workers = workers
         self._waiting: list[_Waiting[Item, Result]] = []
         self._timer: asyncio.TimerHandle | None = None
-        self._busy = False
+        self._running = 0
         self._tasks: set[asyncio.Task[None]] = set()
-        self._executor = executor or ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
+        self._executor = executor or ThreadPoolExecutor(max_workers=workers, thread_name_prefix=name)
+
+    @property
+    def _busy(self) -> bool:
+        """Whether every worker is running a batch (what gathers now leaves when one is done)."""
+        return self._running >= self._workers
 
     async def submit(self, item: Item) -> Result:
         """``item``'s result (one row of the batch it joined)."""
@@ -66,22 +80,19 @@ class Batcher(Generic[Item, Result]):
         return await future
 
     def _flush(self) -> None:
-        """Send what is waiting (up to ``max_batch``) to the worker, unless a batch is running: then this one leaves
-        when it is done."""
+        """Send what is waiting, in batches of up to ``max_batch``, to the free workers; with none free, the rest
+        leaves when one is."""
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        if self._busy:
-            return
-        batch, self._waiting = self._waiting[: self._max_batch], self._waiting[self._max_batch :]
-        batch = [w for w in batch if not w.future.done()]  # cancelled callers leave the batch
-        if not batch:
-            self._next()
-            return
-        self._busy = True
-        task = asyncio.get_running_loop().create_task(self._run(batch))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        while self._waiting and not self._busy:
+            batch, self._waiting = self._waiting[: self._max_batch], self._waiting[self._max_batch :]
+            batch = [w for w in batch if not w.future.done()]  # cancelled callers leave the batch
+            if batch:
+                self._running += 1
+                task = asyncio.get_running_loop().create_task(self._run(batch))
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
 
     async def _run(self, batch: list[_Waiting[Item, Result]]) -> None:
         try:
@@ -100,23 +111,24 @@ class Batcher(Generic[Item, Result]):
                 if not waiting.future.done():
                     waiting.future.set_result(result)
         finally:
-            self._busy = False
+            self._running -= 1
             self._next()
 
     def _next(self) -> None:
-        """After a batch: those who gathered meanwhile leave at once."""
-        self._waiting = [w for w in self._waiting if not w.future.done()]
+        """After a batch: those who gathered meanwhile leave at once (those still to come wait their window)."""
         if self._waiting:
             self._flush()
 
 
 class MicroBatcher:
-    """Embeds one text per call, gathering concurrent calls into batches for ``embedder``."""
+    """Embeds one text per call, gathering concurrent calls into batches for ``embedder``, ``workers`` batches at
+    once (each on a thread of its own: ``embedder.embed`` must be safe to call from several threads, as both of
+    vigil's embedders are)."""
 
-    def __init__(self, embedder: Embedder, *, wait_s: float = 0.003, max_batch: int = 32) -> None:
+    def __init__(self, embedder: Embedder, *, wait_s: float = 0.003, max_batch: int = 32, workers: int = 1) -> None:
         self._embedder = embedder
         self._batcher: Batcher[str, Vectors] = Batcher(
-            self._rows, wait_s=wait_s, max_batch=max_batch, name="vigil-embed"
+            self._rows, wait_s=wait_s, max_batch=max_batch, workers=workers, name="vigil-embed"
         )
 
     async def embed(self, text: str) -> Vectors:

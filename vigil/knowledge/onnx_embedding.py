@@ -7,6 +7,11 @@ normalisation (``2_Normalize``, which vigil applies to every model). A batch is 
 fixed length: a question of ten word pieces costs ten, not 256 (the tokenizer file pads to 128 unless told not to).
 
 Loading imports onnxruntime and tokenizers only, so a one-off command starts in a fraction of the torch path's time.
+
+``embed`` may be called from several threads at once (``MicroBatcher``'s workers): an ONNX Runtime session may be
+run concurrently, with one intra-op thread each run computes on its caller's thread and releases the GIL, and the
+tokenizer is read-only once loaded. So two threads embed on two cores with the weights in memory once; a session per
+thread would cost ~110 MiB more each for no more speed (docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -69,8 +74,9 @@ class OnnxEmbedder:
             self.max_tokens = _max_tokens(path)
             exported = cached_export(path, self._cache_dir or default_cache_dir())
             self._tokenizer = _tokenizer(path, self.max_tokens)
-            self._session = _session(exported, self._threads)
-            self._inputs = tuple(i.name for i in self._session.get_inputs())
+            session = _session(exported, self._threads)
+            self._inputs = tuple(i.name for i in session.get_inputs())
+            self._session = session  # last: a thread that sees it loaded finds the rest ready (embed checks it)
 
     def embed(self, texts: Sequence[str]) -> Vectors:
         if self._session is None:

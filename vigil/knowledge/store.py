@@ -290,13 +290,14 @@ class KnowledgeStore:
         timeout_s: float = 5.0,
         batch_wait_s: float = 0.003,
         batch_max: int = 32,
+        embedding_workers: int = 1,
         ranking: RankingName = "hybrid",
     ) -> None:
         self._engine = engine
         self._ranking: RankingName = ranking
         self._recipe = RECIPES[ranking]
         self._embedder = embedder
-        self._queries = MicroBatcher(embedder, wait_s=batch_wait_s, max_batch=batch_max)
+        self._queries = MicroBatcher(embedder, wait_s=batch_wait_s, max_batch=batch_max, workers=embedding_workers)
         # Vector searches are batched too, per collection and filter; they leave as soon as Chroma is free (no
         # window: what gathers while it answers a batch is the next batch).
         self._nearest_batchers: dict[tuple[str, str, int], Batcher[Vectors, list[VectorHit]]] = {}
@@ -1124,6 +1125,7 @@ def open_knowledge_store(
         timeout_s=timeout_s,
         batch_wait_s=knowledge.batch_wait_s,
         batch_max=knowledge.batch_max,
+        embedding_workers=knowledge.embedding_workers,
         ranking=knowledge.ranking,
     )
 
