@@ -1,7 +1,7 @@
 """finished events: when the skills had finished with each message, case event and feedback
 
 Revision ID: 0016
-Revises: 0014
+Revises: 0015
 Create Date: 2026-12-06
 """
 
@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0016"
-down_revision: str | None = "0014"
+down_revision: str | None = "0015"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
