@@ -273,11 +273,12 @@ class Approvals:
         """Claim ``record`` for a call to its system on ``conn`` (one transaction, the audit step with it): from
         ``approved`` when it runs after its approval, or, taken over by the reconciler, from ``record``'s own
         status as it was read, if its claim has lapsed (``in_doubt`` at any time). None: someone else has it."""
+        from_, lapsed = lifecycle.sources(trigger, Status.EXECUTING), None
         if trigger is Trigger.TAKEN_OVER:
-            from_: tuple[str, ...] = (record.status,)
+            if record.status not in from_:
+                return None
+            from_ = (record.status,)  # as it was read: its claim lapsed in that status
             lapsed = None if record.status == Status.IN_DOUBT else now - self._claim_timeout
-        else:
-            from_, lapsed = lifecycle.sources(trigger, Status.EXECUTING), None
         claimed = await stored.move(
             conn,
             record.action_id,
