@@ -17,6 +17,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from tests.actions.test_skill import Shop, demo_systems
+from vigil.actions import approvals as approvals_module
 from vigil.actions.approvals import Approvals, Performer
 from vigil.actions.catalog import ConnectorCall
 from vigil.actions.connectors.http import Connectors
@@ -187,6 +188,22 @@ async def test_a_database_error_writing_the_result_is_retried_and_the_action_is_
     assert (await now_of(store, record.action_id)).status == "executed"
     assert billing.refunds("ORD-10001") == [2000]
     assert [s for s, _ in await steps(store)].count("executed") == 1
+
+
+async def test_a_database_away_longer_than_the_retries_leaves_the_action_to_the_reconciler(
+    store: CaseStore, clock: ManualClock, connectors: Connectors, billing: Shop, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.setattr(approvals_module, "WRITE_DELAYS_S", ())  # no retry: the first error is the last
+    approvals = approvals_on(store, clock, Running(connectors))
+    record = await approved(store, approvals, refund())
+    faults.configure("action.after_call=db_error")
+
+    left = await approvals.execute(record)  # raises nothing
+
+    assert left.status == "executing" and billing.refunds("ORD-10001") == [2000]
+    clock.advance(CLAIM_TIMEOUT_S + 1)
+    assert [r.status for r in await approvals.reconcile()] == ["executed"]
+    assert billing.refunds("ORD-10001") == [2000]
 
 
 # --- Reproduction 3: an approval stored just before a crash is acted on ---
