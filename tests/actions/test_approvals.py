@@ -17,6 +17,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from tests.actions.test_skill import Shop, demo_systems
+from vigil.actions import approvals as approvals_module
 from vigil.actions.approvals import Approvals, Performer
 from vigil.actions.catalog import ConnectorCall
 from vigil.actions.connectors.http import Connectors
@@ -156,9 +157,9 @@ async def test_a_crash_after_the_call_is_finished_by_the_reconciler_with_one_ref
 
     registry = CollectorRegistry()
     restarted = approvals_on(store, clock, Running(connectors), registry=registry)
-    assert await restarted.reconcile() == 0  # the claim has not lapsed: it may still be running somewhere
+    assert await restarted.reconcile() == []  # the claim has not lapsed: it may still be running somewhere
     clock.advance(CLAIM_TIMEOUT_S + 1)
-    assert await restarted.reconcile() == 1
+    assert [r.status for r in await restarted.reconcile()] == ["executed"]
 
     done = await now_of(store, record.action_id)
     assert (done.status, done.attempts) == ("executed", 2)
@@ -168,7 +169,7 @@ async def test_a_crash_after_the_call_is_finished_by_the_reconciler_with_one_ref
         ("executed", "vigil"),
     ]  # fmt: skip
     assert registry.get_sample_value("vigil_actions_reconciled_total", {"was": "executing", "now": "executed"}) == 1
-    assert await restarted.reconcile() == 0  # settled: nothing more to do
+    assert await restarted.reconcile() == []  # settled: nothing more to do
 
 
 # --- Reproduction 2: a database error writing the result is retried in execute, never thrown to the pipeline ---
@@ -187,6 +188,22 @@ async def test_a_database_error_writing_the_result_is_retried_and_the_action_is_
     assert (await now_of(store, record.action_id)).status == "executed"
     assert billing.refunds("ORD-10001") == [2000]
     assert [s for s, _ in await steps(store)].count("executed") == 1
+
+
+async def test_a_database_away_longer_than_the_retries_leaves_the_action_to_the_reconciler(
+    store: CaseStore, clock: ManualClock, connectors: Connectors, billing: Shop, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.setattr(approvals_module, "WRITE_DELAYS_S", ())  # no retry: the first error is the last
+    approvals = approvals_on(store, clock, Running(connectors))
+    record = await approved(store, approvals, refund())
+    faults.configure("action.after_call=db_error")
+
+    left = await approvals.execute(record)  # raises nothing
+
+    assert left.status == "executing" and billing.refunds("ORD-10001") == [2000]
+    clock.advance(CLAIM_TIMEOUT_S + 1)
+    assert [r.status for r in await approvals.reconcile()] == ["executed"]
+    assert billing.refunds("ORD-10001") == [2000]
 
 
 # --- Reproduction 3: an approval stored just before a crash is acted on ---
@@ -208,7 +225,7 @@ async def test_an_approval_is_kept_with_its_feedback_event_and_run_after_a_crash
     assert billing.refunds("ORD-10001") == []
     restarted = approvals_on(store, clock, Running(connectors))
     clock.advance(CLAIM_TIMEOUT_S + 1)
-    assert await restarted.reconcile() == 1
+    assert [r.status for r in await restarted.reconcile()] == ["executed"]
     assert (await now_of(store, record.action_id)).status == "executed"
     assert billing.refunds("ORD-10001") == [2000]
 
@@ -262,7 +279,7 @@ async def test_a_timeout_after_the_system_did_it_is_in_doubt_until_the_reconcile
     assert doubtful.status == "in_doubt"
     assert (doubtful.result or {})["kind"] == "InjectedTimeout"
     assert billing.refunds("ORD-10001") == [2000]  # done, though vigil did not hear so
-    assert await approvals.reconcile() == 1  # in doubt: no claim to wait for
+    assert [r.status for r in await approvals.reconcile()] == ["executed"]  # in doubt: no claim to wait for
     done = await now_of(store, record.action_id)
     assert (done.status, done.attempts) == ("executed", 2)
     assert billing.refunds("ORD-10001") == [2000]
@@ -276,7 +293,7 @@ async def test_an_action_the_system_refuses_on_the_resend_fails_for_good(
     faults.configure("action.after_claim=timeout")  # the call is never sent; vigil cannot know that
 
     assert (await approvals.execute(too_much)).status == "in_doubt"
-    assert await approvals.reconcile() == 1
+    assert [r.status for r in await approvals.reconcile()] == ["failed"]
 
     failed = await now_of(store, too_much.action_id)
     assert failed.status == "failed" and "billing" in (failed.result or {})["error"]

@@ -363,3 +363,28 @@ async def test_an_approval_whose_event_was_stored_before_a_failure_runs_though_t
     assert (record.status, record.decided_by) == ("executed", "lee")
     assert shop.refunds("ORD-10001") == [8999]
     assert vigil_on.sample("vigil_actions_reconciled_total", was="approved", now="executed") == 1
+    assert action_of(chat.cards()[-1])["status"] == "executed"  # the reconciler says so on the card
+
+
+async def test_a_refund_whose_answer_was_lost_is_shown_in_doubt_and_then_settled_by_the_reconciler(
+    vigil_on: Wired, shop: Shop
+):
+    chat = Chat(vigil_on)
+    card = await ready_to_approve(chat)
+    faults.configure("action.after_call=timeout")  # billing refunds, and its answer never comes back
+    try:
+        await chat.decide(card, "approved", by="lee", role="lead", arguments_hash=action_of(card)["arguments_hash"])
+    finally:
+        faults.configure("")
+    doubtful = chat.cards()[-1]
+    assert action_of(doubtful)["status"] == "in_doubt" and doubtful.text.startswith(
+        "Refund 89.99 on order ORD-10001. In doubt"
+    )
+    assert shop.refunds("ORD-10001") == [8999]
+
+    await vigil_on.advance(vigil_on.clock.now() + timedelta(minutes=1))
+
+    assert action_of(chat.cards()[-1])["status"] == "executed"
+    assert shop.refunds("ORD-10001") == [8999]  # re-sent under the same key: replayed, not paid twice
+    assert vigil_on.sample("vigil_actions_reconciled_total", was="in_doubt", now="executed") == 1
+    assert vigil_on.sample("vigil_actions_in_doubt") == 0

@@ -1,5 +1,6 @@
-"""Stored actions on SQLite and PostgreSQL: one row per conversation, action and arguments; a status moves only
-from where it is; the audit log is appended to and never changed, whoever asks the database."""
+"""Stored actions on SQLite and PostgreSQL: one row per conversation, action, arguments and the event that asked;
+a status moves only from where it is, and a claim is taken over only once it has lapsed; the audit log is appended
+to and never changed, whoever asks the database."""
 
 from __future__ import annotations
 
@@ -133,3 +134,49 @@ async def test_the_audit_log_is_appended_to_and_the_database_refuses_to_change_i
                 await conn.execute(statement)
     async with store.engine.connect() as conn:
         assert [e.actor for e in await actions.audit_log(conn, "c-1")] == ["vigil", "ana"]
+
+
+async def test_a_lapsed_claim_is_taken_over_once_and_a_live_one_not_at_all(store: CaseStore):
+    live = record(amount=1, status="executing", claimed_at=T0)
+    lapsed = record(amount=2, status="executing", claimed_at=T0 - timedelta(minutes=5))
+    before, now = T0 - timedelta(minutes=1), T0 + timedelta(seconds=1)
+
+    async def take(r: ActionRecord) -> ActionRecord | None:
+        return await actions.move(
+            conn, r.action_id, from_=["executing"], to="executing", claimed_before=before, claimed_at=now
+        )
+
+    async with store.engine.begin() as conn:
+        for r in (live, lapsed):
+            await actions.insert(conn, r)
+        assert await take(live) is None  # still held by whoever claimed it
+        taken = await take(lapsed)
+        assert taken is not None and taken.claimed_at == now
+        assert await take(lapsed) is None  # a second reconciler finds its claim fresh
+
+
+async def test_what_the_reconciler_settles_is_lapsed_claims_and_everything_in_doubt(store: CaseStore):
+    async with store.engine.begin() as conn:
+        await actions.insert(conn, record(amount=1, status="approved", claimed_at=T0))
+        await actions.insert(conn, record(amount=2, status="approved", claimed_at=T0 - timedelta(minutes=5)))
+        await actions.insert(conn, record(amount=3, status="executing", claimed_at=T0 - timedelta(minutes=5)))
+        await actions.insert(conn, record(amount=4, status="in_doubt", claimed_at=T0))
+        await actions.insert(conn, record(amount=5, status="executed", claimed_at=T0 - timedelta(minutes=5)))
+        await actions.insert(conn, record(amount=6, status="approved"))  # approved before claims were kept
+        due = await actions.lapsed(
+            conn, claimed=["approved", "executing"], claimed_before=T0 - timedelta(minutes=1), doubtful=["in_doubt"]
+        )
+        assert await actions.count(conn, ["in_doubt"]) == 1
+    assert sorted(r.amount_cents or 0 for r in due) == [2, 3, 4, 6]
+
+
+async def test_the_twin_of_a_request_is_the_one_not_over(store: CaseStore):
+    first = record(status="rejected")
+    again = record(action_id=action_id("c-1", first.arguments_hash, "c-1-m7"), at=T0 + timedelta(minutes=1))
+    async with store.engine.begin() as conn:
+        await actions.insert(conn, first)
+        assert await actions.twin(conn, "c-1", first.arguments_hash, over=["rejected"]) is None
+        await actions.insert(conn, again)
+        found = await actions.twin(conn, "c-1", first.arguments_hash, over=["rejected"])
+        assert found is not None and found.action_id == again.action_id
+        assert await actions.twin(conn, "c-2", first.arguments_hash, over=["rejected"]) is None

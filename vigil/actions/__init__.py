@@ -1,7 +1,7 @@
 """Actions under policy: the actions a case calls for (a refund, a credit, an address change), suggested with their
 arguments traced to where they came from, decided by a Cedar policy, held for approval when they move money,
-blocked when they complete a dangerous chain, kept inside a concession budget, and executed at most once through
-the company's systems."""
+blocked when they complete a dangerous chain, kept inside a concession budget, and executed exactly once through
+the company's systems, or visibly in doubt until the reconciler settles it (``lifecycle`` is the action's life)."""
 
 from __future__ import annotations
 
@@ -15,14 +15,22 @@ if TYPE_CHECKING:
 
     from sqlalchemy.ext.asyncio import AsyncEngine
 
+    from vigil.flow.outlet import Outlet
+
 
 def setup(
-    settings: ActionsSettings, platform: Platform, *, engine: AsyncEngine, bundled: Path, timeout_s: float | None
+    settings: ActionsSettings,
+    platform: Platform,
+    *,
+    engine: AsyncEngine,
+    bundled: Path,
+    timeout_s: float | None,
+    outlet: Outlet | None = None,
 ) -> Capability:
     """When enabled: the action skill (which runs what is approved), the keeper that takes approvals and rejections
     with their feedback events, the expiry of actions not approved in time, the reconciler of actions whose run was
-    interrupted or is in doubt, and the clients of the company's systems; ``bundled`` is where the bundled rulebooks
-    are."""
+    interrupted or is in doubt (which says what became of each through ``outlet``), and the clients of the company's
+    systems; ``bundled`` is where the bundled rulebooks are."""
     if not settings.enabled:
         return Capability(name="actions")
     from vigil.actions.approvals import Approvals
@@ -32,6 +40,7 @@ def setup(
     from vigil.actions.decisions import ApprovalKeeper
     from vigil.actions.facts import Facts
     from vigil.actions.metrics import ActionMetrics
+    from vigil.actions.reconciler import Reconciler
     from vigil.actions.rulebook import Rulebooks
     from vigil.actions.running import Running, TenantGuards
     from vigil.actions.skill import ActionSkill
@@ -78,8 +87,7 @@ def setup(
     async def expire(due: object) -> None:
         await approvals.expire()
 
-    async def reconcile(due: object) -> None:
-        await approvals.reconcile()
+    reconciler = Reconciler(approvals, rulebooks, outlet)
 
     return Capability(
         name="actions",
@@ -91,7 +99,7 @@ def setup(
             # Durable: one replica settles each window, and a window missed while vigil was down runs on restart.
             Job(
                 "actions-reconcile",
-                run=reconcile,
+                run=reconciler.run,
                 every_s=settings.reconcile_interval_s,
                 durable=True,
                 coalesce=True,

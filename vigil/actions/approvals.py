@@ -234,10 +234,10 @@ class Approvals:
             pass  # the claim is committed, and nothing is to be written before the call
         return await self._run(claimed, after_call="action.after_call")
 
-    async def reconcile(self) -> int:
+    async def reconcile(self) -> list[ActionRecord]:
         """Settle what may be stuck: take over each ``approved`` or ``executing`` action whose claim is older than
-        the claim timeout, and each ``in_doubt`` one, and send its call again under the same idempotency key; how
-        many were taken over."""
+        the claim timeout, and each ``in_doubt`` one, and send its call again under the same idempotency key; the
+        actions taken over, as they then are."""
         now = self._clock.now()
         async with guarded(self._engine, timeout_s=self._timeout_s, begin=False) as conn:
             due = await stored.lapsed(
@@ -246,13 +246,13 @@ class Approvals:
                 claimed_before=now - self._claim_timeout,
                 doubtful=(Status.IN_DOUBT,),
             )
-        taken = 0
+        taken = []
         for record in due:
             claimed = await self._claiming(record, trigger=Trigger.TAKEN_OVER, now=now)
             if claimed is None:
                 continue  # settled or claimed meanwhile
-            taken += 1
             done = await self._run(claimed, after_call="reconcile.after_call")
+            taken.append(done)
             if self._metrics is not None:
                 self._metrics.reconciled.labels(record.status, done.status).inc()
         if self._metrics is not None:
@@ -273,11 +273,12 @@ class Approvals:
         """Claim ``record`` for a call to its system on ``conn`` (one transaction, the audit step with it): from
         ``approved`` when it runs after its approval, or, taken over by the reconciler, from ``record``'s own
         status as it was read, if its claim has lapsed (``in_doubt`` at any time). None: someone else has it."""
+        from_, lapsed = lifecycle.sources(trigger, Status.EXECUTING), None
         if trigger is Trigger.TAKEN_OVER:
-            from_: tuple[str, ...] = (record.status,)
+            if record.status not in from_:
+                return None
+            from_ = (record.status,)  # as it was read: its claim lapsed in that status
             lapsed = None if record.status == Status.IN_DOUBT else now - self._claim_timeout
-        else:
-            from_, lapsed = lifecycle.sources(trigger, Status.EXECUTING), None
         claimed = await stored.move(
             conn,
             record.action_id,

@@ -57,6 +57,11 @@ def _standing(record: ActionRecord) -> str:
         return "Done."
     if record.status == "failed":
         return f"It failed: {(record.result or {}).get('error', 'see the audit log')}"
+    if record.status == "in_doubt":
+        why = (record.result or {}).get("error", "its system did not answer")
+        return f"In doubt: {why}. It may have been done; vigil asks the system again until it knows."
+    if record.status in ("approved", "executing"):
+        return "Approved; running."
     if record.status in ("rejected", "expired"):
         return f"{record.status.capitalize()}."
     if record.status == "blocked":

@@ -93,7 +93,7 @@ CAPABILITIES: tuple[tuple[str, Callable[[Parts], Capability]], ...] = (
     )),
     ("actions", lambda p: actions.setup(
         p.settings.actions, p.platform, engine=p.store.engine, bundled=bundled_knowledge() / "rulebooks",
-        timeout_s=p.settings.database.timeout_s,
+        outlet=p.outlet, timeout_s=p.settings.database.timeout_s,
     )),
     ("live", lambda p: live.setup(p.platform, feed=p.feed, fanout_url=_fanout_url(p))),
     ("panel", lambda p: panel.setup(
