@@ -36,6 +36,7 @@ def setup(
 
     rulebooks = Rulebooks(settings.rulebook, bundled)
     connectors = Connectors(settings.systems, backoff=platform.backoff)
+    guards = TenantGuards(rulebooks)
     approvals = Approvals(
         engine,
         clock=platform.clock,
@@ -44,6 +45,7 @@ def setup(
         ttl_s=settings.approval_ttl_s,
         timeout_s=timeout_s,
         metrics=ActionMetrics(platform.registry),
+        guard=guards,
     )
     skill = ActionSkill(
         engine=engine,
@@ -62,7 +64,7 @@ def setup(
             clock=platform.clock,
             timeout_s=timeout_s,
         ),
-        guard=TenantGuards(rulebooks, engine, timeout_s=timeout_s),
+        guard=guards,
         clock=platform.clock,
         timeout_s=timeout_s,
     )

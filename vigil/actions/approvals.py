@@ -8,6 +8,8 @@ approval window closes, and it runs at most once.
 - Approving moves ``suggested`` to ``approved`` and executing claims ``approved`` as ``executing``, each in one
   guarded UPDATE, so a second approval or a second replica finds nothing to move. The connector call carries the
   action id as its idempotency key, so a retry after a timeout is replayed by the system, not run again.
+- The claim checks the conjunctive-risk guard again, under the customer's lock: an action that would now complete a
+  dangerous chain (one completed since it was suggested) is ``blocked`` instead of run.
 - Each step is appended to the audit log in the transaction that takes it.
 """
 
@@ -53,6 +55,14 @@ class Performer(Protocol):
     ) -> dict[str, Any]: ...
 
 
+class ClaimGuard(Protocol):
+    """The conjunctive-risk guard, checked again as an action is claimed (``vigil.actions.history.recheck``)."""
+
+    async def at_claim(self, conn: AsyncConnection, record: ActionRecord, now: datetime) -> ActionRecord | None:
+        """In the claim's transaction, under the customer's lock: the action moved to ``blocked``, or None."""
+        ...
+
+
 class Approvals:
     """Records suggested actions, takes approvals and rejections, runs what is approved, expires what is not."""
 
@@ -66,8 +76,10 @@ class Approvals:
         ttl_s: float,
         timeout_s: float | None,
         metrics: ActionMetrics | None = None,
+        guard: ClaimGuard | None = None,
     ) -> None:
         self._metrics = metrics
+        self._guard = guard
         self._engine = engine
         self._clock = clock
         self._performer = performer
@@ -201,6 +213,8 @@ class Approvals:
         result. An action another replica already claimed is returned as it is."""
         now = self._clock.now()
         async with self._writing() as conn:
+            if self._guard is not None and (blocked := await self._guard.at_claim(conn, record, now)) is not None:
+                return blocked  # a dangerous chain was completed since it was suggested: never run
             claimed = await stored.move(
                 conn, record.action_id, from_=("approved",), to="executing", attempts=record.attempts + 1
             )

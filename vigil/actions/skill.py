@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Protocol
 
 import sqlalchemy as sa
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from vigil.actions.approvals import ApprovalRefused, Approvals
 from vigil.actions.cards import card, card_key
@@ -30,8 +30,10 @@ from vigil.actions.reading import (
 from vigil.actions.rulebook import Rulebook, Rulebooks
 from vigil.cases import actions as stored
 from vigil.cases.actions import ActionRecord, action_id, arguments_hash
+from vigil.cases.locks import customer_locked
 from vigil.cases.tables import MESSAGE, SUGGESTION
 from vigil.core.clock import Clock
+from vigil.core.faults import fault
 from vigil.db.engine import guarded
 from vigil.flow.case import CaseState
 from vigil.flow.skills import Proposal, keyed, suggestion_id
@@ -46,8 +48,9 @@ TRANSCRIPT = 60
 class Guard(Protocol):
     """The conjunctive-risk guard: the chain the proposed action would complete, explained, or None."""
 
-    async def check(self, record: ActionRecord) -> tuple[str, str, str] | None:
-        """``(pattern, description, explanation)`` of the first dangerous chain ``record`` completes, or None."""
+    async def check(self, conn: AsyncConnection, record: ActionRecord) -> tuple[str, str, str] | None:
+        """``(pattern, description, explanation)`` of the first dangerous chain ``record`` completes, or None; the
+        customer's history read on ``conn``, whose transaction holds the customer's lock."""
         ...
 
 
@@ -133,36 +136,18 @@ class ActionSkill:
             approver=verdict.approver,
             expires_at=self._approvals.expiry(now),
         )
-        escalation = await self._guarded(record)
-        record.suggestion_id = suggestion_id(keyed(case.conversation_id, card_key(record)))
-        if not await self._approvals.record(record):
-            return []  # the same action with the same arguments is on the case already
+        guard = self._guard if record.status == "suggested" else None
+        # The guard's read of the customer's actions and this one's insert are one transaction under the customer's
+        # lock: a proposal for the same customer in another conversation, pipeline or replica waits, then sees it.
+        async with customer_locked(
+            self._engine, record.tenant, record.customer_id if guard else None, at=now, timeout_s=self._timeout_s
+        ) as conn:
+            escalation = await _guarded(conn, guard, record) if guard is not None else []
+            fault("action.after_guard")
+            record.suggestion_id = suggestion_id(keyed(case.conversation_id, card_key(record)))
+            if not await self._approvals.record(record, conn):
+                return []  # the same action with the same arguments is on the case already
         return [card(record, spec), *escalation]
-
-    async def _guarded(self, record: ActionRecord) -> list[Proposal]:
-        """Block ``record`` if it completes a dangerous chain, and say why in an escalation."""
-        if self._guard is None or record.status != "suggested":
-            return []
-        matched = await self._guard.check(record)
-        if matched is None:
-            return []
-        pattern, description, explanation = matched
-        record.status, record.verdict, record.rule, record.reason, record.approver = (
-            "blocked",
-            "blocked",
-            pattern,
-            description,
-            None,
-        )
-        return [
-            Proposal(
-                kind="escalation",
-                text=explanation,
-                confidence=0.95,
-                why=f"The conjunctive-risk guard blocked {record.name}: {description}",
-                key=f"escalation/{record.action_id}",
-            )
-        ]
 
     async def _waiting(self, rulebook: Rulebook, case: CaseState) -> list[ActionRecord]:
         """The case's open actions that wait for the conversation (a precondition: the identity check, a yes)."""
@@ -215,7 +200,14 @@ class ActionSkill:
             )
             return []
         spec = self._rulebooks.of(record.tenant).catalog.get(record.name)
-        return [card(record, spec)] if spec is not None else []
+        proposals = [card(record, spec)] if spec is not None else []
+        if record.status == "blocked":  # approved, then blocked as it was claimed: a chain was completed meanwhile
+            explanation = (
+                f"Blocked {record.name} as it was about to run: it completes the risk pattern {record.rule!r}.\n"
+                f"{record.reason}"
+            )
+            proposals.append(_escalation(record, explanation))
+        return proposals
 
     async def _action_of(self, event: Feedback) -> str | None:
         async with guarded(self._engine, timeout_s=self._timeout_s, begin=False) as conn:
@@ -241,6 +233,33 @@ class ActionSkill:
                 .limit(TRANSCRIPT)
             )
             return [Said(r.message_id, r.role, r.text, r.metadata or {}) for r in reversed(rows.all())]
+
+
+async def _guarded(conn: AsyncConnection, guard: Guard, record: ActionRecord) -> list[Proposal]:
+    """Block ``record`` if it completes a dangerous chain, and say why in an escalation."""
+    matched = await guard.check(conn, record)
+    if matched is None:
+        return []
+    pattern, description, explanation = matched
+    record.status, record.verdict, record.rule, record.reason, record.approver = (
+        "blocked",
+        "blocked",
+        pattern,
+        description,
+        None,
+    )
+    return [_escalation(record, explanation)]
+
+
+def _escalation(record: ActionRecord, explanation: str) -> Proposal:
+    """The escalation that says why the conjunctive-risk guard blocked ``record``."""
+    return Proposal(
+        kind="escalation",
+        text=explanation,
+        confidence=0.95,
+        why=f"The conjunctive-risk guard blocked {record.name}: {record.reason}",
+        key=f"escalation/{record.action_id}",
+    )
 
 
 def _status(verdict: Verdict, catalog: Catalog) -> str:

@@ -17,6 +17,10 @@ The points, in the order an event meets them (grep for ``fault("`` to find each)
 - ``event.after_record``: the event and what the keepers wrote with it are committed; no skill has run;
 - ``skill.after:<name>``: the skill ``<name>`` has proposed (its own writes are done);
 - ``event.after_publish``: the event's suggestions are on every sink, not yet marked published;
+- ``action.after_guard``: a proposed action's guard has read the customer's actions, under the customer's lock, and
+  the action is not yet stored (the transaction is open);
+- ``action.after_recheck``: an approved action's guard was checked again under the customer's lock, in the open
+  transaction that claims it (or blocks it);
 - ``action.after_claim``: an action is claimed for execution (``executing``), its system not yet called;
 - ``action.after_call``: the system answered the call, the result is not yet written;
 - ``action.after_result``: the action's result (``executed``, ``failed``) is committed.
