@@ -16,7 +16,6 @@ import json
 import shutil
 import sqlite3
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
@@ -24,14 +23,12 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from tests.actions.test_skill import T0, Chat, Shop, action_of
+from tests.actions.conftest import Shop
+from tests.actions.test_skill import T0, Chat, action_of
 from tests.e2e.harness import eventually
 from vigil.app.settings import Settings
 from vigil.cases import actions as stored
-from vigil.core.clock import ManualClock, SystemClock
-from vigil.dev.systems.faults import Faults
-from vigil.dev.systems.seed import seed
-from vigil.dev.systems.server import SystemsServer
+from vigil.core.clock import ManualClock
 from vigil.testing import Wired, wired
 from vigil.wire.events import Suggestion
 
@@ -46,19 +43,6 @@ together, so their guards run at the same moment, as they would after a slow ans
 BUSY_S = 1.0
 """How long the database is busy with another writer just as the guards run (SQLite's one write lock, or a lock on
 ``action`` on PostgreSQL): a new action waits to be written, while reads go on."""
-
-
-@dataclass
-class SlowShop(Shop):
-    faults: Faults
-
-
-@pytest.fixture
-async def shop(tmp_path: Path) -> AsyncIterator[SlowShop]:
-    db, faults = tmp_path / "systems.sqlite", Faults()
-    seed(db, now=SystemClock().now())
-    async with SystemsServer(db, faults=faults) as server:
-        yield SlowShop(server.url, db, faults)
 
 
 @pytest.fixture
@@ -131,7 +115,7 @@ def latest(chat: Chat) -> Suggestion:
     return [c for c in chat.cards() if action_of(c)["name"] == "refund_order"][-1]
 
 
-async def ask(shop: SlowShop, db_url: str, chats: Sequence[Chat], *, at_once: bool) -> None:
+async def ask(shop: Shop, db_url: str, chats: Sequence[Chat], *, at_once: bool) -> None:
     """Each customer asks for £45 back (the systems slow, and the database busy as the last one's guard runs), then
     each confirms it."""
     shop.faults.delay_after_commit_s, shop.faults.delay_count = LOOKUP_S, 1000
@@ -142,7 +126,7 @@ async def ask(shop: SlowShop, db_url: str, chats: Sequence[Chat], *, at_once: bo
     await each(chats, confirm, at_once=at_once)
 
 
-async def busy_when_looked_up(shop: SlowShop, db_url: str, customers: int) -> None:
+async def busy_when_looked_up(shop: Shop, db_url: str, customers: int) -> None:
     """Once the systems were asked about the customer ``customers`` times (the last read before each guard), keep
     the database busy writing for ``BUSY_S``."""
     asked = f"GET /customers/{CUSTOMER}"
@@ -202,7 +186,7 @@ def escalated(running: Sequence[Wired]) -> set[str]:
 
 @pytest.mark.parametrize("at_once", [False, True], ids=["one-after-another", "at-once"])
 async def test_six_split_refunds_asked_for_at_once_pay_once_as_they_do_one_after_another(
-    tmp_path: Path, db_url: str, shop: SlowShop, order: str, at_once: bool
+    tmp_path: Path, db_url: str, shop: Shop, order: str, at_once: bool
 ):
     async with pipelines(tmp_path, db_url, shop) as running:
         conversations = chats(running)
@@ -217,7 +201,7 @@ async def test_six_split_refunds_asked_for_at_once_pay_once_as_they_do_one_after
 
 @pytest.mark.parametrize("at_once", [False, True], ids=["one-after-another", "at-once"])
 async def test_six_split_refunds_approved_before_the_pattern_existed_are_checked_again_as_they_run_and_pay_once(
-    tmp_path: Path, db_url: str, shop: SlowShop, order: str, at_once: bool
+    tmp_path: Path, db_url: str, shop: Shop, order: str, at_once: bool
 ):
     without = tmp_path / "without-risk"
     without.mkdir()
