@@ -29,6 +29,7 @@ from tests.e2e.harness import eventually
 from vigil.app.settings import Settings
 from vigil.cases import actions as stored
 from vigil.core.clock import ManualClock
+from vigil.dev.systems.faults import Faults
 from vigil.testing import Wired, wired
 from vigil.wire.events import Suggestion
 
@@ -119,18 +120,18 @@ async def ask(shop: Shop, db_url: str, chats: Sequence[Chat], *, at_once: bool) 
     """Each customer asks for £45 back (the systems slow, and the database busy as the last one's guard runs), then
     each confirms it."""
     shop.faults.delay_after_commit_s, shop.faults.delay_count = LOOKUP_S, 1000
-    busy = asyncio.create_task(busy_when_looked_up(shop, db_url, len(chats)))
+    busy = asyncio.create_task(busy_when_looked_up(shop.faults, db_url, CUSTOMER, len(chats)))
     await each(chats, ask_for_45, at_once=at_once)
     await busy
     shop.faults.delay_count = 0
     await each(chats, confirm, at_once=at_once)
 
 
-async def busy_when_looked_up(shop: Shop, db_url: str, customers: int) -> None:
-    """Once the systems were asked about the customer ``customers`` times (the last read before each guard), keep
-    the database busy writing for ``BUSY_S``."""
-    asked = f"GET /customers/{CUSTOMER}"
-    await eventually("the customer looked up", lambda: shop.faults.requests.count(asked) >= customers, 30)
+async def busy_when_looked_up(faults: Faults, db_url: str, customer: str, times: int) -> None:
+    """Once the systems were asked about ``customer`` ``times`` times (the last read before each guard), keep the
+    database busy writing for ``BUSY_S``."""
+    asked = f"GET /customers/{customer}"
+    await eventually("the customer looked up", lambda: faults.requests.count(asked) >= times, 60)
     async with writing(db_url):
         await asyncio.sleep(BUSY_S)
 
