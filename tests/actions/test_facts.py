@@ -10,10 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.actions.conftest import Shop
+from tests.actions.systems import Shop, settings
 from tests.actions.test_skill import T0, Chat, action_of
 from tests.cases.test_actions import record
-from vigil.app.settings import Settings
 from vigil.cases import actions as stored
 from vigil.core.clock import ManualClock
 from vigil.testing import Wired, wired
@@ -23,15 +22,9 @@ CUSTOMER = "CUS-1002"
 
 @pytest.fixture
 async def vigil(tmp_path: Path, db_url: str, shop: Shop) -> AsyncIterator[Wired]:
-    systems = {name: {"base_url": shop.url, "timeout_s": 5} for name in ("orders", "billing", "crm")}
-    settings = Settings(
-        _env_file=None,
-        database={"url": db_url},
-        answers={"enabled": False},
-        progress={"enabled": False},
-        actions={"systems": systems},
-    )
-    async with wired(tmp_path, settings=settings, clock=ManualClock(T0), capabilities=["cases", "actions"]) as running:
+    async with wired(
+        tmp_path, settings=settings(shop, db_url), clock=ManualClock(T0), capabilities=["cases", "actions"]
+    ) as running:
         yield running
 
 

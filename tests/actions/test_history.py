@@ -23,10 +23,9 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from tests.actions.conftest import Shop
+from tests.actions.systems import Shop, settings
 from tests.actions.test_skill import T0, Chat, action_of
 from tests.e2e.harness import eventually
-from vigil.app.settings import Settings
 from vigil.cases import actions as stored
 from vigil.core.clock import ManualClock
 from vigil.dev.systems.faults import Faults
@@ -66,14 +65,7 @@ def order(shop: Shop) -> str:
 @contextlib.asynccontextmanager
 async def pipelines(tmp_path: Path, db_url: str, shop: Shop, *, rulebook: str = "demo") -> AsyncIterator[list[Wired]]:
     """``PIPELINES`` wired pipelines (as many replicas) on the one database ``db_url``."""
-    systems = {name: {"base_url": shop.url, "timeout_s": 5} for name in ("orders", "billing", "crm")}
-    settings = Settings(
-        _env_file=None,
-        database={"url": db_url},
-        answers={"enabled": False},
-        progress={"enabled": False},
-        actions={"systems": systems, "rulebooks": {"*": rulebook}},
-    )
+    configured = settings(shop, db_url, rulebook=rulebook)
     async with contextlib.AsyncExitStack() as stack:
         running = []
         for n in range(PIPELINES):
@@ -81,7 +73,7 @@ async def pipelines(tmp_path: Path, db_url: str, shop: Shop, *, rulebook: str = 
             folder.mkdir()
             running.append(
                 await stack.enter_async_context(
-                    wired(folder, settings=settings, clock=ManualClock(T0), capabilities=["cases", "actions"])
+                    wired(folder, settings=configured, clock=ManualClock(T0), capabilities=["cases", "actions"])
                 )
             )
         yield running

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.actions.conftest import Shop
+from tests.actions.systems import Shop
 from vigil.app.settings import Settings
 from vigil.cases import actions as stored
 from vigil.core.clock import ManualClock
