@@ -15,7 +15,7 @@ import contextlib
 import json
 import shutil
 import sqlite3
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Iterator, Sequence
 from datetime import timedelta
 from pathlib import Path
 
@@ -27,6 +27,7 @@ from tests.actions.systems import Shop, settings
 from tests.actions.test_skill import T0, Chat, action_of
 from tests.e2e.harness import eventually
 from vigil.cases import actions as stored
+from vigil.core import faults
 from vigil.core.clock import ManualClock
 from vigil.dev.systems.faults import Faults
 from vigil.testing import Wired, wired
@@ -216,3 +217,42 @@ async def test_six_split_refunds_approved_before_the_pattern_existed_are_checked
     assert shop.refunds(ORDER) == [4500]
     assert sorted(found.values()) == ["blocked by refund_splitting_order"] * 5 + ["executed"]
     assert escalated(running) == {c for c, status in found.items() if status.startswith("blocked")}
+
+
+async def retried(pipeline: Wired, step: Awaitable[None]) -> None:
+    """``step``, with the pipeline's clock moving a second at a time so that its back-off before a retry passes."""
+    clock = pipeline.clock
+    assert isinstance(clock, ManualClock)
+    task = asyncio.ensure_future(step)
+    for _ in range(600):
+        if task.done():
+            break
+        clock.advance(1.0)
+        await asyncio.wait([task], timeout=0.05)
+    await task
+
+
+@pytest.fixture
+def failing_once_after_the_guard() -> Iterator[None]:
+    faults.configure("action.after_guard=db_error")
+    try:
+        yield
+    finally:
+        faults.configure("")
+
+
+@pytest.mark.usefixtures("failing_once_after_the_guard")
+async def test_a_database_error_after_the_guard_read_undoes_the_whole_step_and_the_retry_suggests_once(
+    tmp_path: Path, db_url: str, shop: Shop, order: str
+):
+    async with pipelines(tmp_path, db_url, shop) as running:
+        first, other = Chat(running[0], "split-0", CUSTOMER), Chat(running[1], "split-1", CUSTOMER)
+        await retried(running[0], ask_for_45(first))  # the skill fails in the locked transaction, and is tried again
+        await ask_for_45(other)  # the customer's lock was let go with the failed transaction
+        found = await statuses(running)
+        async with running[0].store.engine.connect() as conn:
+            steps = [e.step for e in await stored.audit_log(conn, "split-0")]
+
+    assert found == {"split-0": "suggested", "split-1": "blocked by refund_splitting_order"}
+    assert steps == ["suggested"]
+    assert [action_of(c)["status"] for c in first.cards()] == ["suggested"]
