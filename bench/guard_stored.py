@@ -65,14 +65,15 @@ async def measure(
         async with engine.begin() as conn:
             for record in past:
                 await stored.insert(conn, as_row(record))
-        checker = StoredGuard(risk.Guard.from_file(RULES, ACTIONS), engine, timeout_s=None)
+        checker = StoredGuard(risk.Guard.from_file(RULES, ACTIONS))
         rows = [as_row(r) for r in proposed]
         results = []
         for _ in range(repeats):
             times = []
             for row in rows:
                 began = time.perf_counter()
-                await checker.check(row)
+                async with engine.connect() as conn:
+                    await checker.check(conn, row)
                 times.append((time.perf_counter() - began) * 1000)
             times.sort()
             results.append((statistics.median(times), times[min(len(times) - 1, int(len(times) * 0.99))]))

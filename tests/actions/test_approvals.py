@@ -10,13 +10,12 @@ from __future__ import annotations
 import uuid
 from collections.abc import AsyncIterator, Iterator, Mapping
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry
 
-from tests.actions.test_skill import Shop, demo_systems
+from tests.actions.systems import Shop
 from vigil.actions import approvals as approvals_module
 from vigil.actions.approvals import Approvals, Performer
 from vigil.actions.catalog import ConnectorCall
@@ -45,9 +44,8 @@ REFUND = ConnectorCall(
 
 
 @pytest.fixture
-async def billing(tmp_path: Path) -> AsyncIterator[Shop]:
-    async with demo_systems(tmp_path) as systems:
-        yield systems
+def billing(shop: Shop) -> Shop:
+    return shop
 
 
 @pytest.fixture

@@ -35,6 +35,9 @@ LIFE = [
     (S.APPROVED, Trigger.REJECTED, None),  # decided once
     (S.APPROVED, Trigger.EXPIRED, None),  # an approval does not expire
     (S.APPROVED, Trigger.TAKEN_OVER, S.EXECUTING),
+    (S.APPROVED, Trigger.GUARDED, S.BLOCKED),  # a chain completed since it was suggested: never run
+    (S.EXECUTING, Trigger.GUARDED, None),  # it may have run: settled, not blocked
+    (S.IN_DOUBT, Trigger.GUARDED, None),
     (S.EXECUTING, Trigger.SUCCEEDED, S.EXECUTED),
     (S.EXECUTING, Trigger.REFUSED, S.FAILED),
     (S.EXECUTING, Trigger.UNSURE, S.IN_DOUBT),

@@ -164,12 +164,12 @@ def test_a_chain_counts_only_within_the_patterns_window(guard: Guard) -> None:
     assert blocked_by(guard, email, reset, refund(14 * 24 + 1, original=False)) is None
 
 
-@pytest.mark.parametrize("status", ["suggested", "approved", "executed"])
-def test_actions_done_or_pending_count(guard: Guard, status: str) -> None:
+@pytest.mark.parametrize("status", ["suggested", "approved", "executing", "in_doubt", "executed"])
+def test_actions_done_pending_or_maybe_done_count(guard: Guard, status: str) -> None:
     assert blocked_by(guard, refund(0, status=status), refund(1)) == "refund_splitting_order"
 
 
-@pytest.mark.parametrize("status", ["rejected", "failed", "expired", "blocked"])
+@pytest.mark.parametrize("status", ["rejected", "failed", "expired", "blocked", "declined"])
 def test_actions_refused_or_undone_never_count(guard: Guard, status: str) -> None:
     assert blocked_by(guard, refund(0, status=status), refund(1)) is None
 

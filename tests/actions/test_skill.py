@@ -11,7 +11,6 @@ import json
 import sqlite3
 import uuid
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -19,47 +18,18 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
+from tests.actions.systems import Shop
 from vigil.app.settings import Settings
 from vigil.cases import actions as stored
 from vigil.cases.tables import CONVERSATION
 from vigil.cases.writes import case_state
 from vigil.core import faults
-from vigil.core.clock import ManualClock, SystemClock
-from vigil.dev.systems.seed import seed
-from vigil.dev.systems.server import SystemsServer
+from vigil.core.clock import ManualClock
 from vigil.testing import Wired, wired
 from vigil.wire.events import Suggestion, parse
 
 LIMITS = {"max_event_bytes": 1 << 20, "max_text_bytes": 1 << 16}
 T0 = datetime.now(UTC).replace(microsecond=0)
-
-
-@dataclass
-class Shop:
-    url: str
-    db: Path
-
-    def refunds(self, order_id: str) -> list[int]:
-        with sqlite3.connect(self.db) as conn:
-            return [
-                r[0]
-                for r in conn.execute("SELECT amount_cents FROM refunds WHERE order_id = ? ORDER BY id", (order_id,))
-            ]
-
-
-@pytest.fixture
-async def shop(tmp_path: Path) -> AsyncIterator[Shop]:
-    async with demo_systems(tmp_path) as systems:
-        yield systems
-
-
-@contextlib.asynccontextmanager
-async def demo_systems(tmp_path: Path) -> AsyncIterator[Shop]:
-    """The demo's systems, seeded, on a loopback port."""
-    db = tmp_path / "systems.sqlite"
-    seed(db, now=SystemClock().now())
-    async with SystemsServer(db) as server:
-        yield Shop(server.url, db)
 
 
 @pytest.fixture

@@ -103,7 +103,7 @@ async def test_a_customers_history_spans_conversations_within_the_window(store: 
     assert [r["conversation_id"] for r in without] == ["c-3"]
 
 
-async def test_goodwill_spend_counts_executed_goodwill_only(store: CaseStore):
+async def test_goodwill_spend_counts_goodwill_given_not_suggested_nor_other_actions(store: CaseStore):
     async with store.engine.begin() as conn:
         await actions.insert(conn, record(amount=500, goodwill=True, status="executed", executed_at=T0))
         await actions.insert(conn, record(amount=700, goodwill=True, status="suggested"))
@@ -114,6 +114,28 @@ async def test_goodwill_spend_counts_executed_goodwill_only(store: CaseStore):
         assert await actions.spend(conn, "acme", since=T0 - timedelta(days=1)) == 800
         assert await actions.spend(conn, "acme", since=T0 - timedelta(days=1), customer_id="CUS-1") == 500
         assert await actions.spend(conn, "acme", since=T0 + timedelta(seconds=1)) == 0
+
+
+async def test_goodwill_that_may_have_been_given_counts_from_when_it_ran_or_else_was_approved(store: CaseStore):
+    # Reproduction 5's half: a credit whose write timed out (in doubt) may have been paid: it counts, as does one
+    # approved or running, for the customer's 30-day goodwill and the tenant's budget alike.
+    amounts = {
+        "approved": 1, "executing": 2, "in_doubt": 4, "executed": 8,
+        "suggested": 16, "failed": 32, "rejected": 64, "expired": 128, "blocked": 256, "declined": 512,
+    }  # fmt: skip
+    async with store.engine.begin() as conn:
+        for status, amount in amounts.items():
+            ran = {"executed_at": T0 + timedelta(hours=1)} if status in ("executed", "failed") else {}
+            given = record(amount=amount, goodwill=True, status=status, decided_at=T0, **ran)
+            await actions.insert(conn, given)
+        long_ago = T0 - timedelta(days=31)
+        await actions.insert(
+            conn, record(amount=1024, goodwill=True, status="in_doubt", suggested_at=long_ago, decided_at=long_ago)
+        )
+        since = T0 - timedelta(days=30)
+        assert await actions.spend(conn, "acme", since=since, customer_id="CUS-1") == 1 + 2 + 4 + 8
+        spent = sorted(await actions.spends(conn, "acme", since=since), key=lambda s: s[1])
+    assert spent == [(T0, 1), (T0, 2), (T0, 4), (T0 + timedelta(hours=1), 8)]
 
 
 async def test_the_audit_log_is_appended_to_and_the_database_refuses_to_change_it(store: CaseStore):

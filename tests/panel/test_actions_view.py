@@ -17,7 +17,8 @@ import pytest
 from playwright.async_api import expect
 from prometheus_client import CollectorRegistry
 
-from tests.actions.test_skill import T0, Chat, Shop, shop  # noqa: F401 (a fixture)
+from tests.actions.systems import Shop, shop  # noqa: F401 (a fixture)
+from tests.actions.test_skill import T0, Chat
 from tests.browser import chromium
 from tests.panel.test_actions import put
 from tests.panel.test_routes import NOW, panel_client, say, served

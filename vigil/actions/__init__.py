@@ -48,6 +48,7 @@ def setup(
 
     rulebooks = Rulebooks(settings.rulebook, bundled)
     connectors = Connectors(settings.systems, backoff=platform.backoff)
+    guards = TenantGuards(rulebooks)
     approvals = Approvals(
         engine,
         clock=platform.clock,
@@ -57,6 +58,7 @@ def setup(
         timeout_s=timeout_s,
         claim_timeout_s=settings.claim_timeout_s,
         metrics=ActionMetrics(platform.registry),
+        guard=guards,
     )
     skill = ActionSkill(
         engine=engine,
@@ -75,7 +77,7 @@ def setup(
             clock=platform.clock,
             timeout_s=timeout_s,
         ),
-        guard=TenantGuards(rulebooks, engine, timeout_s=timeout_s),
+        guard=guards,
         clock=platform.clock,
         timeout_s=timeout_s,
     )

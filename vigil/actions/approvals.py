@@ -14,6 +14,8 @@ before its approval window closes; it runs exactly once, or is visibly in doubt 
 - ``reconcile`` (a durable job on the scheduler) takes over ``approved`` and ``executing`` actions whose claim is
   older than ``claim_timeout_s`` and every ``in_doubt`` one, and re-sends the call under the same idempotency key:
   the system replays what it did, or does it now, or refuses it, and that settles the action.
+- The first claim checks the conjunctive-risk guard again, under the customer's lock: an approved action that would
+  now complete a dangerous chain (one completed since it was suggested) is ``blocked`` instead of run.
 - An action not approved within ``approval_ttl_s`` of its suggestion expires.
 - Each step is appended to the audit log in the transaction that takes it.
 
@@ -71,6 +73,14 @@ class Performer(Protocol):
     ) -> dict[str, Any]: ...
 
 
+class ClaimGuard(Protocol):
+    """The conjunctive-risk guard, checked again as an action is claimed (``vigil.actions.history.recheck``)."""
+
+    async def at_claim(self, conn: AsyncConnection, record: ActionRecord, now: datetime) -> ActionRecord | None:
+        """In the claim's transaction, under the customer's lock: the action moved to ``blocked``, or None."""
+        ...
+
+
 @dataclass(frozen=True, slots=True)
 class Decision:
     """What became of an approval or a rejection: the action as it now is, and the refusal if it was refused."""
@@ -94,8 +104,10 @@ class Approvals:
         timeout_s: float | None,
         claim_timeout_s: float = 60.0,
         metrics: ActionMetrics | None = None,
+        guard: ClaimGuard | None = None,
     ) -> None:
         self._metrics = metrics
+        self._guard = guard
         self._engine = engine
         self._clock = clock
         self._performer = performer
@@ -108,22 +120,28 @@ class Approvals:
         """When an action suggested at ``suggested_at`` expires unless approved."""
         return suggested_at + self._ttl
 
-    async def record(self, record: ActionRecord) -> tuple[ActionRecord, bool]:
+    async def record(self, record: ActionRecord, conn: AsyncConnection | None = None) -> tuple[ActionRecord, bool]:
         """Store a suggested action and its first audit step (``suggested``, ``declined`` or ``blocked``), unless
         the conversation has the same request already and not over (``lifecycle.AGAIN``): the action stored, and
-        whether it is ``record``, new."""
-        async with self._writing() as conn:
-            twin = await stored.twin(conn, record.conversation_id, record.arguments_hash, over=lifecycle.AGAIN)
-            if twin is not None or not await stored.insert(conn, record):
-                return twin or await stored.get(conn, record.action_id) or record, False
-            if self._metrics is not None:
-                self._metrics.suggested.labels(record.name, record.status).inc()
-                if record.status == Status.BLOCKED:
-                    self._metrics.blocked.labels(record.rule).inc()
-            detail = {"arguments_hash": record.arguments_hash, "verdict": record.verdict, "rule": record.rule}
-            step = record.status if record.status in (Status.DECLINED, Status.BLOCKED) else Status.SUGGESTED
-            await stored.append(conn, record, step, at=record.suggested_at, actor=VIGIL, detail=detail)
-            return record, True
+        whether it is ``record``, new. On ``conn``, in its transaction (the guard's, under the customer's lock), if
+        given."""
+        if conn is not None:
+            return await self._record(conn, record)
+        async with self._writing() as own:
+            return await self._record(own, record)
+
+    async def _record(self, conn: AsyncConnection, record: ActionRecord) -> tuple[ActionRecord, bool]:
+        twin = await stored.twin(conn, record.conversation_id, record.arguments_hash, over=lifecycle.AGAIN)
+        if twin is not None or not await stored.insert(conn, record):
+            return twin or await stored.get(conn, record.action_id) or record, False
+        if self._metrics is not None:
+            self._metrics.suggested.labels(record.name, record.status).inc()
+            if record.status == Status.BLOCKED:
+                self._metrics.blocked.labels(record.rule).inc()
+        detail = {"arguments_hash": record.arguments_hash, "verdict": record.verdict, "rule": record.rule}
+        step = record.status if record.status in (Status.DECLINED, Status.BLOCKED) else Status.SUGGESTED
+        await stored.append(conn, record, step, at=record.suggested_at, actor=VIGIL, detail=detail)
+        return record, True
 
     async def redecide(
         self, record: ActionRecord, verdict: Verdict, *, status: str, facts: dict[str, Any]
@@ -279,6 +297,14 @@ class Approvals:
                 return None
             from_ = (record.status,)  # as it was read: its claim lapsed in that status
             lapsed = None if record.status == Status.IN_DOUBT else now - self._claim_timeout
+        # Never called yet: a dangerous chain completed since it was suggested blocks it (``in_doubt`` and
+        # ``executing`` ones may have run already: they are settled, not blocked).
+        if (
+            record.status == Status.APPROVED
+            and self._guard is not None
+            and await self._guard.at_claim(conn, record, now) is not None
+        ):
+            return None
         claimed = await stored.move(
             conn,
             record.action_id,

@@ -101,7 +101,7 @@ def generosity(multiplier: float) -> float:
 class ConcessionBudget:
     """The budget's logic for every tenant: measure spend, step the controller, size an offer.
 
-    Pure: the caller stores each tenant's ``ControllerState`` and feeds in the spends (executed goodwill actions).
+    Pure: the caller stores each tenant's ``ControllerState`` and feeds in the spends (the goodwill given).
     """
 
     def __init__(self, settings: BudgetSettings) -> None:

@@ -1,5 +1,6 @@
 """The concession budget against the store: each tenant's controller state kept in SQL (so every replica steps
-the same controller), stepped from the goodwill actually executed, and asked for each goodwill offer.
+the same controller), stepped from the goodwill given (executed, or approved and maybe run: an in-doubt credit may
+have been paid, ``vigil.cases.actions.MAY_HAVE_RUN``), and asked for each goodwill offer.
 
 A step is written with compare-and-swap on the state's ``updated_at``: two replicas stepping at once leave one
 step, never two.

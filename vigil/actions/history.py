@@ -1,5 +1,10 @@
 """The guard against the case store: a proposed action checked against the same customer's actions, in every
-conversation, within the guard's longest window, read from the ``action`` table.
+conversation, within the guard's longest window, read from the ``action`` table on the caller's connection.
+
+The caller holds the customer's lock (``vigil.cases.locks``) in that transaction and writes what follows from the
+check in it too, so that two proposals or claims for one customer see each other: an action is checked when it is
+suggested (``ActionSkill``, before it is stored) and again when it is claimed for execution (``recheck``, from
+``Approvals.execute``), against what happened meanwhile.
 
 The guard reads facts in its own terms (``vigil/actions/risk.py``); they are made here from what the systems said
 when each action was proposed (its stored ``facts``) and, for an executed action, what the system answered.
@@ -7,41 +12,82 @@ when each action was proposed (its stored ``facts``) and, for an executed action
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection
 
-from vigil.actions import risk
+from vigil.actions import lifecycle, risk
+from vigil.actions.lifecycle import Status, Trigger
 from vigil.cases import actions as stored
 from vigil.cases.actions import ActionRecord
-from vigil.db.engine import guarded
+from vigil.cases.locks import lock_customer
+from vigil.core.faults import fault
+
+VIGIL = "vigil"
+"""The actor of the steps the guard takes."""
 
 
 class StoredGuard:
     """The conjunctive-risk guard of a rulebook, fed from the case store."""
 
-    def __init__(self, guard: risk.Guard, engine: AsyncEngine, *, timeout_s: float | None) -> None:
+    def __init__(self, guard: risk.Guard) -> None:
         self._guard = guard
-        self._engine = engine
-        self._timeout_s = timeout_s
 
-    async def check(self, record: ActionRecord) -> tuple[str, str, str] | None:
+    async def check(
+        self, conn: AsyncConnection, record: ActionRecord, *, at: datetime | None = None
+    ) -> tuple[str, str, str] | None:
         """The first dangerous chain ``record`` completes, as ``(pattern, description, explanation)``; None if it
-        completes none (or names no customer, so has no history)."""
+        completes none (or names no customer, so has no history). ``at`` is when it would happen (by default when
+        it was suggested)."""
         if record.customer_id is None:
             return None
-        since = record.suggested_at - timedelta(seconds=self._guard.window_s)
-        async with guarded(self._engine, timeout_s=self._timeout_s, begin=False) as conn:
-            past = await stored.history(
-                conn, record.tenant, record.customer_id, since=since, statuses=risk.COUNTED, excluding=record.action_id
-            )
+        now = at or record.suggested_at
+        since = now - timedelta(seconds=self._guard.window_s)
+        past = await stored.history(
+            conn, record.tenant, record.customer_id, since=since, statuses=risk.COUNTED, excluding=record.action_id
+        )
         history = [_past(row) for row in past]
-        match = self._guard.check(as_risk(record), history)
+        match = self._guard.check(dataclasses.replace(as_risk(record), at=now), history)
         if match is None:
             return None
         return match.pattern.name, match.pattern.description, match.explain()
+
+
+async def recheck(
+    conn: AsyncConnection, guard: risk.Guard, record: ActionRecord, *, now: datetime
+) -> ActionRecord | None:
+    """Check an approved action again as it is claimed for execution, in the claim's transaction: take the
+    customer's lock, and if running it now would complete a dangerous chain (one completed since it was suggested),
+    move it to ``blocked`` with the pattern and append that step, explained, to its audit log. The action as
+    blocked, or None to let the claim go on (no chain, no customer, or it is no longer ``approved``).
+
+    Blocked at the claim, a chain's last action is never run, whichever replica or pipeline approved it.
+    """
+    if record.customer_id is None:
+        return None
+    await lock_customer(conn, record.tenant, record.customer_id, at=now)
+    matched = await StoredGuard(guard).check(conn, record, at=now)
+    fault("action.after_recheck")
+    if matched is None:
+        return None
+    pattern, description, explanation = matched
+    blocked = await stored.move(
+        conn,
+        record.action_id,
+        from_=lifecycle.sources(Trigger.GUARDED, Status.BLOCKED),
+        to=Status.BLOCKED,
+        verdict="blocked",
+        rule=pattern,
+        reason=description,
+        decided_at=now,
+    )
+    if blocked is not None:
+        detail = {"pattern": pattern, "when": "claim", "explanation": explanation}
+        await stored.append(conn, blocked, "blocked", at=now, actor=VIGIL, detail=detail)
+    return blocked
 
 
 def _past(m: Mapping[str, Any]) -> risk.ActionRecord:

@@ -3,6 +3,7 @@
     (suggested by the skill) ─► suggested | declined (the policy) | blocked (the guard)
     suggested ─redecided─► suggested | declined          (the conversation answered a precondition)
     suggested ─approved─► approved ─claimed─► executing ─succeeded─► executed
+                          approved ─guarded─► blocked   (as it is claimed, it would complete a dangerous chain)
                                                         ─refused──► failed     (the system said no, or never called)
                                                         ─unsure───► in_doubt   (a timeout: the change may be made)
     approved | executing (claim lapsed) | in_doubt ─taken_over─► executing     (the reconciler re-sends the call)
@@ -67,6 +68,8 @@ class Trigger(StrEnum):
     REJECTED = "rejected"
     EXPIRED = "expired"
     CLAIMED = "claimed"
+    GUARDED = "guarded"
+    """The conjunctive-risk guard, checked again as an approved action is claimed, found it completes a chain."""
     TAKEN_OVER = "taken_over"
     SUCCEEDED = "succeeded"
     REFUSED = "refused"
@@ -94,6 +97,7 @@ TRANSITIONS: tuple[Transition, ...] = (
     Transition(Trigger.REJECTED, S.REJECTED, (S.SUGGESTED,), by="person"),
     Transition(Trigger.EXPIRED, S.EXPIRED, (S.SUGGESTED,)),
     Transition(Trigger.CLAIMED, S.EXECUTING, (S.APPROVED,)),
+    Transition(Trigger.GUARDED, S.BLOCKED, (S.APPROVED,)),
     Transition(Trigger.TAKEN_OVER, S.EXECUTING, (S.APPROVED, S.EXECUTING, S.IN_DOUBT)),
     Transition(Trigger.SUCCEEDED, S.EXECUTED, (S.EXECUTING,)),
     Transition(Trigger.REFUSED, S.FAILED, (S.EXECUTING,)),

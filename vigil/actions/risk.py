@@ -1,9 +1,10 @@
 """The conjunctive-risk guard: blocks an action that completes a forbidden chain of allowed ones.
 
-Each proposed action is checked against what is already done or pending for the same customer (``suggested``,
-``approved``, ``executed``; never ``rejected``, ``failed``, ``expired`` or ``blocked``), within each pattern's window
-and scope, using the patterns of ``risk.yaml`` (``vigil.actions.patterns``). A match names the pattern and the
-chain of records, the proposed one last, and explains itself for an ``escalation`` suggestion.
+Each proposed action is checked against what is already done, pending or maybe done for the same customer
+(``suggested``, ``approved``, ``executing``, ``in_doubt``, ``executed``; never ``rejected``, ``failed``, ``expired``,
+``declined`` or ``blocked``), within each pattern's window and scope, using the patterns of ``risk.yaml``
+(``vigil.actions.patterns``). A match names the pattern and the chain of records, the proposed one last, and
+explains itself for an ``escalation`` suggestion.
 
 The caller fetches the history (the customer's actions within ``Guard.window_s`` of the proposed one); the guard
 reads no clock: "now" is the proposed action's ``at``.
@@ -22,8 +23,12 @@ from typing import Any, Literal
 from vigil.actions.chains import Compiled, Reach, compile_pattern, search_aggregate, search_steps
 from vigil.actions.patterns import Pattern, load_patterns
 
-Status = Literal["suggested", "approved", "rejected", "executed", "failed", "expired", "blocked"]
-COUNTED: frozenset[str] = frozenset({"suggested", "approved", "executed"})
+Status = Literal[
+    "suggested", "approved", "executing", "in_doubt", "executed", "rejected", "failed", "expired", "blocked", "declined"
+]
+COUNTED: frozenset[str] = frozenset({"suggested", "approved", "executing", "in_doubt", "executed"})
+"""What the guard counts: what is pending, and every status in which the action may have run (``in_doubt``: the
+system's answer was lost, so it may have)."""
 _EXPLAIN_MAX_STEPS = 12
 
 

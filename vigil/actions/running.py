@@ -4,13 +4,14 @@ action's call, and the conjunctive-risk guard of the tenant's rulebook over the 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from vigil.actions.catalog import ConnectorCall
 from vigil.actions.connectors.http import Connectors, Operation
-from vigil.actions.history import StoredGuard
+from vigil.actions.history import StoredGuard, recheck
 from vigil.actions.rulebook import Rulebooks
 from vigil.cases.actions import ActionRecord
 
@@ -31,15 +32,22 @@ class Running:
 
 
 class TenantGuards:
-    """The guard of each tenant's rulebook (none when the rulebook declares no risk patterns)."""
+    """The guard of each tenant's rulebook (none when the rulebook declares no risk patterns), on the caller's
+    transaction, which holds the customer's lock (``vigil.actions.history``)."""
 
-    def __init__(self, rulebooks: Rulebooks, engine: AsyncEngine, *, timeout_s: float | None) -> None:
+    def __init__(self, rulebooks: Rulebooks) -> None:
         self._rulebooks = rulebooks
-        self._engine = engine
-        self._timeout_s = timeout_s
 
-    async def check(self, record: ActionRecord) -> tuple[str, str, str] | None:
+    async def check(self, conn: AsyncConnection, record: ActionRecord) -> tuple[str, str, str] | None:
+        """The chain a proposed action would complete (see ``vigil.actions.skill.Guard``)."""
         guard = self._rulebooks.of(record.tenant).guard
         if guard is None:
             return None
-        return await StoredGuard(guard, self._engine, timeout_s=self._timeout_s).check(record)
+        return await StoredGuard(guard).check(conn, record)
+
+    async def at_claim(self, conn: AsyncConnection, record: ActionRecord, now: datetime) -> ActionRecord | None:
+        """The action blocked as it is claimed, or None to run it (``vigil.actions.history.recheck``)."""
+        guard = self._rulebooks.of(record.tenant).guard
+        if guard is None:
+            return None
+        return await recheck(conn, guard, record, now=now)

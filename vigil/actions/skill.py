@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import Protocol
 
 import sqlalchemy as sa
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from vigil.actions import lifecycle
 from vigil.actions.approvals import Approvals
@@ -34,6 +34,7 @@ from vigil.actions.reading import (
 from vigil.actions.rulebook import Rulebook, Rulebooks
 from vigil.cases import actions as stored
 from vigil.cases.actions import ActionRecord, action_id, arguments_hash
+from vigil.cases.locks import customer_locked
 from vigil.cases.tables import MESSAGE
 from vigil.core.clock import Clock
 from vigil.core.faults import fault
@@ -51,8 +52,9 @@ TRANSCRIPT = 60
 class Guard(Protocol):
     """The conjunctive-risk guard: the chain the proposed action would complete, explained, or None."""
 
-    async def check(self, record: ActionRecord) -> tuple[str, str, str] | None:
-        """``(pattern, description, explanation)`` of the first dangerous chain ``record`` completes, or None."""
+    async def check(self, conn: AsyncConnection, record: ActionRecord) -> tuple[str, str, str] | None:
+        """``(pattern, description, explanation)`` of the first dangerous chain ``record`` completes, or None; the
+        customer's history read on ``conn``, whose transaction holds the customer's lock."""
         ...
 
 
@@ -138,40 +140,22 @@ class ActionSkill:
             approver=verdict.approver,
             expires_at=self._approvals.expiry(now),
         )
-        escalation = await self._guarded(record)
-        record.suggestion_id = suggestion_id(keyed(case.conversation_id, card_key(record)))
-        kept, new = await self._approvals.record(record)
+        guard = self._guard if record.status == Status.SUGGESTED else None
+        # The guard's read of the customer's actions and this one's insert are one transaction under the customer's
+        # lock: a proposal for the same customer in another conversation, pipeline or replica waits, then sees it.
+        async with customer_locked(
+            self._engine, record.tenant, record.customer_id if guard else None, at=now, timeout_s=self._timeout_s
+        ) as conn:
+            escalation = await _guarded(conn, guard, record) if guard is not None else []
+            fault("action.after_guard")
+            record.suggestion_id = suggestion_id(keyed(case.conversation_id, card_key(record)))
+            kept, new = await self._approvals.record(record, conn)
         if new:
             return [card(record, spec), *escalation]
         if kept.action_id == record.action_id:
             # This very message stored it, on an earlier try the pipeline made: its card, so that it can be approved.
             return [card(kept, spec), *(escalation if kept.status == Status.BLOCKED else [])]
         return []  # the same request is on the case already, and not over
-
-    async def _guarded(self, record: ActionRecord) -> list[Proposal]:
-        """Block ``record`` if it completes a dangerous chain, and say why in an escalation."""
-        if self._guard is None or record.status != Status.SUGGESTED:
-            return []
-        matched = await self._guard.check(record)
-        if matched is None:
-            return []
-        pattern, description, explanation = matched
-        record.status, record.verdict, record.rule, record.reason, record.approver = (
-            "blocked",
-            "blocked",
-            pattern,
-            description,
-            None,
-        )
-        return [
-            Proposal(
-                kind="escalation",
-                text=explanation,
-                confidence=0.95,
-                why=f"The conjunctive-risk guard blocked {record.name}: {description}",
-                key=f"escalation/{record.action_id}",
-            )
-        ]
 
     async def _waiting(self, rulebook: Rulebook, case: CaseState) -> list[ActionRecord]:
         """The case's open actions that wait for the conversation (a precondition: the identity check, a yes)."""
@@ -215,7 +199,14 @@ class ActionSkill:
         elif not (record.status == Status.REJECTED and event.verdict == "rejected" and record.decided_by == event.by):
             return []  # refused (the audit log says why), or decided and run before
         spec = self._rulebooks.of(record.tenant).catalog.get(record.name)
-        return [card(record, spec)] if spec is not None else []
+        proposals = [card(record, spec)] if spec is not None else []
+        if record.status == "blocked":  # approved, then blocked as it was claimed: a chain was completed meanwhile
+            explanation = (
+                f"Blocked {record.name} as it was about to run: it completes the risk pattern {record.rule!r}.\n"
+                f"{record.reason}"
+            )
+            proposals.append(_escalation(record, explanation))
+        return proposals
 
     async def _transcript(self, conversation_id: str) -> list[Said]:
         async with guarded(self._engine, timeout_s=self._timeout_s, begin=False) as conn:
@@ -226,6 +217,33 @@ class ActionSkill:
                 .limit(TRANSCRIPT)
             )
             return [Said(r.message_id, r.role, r.text, r.metadata or {}) for r in reversed(rows.all())]
+
+
+async def _guarded(conn: AsyncConnection, guard: Guard, record: ActionRecord) -> list[Proposal]:
+    """Block ``record`` if it completes a dangerous chain, and say why in an escalation."""
+    matched = await guard.check(conn, record)
+    if matched is None:
+        return []
+    pattern, description, explanation = matched
+    record.status, record.verdict, record.rule, record.reason, record.approver = (
+        "blocked",
+        "blocked",
+        pattern,
+        description,
+        None,
+    )
+    return [_escalation(record, explanation)]
+
+
+def _escalation(record: ActionRecord, explanation: str) -> Proposal:
+    """The escalation that says why the conjunctive-risk guard blocked ``record``."""
+    return Proposal(
+        kind="escalation",
+        text=explanation,
+        confidence=0.95,
+        why=f"The conjunctive-risk guard blocked {record.name}: {record.reason}",
+        key=f"escalation/{record.action_id}",
+    )
 
 
 def _status(verdict: Verdict, catalog: Catalog) -> str:

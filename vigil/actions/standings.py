@@ -1,5 +1,6 @@
-"""Where each tenant's concession budget stands, for people: the goodwill executed in the rolling window, the
-budget, and the controller's multiplier as last stored. The lead's overview shows it.
+"""Where each tenant's concession budget stands, for people: the goodwill given in the rolling window (executed, or
+approved and maybe run: ``vigil.cases.actions.MAY_HAVE_RUN``), the budget, and the controller's multiplier as last
+stored. The lead's overview shows it.
 
 The panel may not import this package (capabilities are independent), so the composition root hands it a
 ``BudgetStandings`` as a plain callable; each ``Standing`` has the attributes the panel's ``GoodwillBudget`` protocol
@@ -30,7 +31,7 @@ class Standing:
 
     tenant: str
     spent_cents: int
-    """Goodwill executed in the window that ends now."""
+    """Goodwill given in the window that ends now (executed, or approved and maybe run)."""
     budget_cents: int
     window_s: float
     multiplier: float | None

@@ -22,7 +22,12 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from vigil.cases.tables import ACTION, ACTION_AUDIT, SUGGESTION
 from vigil.db.engine import upsert
 
-PENDING = ("suggested", "approved", "executing")
+MAY_HAVE_RUN = ("approved", "executing", "in_doubt", "executed")
+"""Statuses of an action that has run, is running, may have run (``in_doubt``: the system's answer was lost) or is
+about to: wherever the money may have moved. The goodwill a customer was given and the tenant's spend count them all
+(the conjunctive-risk guard counts them and ``suggested``, ``vigil.actions.risk.COUNTED``), so a credit whose write
+timed out is not given twice."""
+PENDING = ("suggested", "approved", "executing", "in_doubt")
 """Statuses of an action that may still happen."""
 DONE = ("executed",)
 
@@ -143,30 +148,32 @@ async def history(
     return [dict(row._mapping) for row in rows]
 
 
-async def spend(conn: AsyncConnection, tenant: str, *, since: datetime, customer_id: str | None = None) -> int:
-    """Goodwill executed for ``tenant`` (one customer's, if given) since ``since``, in cents."""
-    stmt = sa.select(sa.func.coalesce(sa.func.sum(ACTION.c.amount_cents), 0)).where(
+_GIVEN_AT = sa.func.coalesce(ACTION.c.executed_at, ACTION.c.decided_at, ACTION.c.suggested_at)
+"""When goodwill counts as given: when it ran, else when it was approved (it is running, in doubt or about to run)."""
+
+
+def _given(tenant: str, since: datetime) -> list[sa.ColumnElement[bool]]:
+    return [
         ACTION.c.tenant == tenant,
         ACTION.c.goodwill.is_(True),
-        ACTION.c.status.in_(DONE),
-        ACTION.c.executed_at >= since,
-    )
+        ACTION.c.status.in_(MAY_HAVE_RUN),
+        since <= _GIVEN_AT,
+    ]
+
+
+async def spend(conn: AsyncConnection, tenant: str, *, since: datetime, customer_id: str | None = None) -> int:
+    """Goodwill given by ``tenant`` (to one customer, if given) since ``since``, in cents: executed, or approved and
+    maybe run (``MAY_HAVE_RUN``)."""
+    stmt = sa.select(sa.func.coalesce(sa.func.sum(ACTION.c.amount_cents), 0)).where(*_given(tenant, since))
     if customer_id is not None:
         stmt = stmt.where(ACTION.c.customer_id == customer_id)
     return int((await conn.execute(stmt)).scalar_one())
 
 
 async def spends(conn: AsyncConnection, tenant: str, *, since: datetime) -> list[tuple[datetime, int]]:
-    """Each goodwill payment of ``tenant`` executed since ``since``: when, and how many cents."""
-    rows = await conn.execute(
-        sa.select(ACTION.c.executed_at, ACTION.c.amount_cents).where(
-            ACTION.c.tenant == tenant,
-            ACTION.c.goodwill.is_(True),
-            ACTION.c.status.in_(DONE),
-            ACTION.c.executed_at >= since,
-        )
-    )
-    return [(row.executed_at, int(row.amount_cents or 0)) for row in rows]
+    """Each goodwill payment of ``tenant`` given since ``since`` (``MAY_HAVE_RUN``): when, and how many cents."""
+    rows = await conn.execute(sa.select(_GIVEN_AT.label("at"), ACTION.c.amount_cents).where(*_given(tenant, since)))
+    return [(row.at, int(row.amount_cents or 0)) for row in rows]
 
 
 async def move(

@@ -299,6 +299,18 @@ class ActionAuditRow(SQLModel, table=True):
     detail: dict[str, Any] = Field(default_factory=dict, sa_column=sa.Column(sa.JSON, nullable=False))
 
 
+class CustomerLockRow(SQLModel, table=True):
+    """One row per (tenant, customer) whose actions were ever guarded: the lock a transaction holds while it reads
+    the customer's actions and adds to them (vigil/cases/locks.py). Its only column of interest is the key;
+    ``taken_at`` says when it was last taken, for whoever looks at a lock that is held."""
+
+    __tablename__ = "customer_lock"
+
+    tenant: str = Field(primary_key=True, max_length=ID_LENGTH)
+    customer_id: str = Field(primary_key=True, max_length=ID_LENGTH)
+    taken_at: datetime = when(nullable=False)
+
+
 CONVERSATION = Conversation.__table__  # type: ignore[attr-defined]
 MESSAGE = MessageRow.__table__  # type: ignore[attr-defined]
 CASE_EVENT = CaseEventRow.__table__  # type: ignore[attr-defined]
@@ -310,3 +322,4 @@ CASE_PROGRESS = CaseProgressRow.__table__  # type: ignore[attr-defined]
 READ_MARK = ReadMark.__table__  # type: ignore[attr-defined]
 ACTION = ActionRow.__table__  # type: ignore[attr-defined]
 ACTION_AUDIT = ActionAuditRow.__table__  # type: ignore[attr-defined]
+CUSTOMER_LOCK = CustomerLockRow.__table__  # type: ignore[attr-defined]

@@ -20,6 +20,10 @@ The points, in the order an event meets them (grep for ``fault("`` to find each)
 - ``event.after_finish``: the skills have finished with the event and its ``finished`` mark is queued for the store's
   next batch (not yet committed: a crash here shows the event to the skills once more, which must change nothing);
 - ``action.after_approve``: an approval is committed with its feedback event; the action skill is about to run it;
+- ``action.after_guard``: a proposed action's guard has read the customer's actions, under the customer's lock, and
+  the action is not yet stored (the transaction is open);
+- ``action.after_recheck``: an approved action's guard was checked again under the customer's lock, in the open
+  transaction that claims it (or blocks it);
 - ``action.after_claim``: an action is claimed for execution (``executing``), its system not yet called;
 - ``action.after_call``: the system answered the call, the result is not yet written;
 - ``action.after_result``: the action's result (``executed``, ``failed``, ``in_doubt``) is committed;
