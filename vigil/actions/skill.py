@@ -194,13 +194,13 @@ class ActionSkill:
         if record.status == Status.APPROVED:
             fault("action.after_approve")
             record = await self._approvals.execute(record)
-            if record.status not in (Status.EXECUTED, Status.FAILED, Status.IN_DOUBT):
+            if record.status not in (Status.EXECUTED, Status.FAILED, Status.IN_DOUBT, Status.BLOCKED):
                 return []  # another replica has it, or the result waits for the reconciler
         elif not (record.status == Status.REJECTED and event.verdict == "rejected" and record.decided_by == event.by):
             return []  # refused (the audit log says why), or decided and run before
         spec = self._rulebooks.of(record.tenant).catalog.get(record.name)
         proposals = [card(record, spec)] if spec is not None else []
-        if record.status == "blocked":  # approved, then blocked as it was claimed: a chain was completed meanwhile
+        if record.status == Status.BLOCKED:  # approved, then blocked as it was claimed: a chain was completed meanwhile
             explanation = (
                 f"Blocked {record.name} as it was about to run: it completes the risk pattern {record.rule!r}.\n"
                 f"{record.reason}"
