@@ -224,16 +224,18 @@ async def waiting(conn: AsyncConnection, conversation_ids: Sequence[str], *, rec
 async def assignee_before(conn: AsyncConnection, conversation_id: str, event_id: str) -> str | None:
     """Who the case was assigned to before its case event ``event_id`` (None: nobody, or no such event)."""
     c = CASE_EVENT.c
-    this = sa.select(c.seq).where(c.conversation_id == conversation_id, c.event_id == event_id).scalar_subquery()
-    before: str | None = (
+    # A case has a few case events, read through the conversation's index; ordered by seq in SQL, SQLite walked the
+    # whole table backwards by its rowid instead.
+    rows = (
         await conn.execute(
-            sa.select(c.assignee)
-            .where(c.conversation_id == conversation_id, c.assignee.is_not(None), c.seq < this)
-            .order_by(c.seq.desc())
-            .limit(1)
+            sa.select(c.seq, c.event_id, c.assignee).where(
+                c.conversation_id == conversation_id, sa.or_(c.assignee.is_not(None), c.event_id == event_id)
+            )
         )
-    ).scalar()
-    return before
+    ).all()
+    this = next((row.seq for row in rows if row.event_id == event_id), None)
+    earlier = [row for row in rows if this is not None and row.seq < this and row.assignee is not None]
+    return max(earlier, key=lambda row: row.seq).assignee if earlier else None
 
 
 async def closed(conn: AsyncConnection, conversation_id: str) -> bool:

@@ -31,7 +31,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from vigil.cases import progress, timers
 from vigil.cases.progress import Commitment, Reading, Settle
-from vigil.cases.timers import Arm, Timer
+from vigil.cases.timers import Arm, Running
 from vigil.core.clock import Clock
 from vigil.flow.case import CaseState
 from vigil.flow.keeping import Kept
@@ -88,7 +88,7 @@ class _Stored:
     """What a wave's conversations hold before its events."""
 
     readings: dict[str, Reading]
-    running: dict[str, list[Timer]]
+    running: dict[str, list[Running]]
     open_: dict[str, list[Commitment]]
     waiting: dict[str, list[str]]
 
@@ -187,7 +187,7 @@ class ProgressKeeper:
         while len(self._pressed) > PRESSED_KEPT:
             self._pressed.popitem(last=False)
 
-    def _clocks(self, case: CaseState, running: list[Timer], writes: _Writes) -> None:
+    def _clocks(self, case: CaseState, running: list[Running], writes: _Writes) -> None:
         """Arm the SLA timers the case's state calls for and cancel the others, writing only what differs."""
         plan = sla.plan(case, self._settings)
         clocks = {t.timer_id: t for t in running if t.kind in sla.CLOCKS}
