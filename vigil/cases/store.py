@@ -56,6 +56,8 @@ _EARLIER = (
 
 _MARKS_MAX = 4096
 """Finished marks written with one batch at most."""
+MARKS_WAIT_S = 0.2
+"""How long finished marks wait for a batch of events to go with before they are written on their own."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,9 +176,18 @@ class CaseStore:
 
     async def _flush_forever(self) -> None:
         while True:
-            await self._wake.wait()
+            if not self._queue and self._finished:
+                # Marks ride with the next batch of events; they get a transaction of their own only if none comes.
+                try:
+                    async with asyncio.timeout(MARKS_WAIT_S):
+                        await self._wake.wait()
+                except TimeoutError:
+                    await self._write([])
+                    continue
+            elif not self._queue:
+                await self._wake.wait()
             self._wake.clear()
-            while self._queue or self._finished:
+            while self._queue:
                 batch, self._queue = self._queue[: self._batch_max], self._queue[self._batch_max :]
                 await self._write(batch)
 

@@ -157,17 +157,16 @@ class Running:
     due_at: datetime
 
 
+_RUNNING_IN = sa.select(TIMER.c.conversation_id, TIMER.c.timer_id, TIMER.c.kind, TIMER.c.due_at).where(
+    TIMER.c.conversation_id.in_(sa.bindparam("ids", expanding=True)), TIMER.c.status == RUNNING
+)
+
+
 async def running_in(conn: AsyncConnection, conversation_ids: Sequence[str]) -> dict[str, list[Running]]:
     """The running timers of each of these conversations (read through the same index as ``running``)."""
     found: dict[str, list[Running]] = {}
     if conversation_ids:
-        c = TIMER.c
-        rows = await conn.execute(
-            sa.select(c.conversation_id, c.timer_id, c.kind, c.due_at).where(
-                c.conversation_id.in_(list(conversation_ids)), c.status == RUNNING
-            )
-        )
-        for row in rows:
+        for row in await conn.execute(_RUNNING_IN, {"ids": list(conversation_ids)}):
             found.setdefault(row.conversation_id, []).append(Running(row.timer_id, row.kind, row.due_at))
     return found
 
