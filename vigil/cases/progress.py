@@ -153,16 +153,20 @@ async def settle_all(conn: AsyncConnection, settles: Sequence[Settle]) -> None:
         await conn.execute(_SETTLE, rows)
 
 
+_OPEN_IN = (
+    sa.select(COMMITMENT)
+    .where(COMMITMENT.c.conversation_id.in_(sa.bindparam("ids", expanding=True)), COMMITMENT.c.status == OPEN)
+    .order_by(COMMITMENT.c.made_at, COMMITMENT.c.commitment_id)
+)
+_READINGS_IN = sa.select(CASE_PROGRESS).where(CASE_PROGRESS.c.conversation_id.in_(sa.bindparam("ids", expanding=True)))
+# Built once, as the keeper's other batch reads: a statement made per call costs its construction and cache key.
+
+
 async def open_commitments(conn: AsyncConnection, conversation_ids: Sequence[str]) -> dict[str, list[Commitment]]:
     """The open commitments of each of these conversations, in the order they were made."""
     found: dict[str, list[Commitment]] = {}
     if conversation_ids:
-        rows = await conn.execute(
-            sa.select(COMMITMENT)
-            .where(COMMITMENT.c.conversation_id.in_(list(conversation_ids)), COMMITMENT.c.status == OPEN)
-            .order_by(COMMITMENT.c.made_at, COMMITMENT.c.commitment_id)
-        )
-        for row in rows:
+        for row in await conn.execute(_OPEN_IN, {"ids": list(conversation_ids)}):
             found.setdefault(row.conversation_id, []).append(Commitment.of(row))
     return found
 
@@ -171,9 +175,7 @@ async def readings(conn: AsyncConnection, conversation_ids: Sequence[str]) -> di
     """The latest reading of each of these cases that has one."""
     if not conversation_ids:
         return {}
-    rows = await conn.execute(
-        sa.select(CASE_PROGRESS).where(CASE_PROGRESS.c.conversation_id.in_(list(conversation_ids)))
-    )
+    rows = await conn.execute(_READINGS_IN, {"ids": list(conversation_ids)})
     return {row.conversation_id: Reading.of(row) for row in rows}
 
 
@@ -186,29 +188,30 @@ async def save_readings(conn: AsyncConnection, readings: Sequence[Reading]) -> N
         await conn.execute(stmt.on_conflict_do_update(index_elements=["conversation_id"], set_=update), rows)
 
 
+_LATEST = (
+    sa.select(
+        MESSAGE.c.conversation_id,
+        MESSAGE.c.role,
+        MESSAGE.c.text,
+        MESSAGE.c.seq,
+        sa.func.row_number().over(partition_by=MESSAGE.c.conversation_id, order_by=MESSAGE.c.seq.desc()).label("back"),
+    )
+    .where(MESSAGE.c.conversation_id.in_(sa.bindparam("ids", expanding=True)))
+    .subquery()
+)
+_WAITING = (
+    sa.select(_LATEST.c.conversation_id, _LATEST.c.role, _LATEST.c.text)
+    .where(_LATEST.c.back <= sa.bindparam("recent"))
+    .order_by(_LATEST.c.conversation_id, _LATEST.c.seq.desc())
+)
+
+
 async def waiting(conn: AsyncConnection, conversation_ids: Sequence[str], *, recent: int) -> dict[str, list[str]]:
     """For each of these conversations, the customer's messages since an analyst last wrote, oldest first, among
     its ``recent`` latest messages."""
     if not conversation_ids:
         return {}
-    latest = (
-        sa.select(
-            MESSAGE.c.conversation_id,
-            MESSAGE.c.role,
-            MESSAGE.c.text,
-            MESSAGE.c.seq,
-            sa.func.row_number()
-            .over(partition_by=MESSAGE.c.conversation_id, order_by=MESSAGE.c.seq.desc())
-            .label("back"),
-        )
-        .where(MESSAGE.c.conversation_id.in_(list(conversation_ids)))
-        .subquery()
-    )
-    rows = await conn.execute(
-        sa.select(latest.c.conversation_id, latest.c.role, latest.c.text)
-        .where(latest.c.back <= recent)
-        .order_by(latest.c.conversation_id, latest.c.seq.desc())
-    )
+    rows = await conn.execute(_WAITING, {"ids": list(conversation_ids), "recent": recent})
     found: dict[str, list[str]] = {conversation_id: [] for conversation_id in conversation_ids}
     reached: set[str] = set()  # conversations whose analyst's last message has been met, newest first
     for row in rows:
@@ -224,16 +227,18 @@ async def waiting(conn: AsyncConnection, conversation_ids: Sequence[str], *, rec
 async def assignee_before(conn: AsyncConnection, conversation_id: str, event_id: str) -> str | None:
     """Who the case was assigned to before its case event ``event_id`` (None: nobody, or no such event)."""
     c = CASE_EVENT.c
-    this = sa.select(c.seq).where(c.conversation_id == conversation_id, c.event_id == event_id).scalar_subquery()
-    before: str | None = (
+    # A case has a few case events, read through the conversation's index; ordered by seq in SQL, SQLite walked the
+    # whole table backwards by its rowid instead.
+    rows = (
         await conn.execute(
-            sa.select(c.assignee)
-            .where(c.conversation_id == conversation_id, c.assignee.is_not(None), c.seq < this)
-            .order_by(c.seq.desc())
-            .limit(1)
+            sa.select(c.seq, c.event_id, c.assignee).where(
+                c.conversation_id == conversation_id, sa.or_(c.assignee.is_not(None), c.event_id == event_id)
+            )
         )
-    ).scalar()
-    return before
+    ).all()
+    this = next((row.seq for row in rows if row.event_id == event_id), None)
+    earlier = [row for row in rows if this is not None and row.seq < this and row.assignee is not None]
+    return max(earlier, key=lambda row: row.seq).assignee if earlier else None
 
 
 async def closed(conn: AsyncConnection, conversation_id: str) -> bool:

@@ -54,6 +54,12 @@ _EARLIER = (
 )
 
 
+_MARKS_MAX = 4096
+"""Finished marks written with one batch at most."""
+MARKS_WAIT_S = 0.2
+"""How long finished marks wait for a batch of events to go with before they are written on their own."""
+
+
 @dataclass(frozen=True, slots=True)
 class Earlier:
     """A suggestion made earlier in a conversation, and the text of the message it replied to (``None`` when it
@@ -93,7 +99,7 @@ class CaseStore:
         self._wake = asyncio.Event()
         self._flusher: asyncio.Task[None] | None = None
         self._keepers: tuple[Keeper | BatchKeeper, ...] = ()
-        self._finished: list[tuple[Event, datetime]] = []  # marks waiting for the next batch
+        self._finished: list[Event] = []  # marks waiting for the next batch
 
     def keep_with(self, keepers: Sequence[Keeper | BatchKeeper]) -> None:
         """Have ``keepers`` write in the transaction of every new event from now on (``vigil.flow.keeping``)."""
@@ -160,7 +166,7 @@ class CaseStore:
     def finished(self, event: Event) -> None:
         """Note, with the next batch, that the skills have finished with ``event`` (recorded earlier): a redelivery
         of it is then a plain duplicate. Returns at once; the note is lost if the process dies first."""
-        self._finished.append((event, self._clock.now()))
+        self._finished.append(event)
         self._wake_flusher()
 
     def _wake_flusher(self) -> None:
@@ -170,18 +176,28 @@ class CaseStore:
 
     async def _flush_forever(self) -> None:
         while True:
-            await self._wake.wait()
+            if not self._queue and self._finished:
+                # Marks ride with the next batch of events; they get a transaction of their own only if none comes.
+                try:
+                    async with asyncio.timeout(MARKS_WAIT_S):
+                        await self._wake.wait()
+                except TimeoutError:
+                    await self._write([])
+                    continue
+            elif not self._queue:
+                await self._wake.wait()
             self._wake.clear()
-            while self._queue or self._finished:
+            while self._queue:
                 batch, self._queue = self._queue[: self._batch_max], self._queue[self._batch_max :]
                 await self._write(batch)
 
     async def _write(self, batch: list[_Pending]) -> None:
-        marks, self._finished = self._finished, []
+        # Bounded: each mark is two parameters of one statement, and a driver takes at most 32,767.
+        marks, self._finished = self._finished[:_MARKS_MAX], self._finished[_MARKS_MAX:]
         try:
             async with asyncio.timeout(self._timeout_s), connected(self.engine) as conn, conn.begin():
                 # The marks first: a redelivery in this very batch of an event just finished is then a plain duplicate.
-                await cases.mark_finished(conn, marks)
+                await cases.mark_finished(conn, marks, self._clock.now())
                 results = await cases.record_batch(
                     conn,
                     [(p.event, p.received_at) for p in batch],

@@ -148,18 +148,26 @@ async def cancel_in(conn: AsyncConnection, conversation_ids: Sequence[str]) -> N
         )
 
 
-async def running_in(conn: AsyncConnection, conversation_ids: Sequence[str]) -> dict[str, list[Timer]]:
-    """The running timers of each of these conversations, soonest due first (read through the same index as
-    ``running``)."""
-    found: dict[str, list[Timer]] = {}
+@dataclass(frozen=True, slots=True)
+class Running:
+    """What the progress keeper needs of a running timer to re-arm a case's clocks."""
+
+    timer_id: str
+    kind: str
+    due_at: datetime
+
+
+_RUNNING_IN = sa.select(TIMER.c.conversation_id, TIMER.c.timer_id, TIMER.c.kind, TIMER.c.due_at).where(
+    TIMER.c.conversation_id.in_(sa.bindparam("ids", expanding=True)), TIMER.c.status == RUNNING
+)
+
+
+async def running_in(conn: AsyncConnection, conversation_ids: Sequence[str]) -> dict[str, list[Running]]:
+    """The running timers of each of these conversations (read through the same index as ``running``)."""
+    found: dict[str, list[Running]] = {}
     if conversation_ids:
-        rows = await conn.execute(
-            sa.select(TIMER)
-            .where(TIMER.c.conversation_id.in_(list(conversation_ids)), TIMER.c.status == RUNNING)
-            .order_by(TIMER.c.due_at, TIMER.c.timer_id)
-        )
-        for row in rows:
-            found.setdefault(row.conversation_id, []).append(Timer.of(row))
+        for row in await conn.execute(_RUNNING_IN, {"ids": list(conversation_ids)}):
+            found.setdefault(row.conversation_id, []).append(Running(row.timer_id, row.kind, row.due_at))
     return found
 
 

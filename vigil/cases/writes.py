@@ -340,33 +340,19 @@ async def _finished_at(conn: AsyncConnection, event: Event) -> datetime | None:
     return at
 
 
-@functools.cache
-def _mark_finished(dialect: str, table: str) -> Any:
-    """UPDATE ... SET finished_at, one row per parameter set (run with many)."""
-    target = metadata.tables[table]
-    own_id = {"message": "message_id", "case_event": "event_id", "feedback": "feedback_id"}[table]
-    return (
-        sa.update(target)
-        .where(
-            target.c.conversation_id == sa.bindparam("b_conversation_id"),
-            target.c[own_id] == sa.bindparam("b_id"),
-            target.c.finished_at.is_(None),
+async def mark_finished(conn: AsyncConnection, events: Sequence[Event], at: datetime) -> None:
+    """Note that the skills have finished with these events, at ``at``: one statement per table however many events
+    (a row-value IN list, not a statement per event under executemany)."""
+    by_table: dict[str, tuple[sa.Table, sa.Column[Any], list[tuple[str, str]]]] = {}
+    for event in events:
+        table, own_id = _key(event)
+        by_table.setdefault(table.name, (table, own_id, []))[2].append((event.conversation_id, event.id))
+    for table, own_id, keys in by_table.values():
+        await conn.execute(
+            sa.update(table)
+            .where(sa.tuple_(table.c.conversation_id, own_id).in_(keys), table.c.finished_at.is_(None))
+            .values(finished_at=at)
         )
-        .values(finished_at=sa.bindparam("b_at"))
-    )
-
-
-async def mark_finished(conn: AsyncConnection, events: Sequence[tuple[Event, datetime]]) -> None:
-    """Note that the skills have finished with these events (at the time given with each): one statement per table
-    however many events."""
-    by_table: dict[str, list[dict[str, Any]]] = {}
-    for event, at in events:
-        table, _ = _key(event)
-        by_table.setdefault(table.name, []).append(
-            {"b_conversation_id": event.conversation_id, "b_id": event.id, "b_at": at}
-        )
-    for table_name, rows in by_table.items():
-        await conn.execute(_mark_finished(conn.dialect.name, table_name), rows)
 
 
 def _check_judged(f: Feedback, judged: sa.Row[Any] | None) -> None:

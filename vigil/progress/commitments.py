@@ -103,6 +103,8 @@ def find_promises(text: str, *, sent_at: datetime, zone: ZoneInfo) -> list[Promi
         zone: the customer's time zone when known, else the tenant's: a time without a zone is read in it.
     """
     clean = text.replace("\u2019", "'")  # same length: spans stay valid in ``text``
+    if not _TRIGGER.search(clean):
+        return []  # most messages: no sentence to read
     promises = []
     for sentence in _SENTENCE.finditer(clean):
         for start, end in _promise_spans(sentence.group(), sentence.start()):

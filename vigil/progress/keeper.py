@@ -31,7 +31,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from vigil.cases import progress, timers
 from vigil.cases.progress import Commitment, Reading, Settle
-from vigil.cases.timers import Arm, Timer
+from vigil.cases.timers import Arm, Running
 from vigil.core.clock import Clock
 from vigil.flow.case import CaseState
 from vigil.flow.keeping import Kept
@@ -39,7 +39,7 @@ from vigil.progress import sla
 from vigil.progress.commitments import find_promises, follows_up
 from vigil.progress.pressure import Pressure, pressure
 from vigil.progress.reminders import COMMITMENT, Reminders
-from vigil.progress.settings import ProgressSettings
+from vigil.progress.settings import ProgressSettings, Targets
 from vigil.wire.events import CaseEvent, Message
 
 RECENT = 30
@@ -88,7 +88,7 @@ class _Stored:
     """What a wave's conversations hold before its events."""
 
     readings: dict[str, Reading]
-    running: dict[str, list[Timer]]
+    running: dict[str, list[Running]]
     open_: dict[str, list[Commitment]]
     waiting: dict[str, list[str]]
 
@@ -103,6 +103,7 @@ class ProgressKeeper:
         self._clock = clock
         self._reminders = reminders
         self._pressed: OrderedDict[tuple[str, str], Pressed] = OrderedDict()
+        self._targets: dict[tuple[str, str | None], Targets] = {}  # per tenant and priority, worked out once
 
     def take_pressed(self, conversation_id: str, message_id: str) -> Pressed | None:
         """The pressure found with this customer message, if it was kept by this process and not taken yet."""
@@ -187,9 +188,13 @@ class ProgressKeeper:
         while len(self._pressed) > PRESSED_KEPT:
             self._pressed.popitem(last=False)
 
-    def _clocks(self, case: CaseState, running: list[Timer], writes: _Writes) -> None:
+    def _clocks(self, case: CaseState, running: list[Running], writes: _Writes) -> None:
         """Arm the SLA timers the case's state calls for and cancel the others, writing only what differs."""
-        plan = sla.plan(case, self._settings)
+        key = (case.tenant, case.priority)
+        targets = self._targets.get(key)
+        if targets is None:
+            targets = self._targets[key] = self._settings.targets(case.tenant, case.priority)
+        plan = sla.plan(case, self._settings, targets)
         clocks = {t.timer_id: t for t in running if t.kind in sla.CLOCKS}
         writes.arm += [a for a in plan.arm if a.timer_id not in clocks or clocks[a.timer_id].due_at != a.due_at]
         writes.cancel += [timer_id for timer_id in clocks if timer_id not in plan.keep]

@@ -19,7 +19,7 @@ from datetime import datetime, timedelta
 from vigil.cases.states import State
 from vigil.cases.timers import Arm
 from vigil.flow.case import CaseState
-from vigil.progress.settings import ProgressSettings
+from vigil.progress.settings import ProgressSettings, Targets
 
 FIRST_RESPONSE = "first_response"
 NEXT_RESPONSE = "next_response"
@@ -47,11 +47,13 @@ def timer_id(conversation_id: str, clock: str, started_at: datetime | None = Non
     return f"{conversation_id}/sla/{clock}{suffix}"
 
 
-def plan(case: CaseState, settings: ProgressSettings) -> Plan:
-    """The SLA timers ``case`` should have running after its latest event."""
+def plan(case: CaseState, settings: ProgressSettings, targets: Targets | None = None) -> Plan:
+    """The SLA timers ``case`` should have running after its latest event (``targets``: the case's, if the caller
+    has them already)."""
     if case.state in (State.RESOLVED, State.CLOSED):
         return Plan()
-    targets = settings.targets(case.tenant, case.priority)
+    if targets is None:
+        targets = settings.targets(case.tenant, case.priority)
     armed: list[Arm] = []
 
     def add(clock: str, started_at: datetime, target_s: float | None) -> None:
