@@ -105,9 +105,8 @@ async def test_two_processes_on_one_postgresql_let_one_of_six_split_refunds_thro
             ]
         )
         await daemon.processed()
-        statuses = sorted(
-            f"{a['status']} by {a['rule']}" if a["status"] == "blocked" else a["status"] for a in refunds(daemon.db)
-        )
+        stored = refunds(daemon.db)
+        statuses = sorted(f"{a['status']} by {a['rule']}" if a["status"] == "blocked" else a["status"] for a in stored)
     finally:
         producer.flush(10)
         for cli in clis:
@@ -115,4 +114,4 @@ async def test_two_processes_on_one_postgresql_let_one_of_six_split_refunds_thro
         shop.stop()
 
     assert shop.refunds(ORDER) == [4500]
-    assert statuses == ["blocked by refund_splitting_order"] * 5 + ["executed"]
+    assert statuses == ["blocked by refund_splitting_order"] * 5 + ["executed"], stored
