@@ -262,16 +262,20 @@ async def run(plan: Plan, workdir: Path) -> list[dict[str, Any]]:
 
 
 def summary(rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
-    """Per load, the median over repeats of every number (each ratio was taken within its repeat)."""
+    """Per load, the median over repeats of every number (each ratio was taken within its repeat), but the event
+    loop's largest lag: the largest of any repeat (the target is that it never exceeds 50 ms)."""
     out: dict[str, dict[str, float]] = {}
     for load in dict.fromkeys(r["load"] for r in rows):
         mine = [r for r in rows if r["load"] == load]
         fields = [k for k, v in mine[0].items() if type(v) in (int, float) and k != "repeat"]
-        out[load] = {k: statistics.median(r[k] for r in mine) for k in fields}
+        out[load] = {
+            k: max(r[k] for r in mine) if k.startswith("loop_lag_max") else statistics.median(r[k] for r in mine)
+            for k in fields
+        }
     return out
 
 
-def verdicts(medians: dict[str, dict[str, float]], sessions: str) -> list[str]:
+def verdicts(medians: dict[str, dict[str, float]], workers: str) -> list[str]:
     """One line per target: PASS or FAIL, with the figure it was judged on."""
     out = []
     for load, s in medians.items():
@@ -299,7 +303,7 @@ def verdicts(medians: dict[str, dict[str, float]], sessions: str) -> list[str]:
                 _verdict(
                     f"questions: ≥ {TARGET_QUESTIONS_TWO_CORES} of the model's rate on two cores",
                     two >= TARGET_QUESTIONS_TWO_CORES,
-                    f"{two:.2f}: against {s['model_two_cores_per_s']:.0f}/s; embedding sessions: {sessions}",
+                    f"{two:.2f}: against {s['model_two_cores_per_s']:.0f}/s; embedding workers: {workers}",
                 )
             )
         worst = s.get("loop_lag_max_ms", math.nan)
@@ -315,7 +319,7 @@ def verdicts(medians: dict[str, dict[str, float]], sessions: str) -> list[str]:
 
 def table(medians: dict[str, dict[str, float]], repeats: int) -> str:
     lines = [
-        f"Medians of {repeats} run(s); each ratio is to its own run's limit.",
+        f"Medians of {repeats} run(s) (of the loop's largest lag: the largest); each ratio is to its own run's limit.",
         "",
         "| load | rate (/s) | limit in the same run (/s) | ratio | vigil CPU (cores) | loop lag p99 / max (ms) |",
         "|---|---:|---:|---:|---:|---:|",
@@ -397,10 +401,10 @@ def main(argv: list[str] | None = None) -> int:
         workdir.mkdir(parents=True, exist_ok=True)
         rows = asyncio.run(run(plan, workdir))
     medians = summary(rows)
-    sessions = dict(plan.settings).get("KNOWLEDGE__EMBEDDING_SESSIONS", "vigil's default")
+    workers = dict(plan.settings).get("KNOWLEDGE__EMBEDDING_WORKERS", "vigil's default")
     print(table(medians, plan.repeats))
     print()
-    print("\n".join(verdicts(medians, sessions)))
+    print("\n".join(verdicts(medians, workers)))
     results = {
         "load_average": {"before": load_before, "after": os.getloadavg()},
         "minutes": (datetime.now(UTC) - started) / timedelta(minutes=1),
