@@ -141,7 +141,7 @@ async def _drained(vigil: VigilProcess, expect: int, window_s: float) -> dict[st
         async with asyncio.timeout(window_s):
             await phases.until(vigil, lambda s: s.handled >= expect)
     last = await vigil.snapshot()
-    seconds = time.monotonic() - started
+    seconds, cpu = time.monotonic() - started, vigil.cpu_seconds() - cpu
     after = await vigil.metrics_text()
     return {
         "events": expect,
@@ -149,7 +149,8 @@ async def _drained(vigil: VigilProcess, expect: int, window_s: float) -> dict[st
         "window_s": seconds,
         "all_handled": last.handled >= expect,
         "events_per_s": (last.handled - first.handled) / seconds,
-        "vigil_cores": (vigil.cpu_seconds() - cpu) / seconds,
+        "vigil_cores": cpu / seconds,
+        "vigil_cpu_ms_per_event": cpu * 1000 / max(last.handled - first.handled, 1),
         "machine_cores": MachineTimes.now().busy_cores_since(machine),
         "dead_lettered": last.dead_lettered,
         **lag_fields(before, after),
@@ -193,7 +194,7 @@ async def _asked(
         async with asyncio.timeout(window_s):
             await phases.until(vigil, lambda s: s.handled >= before.handled + sent)
     after = await vigil.snapshot()
-    seconds = time.monotonic() - started
+    seconds, cpu = time.monotonic() - started, vigil.cpu_seconds() - cpu
     handled = after.handled - before.handled
     return {
         "questions": sent,
@@ -201,7 +202,8 @@ async def _asked(
         "all_handled": handled >= sent,
         "window_s": seconds,
         "handled_rate": handled / seconds,
-        "vigil_cores": (vigil.cpu_seconds() - cpu) / seconds,
+        "vigil_cores": cpu / seconds,
+        "vigil_cpu_ms_per_event": cpu * 1000 / max(handled, 1),
         "machine_cores": MachineTimes.now().busy_cores_since(machine),
         "processing_p50_ms": (after.processing - before.processing).quantile(0.5) * 1000,
         "processing_p99_ms": (after.processing - before.processing).quantile(0.99) * 1000,
@@ -262,16 +264,20 @@ async def run(plan: Plan, workdir: Path) -> list[dict[str, Any]]:
 
 
 def summary(rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
-    """Per load, the median over repeats of every number (each ratio was taken within its repeat)."""
+    """Per load, the median over repeats of every number (each ratio was taken within its repeat), but the event
+    loop's largest lag: the largest of any repeat (the target is that it never exceeds 50 ms)."""
     out: dict[str, dict[str, float]] = {}
     for load in dict.fromkeys(r["load"] for r in rows):
         mine = [r for r in rows if r["load"] == load]
         fields = [k for k, v in mine[0].items() if type(v) in (int, float) and k != "repeat"]
-        out[load] = {k: statistics.median(r[k] for r in mine) for k in fields}
+        out[load] = {
+            k: max(r[k] for r in mine) if k.startswith("loop_lag_max") else statistics.median(r[k] for r in mine)
+            for k in fields
+        }
     return out
 
 
-def verdicts(medians: dict[str, dict[str, float]], sessions: str) -> list[str]:
+def verdicts(medians: dict[str, dict[str, float]], workers: str) -> list[str]:
     """One line per target: PASS or FAIL, with the figure it was judged on."""
     out = []
     for load, s in medians.items():
@@ -299,7 +305,7 @@ def verdicts(medians: dict[str, dict[str, float]], sessions: str) -> list[str]:
                 _verdict(
                     f"questions: ≥ {TARGET_QUESTIONS_TWO_CORES} of the model's rate on two cores",
                     two >= TARGET_QUESTIONS_TWO_CORES,
-                    f"{two:.2f}: against {s['model_two_cores_per_s']:.0f}/s; embedding sessions: {sessions}",
+                    f"{two:.2f}: against {s['model_two_cores_per_s']:.0f}/s; embedding workers: {workers}",
                 )
             )
         worst = s.get("loop_lag_max_ms", math.nan)
@@ -315,23 +321,25 @@ def verdicts(medians: dict[str, dict[str, float]], sessions: str) -> list[str]:
 
 def table(medians: dict[str, dict[str, float]], repeats: int) -> str:
     lines = [
-        f"Medians of {repeats} run(s); each ratio is to its own run's limit.",
+        f"Medians of {repeats} run(s) (of the loop's largest lag: the largest); each ratio is to its own run's limit.",
         "",
-        "| load | rate (/s) | limit in the same run (/s) | ratio | vigil CPU (cores) | loop lag p99 / max (ms) |",
-        "|---|---:|---:|---:|---:|---:|",
+        "| load | rate (/s) | limit in the same run (/s) | ratio | vigil CPU (cores) | vigil CPU per event (ms) "
+        "| loop lag p99 / max (ms) |",
+        "|---|---:|---:|---:|---:|---:|---:|",
     ]
     for load, s in medians.items():
         lag = f"{_ms(s.get('loop_lag_p99_ms', math.nan))} / ≤ {_ms(s.get('loop_lag_max_ms', math.nan))}"
         if load.startswith("ingest/"):
             lines.append(
                 f"| {load} | {s['events_per_s']:,.0f} | bare reader {s['bare_events_per_s']:,.0f} "
-                f"| {s['ratio_to_bare']:.2%} | {s['vigil_cores']:.2f} | {lag} |"
+                f"| {s['ratio_to_bare']:.2%} | {s['vigil_cores']:.2f} | {s['vigil_cpu_ms_per_event']:.2f} | {lag} |"
             )
         else:
             lines.append(
                 f"| questions | {s['handled_rate']:.1f} | model alone, 1 core: {s['model_one_core_per_s']:.0f}; "
                 f"2 cores: {s['model_two_cores_per_s']:.0f} | {s['ratio_to_model_one_core']:.2f} / "
-                f"{s['ratio_to_model_two_cores']:.2f} | {s['vigil_cores']:.2f} | {lag} |"
+                f"{s['ratio_to_model_two_cores']:.2f} | {s['vigil_cores']:.2f} | {s['vigil_cpu_ms_per_event']:.2f} "
+                f"| {lag} |"
             )
     return "\n".join(lines)
 
@@ -397,10 +405,10 @@ def main(argv: list[str] | None = None) -> int:
         workdir.mkdir(parents=True, exist_ok=True)
         rows = asyncio.run(run(plan, workdir))
     medians = summary(rows)
-    sessions = dict(plan.settings).get("KNOWLEDGE__EMBEDDING_SESSIONS", "vigil's default")
+    workers = dict(plan.settings).get("KNOWLEDGE__EMBEDDING_WORKERS", "vigil's default")
     print(table(medians, plan.repeats))
     print()
-    print("\n".join(verdicts(medians, sessions)))
+    print("\n".join(verdicts(medians, workers)))
     results = {
         "load_average": {"before": load_before, "after": os.getloadavg()},
         "minutes": (datetime.now(UTC) - started) / timedelta(minutes=1),

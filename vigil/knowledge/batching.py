@@ -8,9 +8,10 @@ few milliseconds) for others to join it; a batch leaves early when it reaches ``
 leaves as soon as a worker is free (its items have waited that long already), so a busy process makes large batches
 and an idle one small ones.
 
-The model's threads release the GIL while they compute, so two workers embed on two cores at once: the question
-path of one process can use both cores of a 2-core machine (``MicroBatcher``, ``VIGIL_KNOWLEDGE__EMBEDDING_WORKERS``;
-docs/benchmarks.md).
+The model's threads release the GIL while they compute, so two workers embed on two cores at once
+(``MicroBatcher``, ``VIGIL_KNOWLEDGE__EMBEDDING_WORKERS``). One is the default: on a 2-core machine the event loop's
+share of each question already keeps the second core busy, and two workers made smaller batches for no more
+questions a second (docs/benchmarks.md, "Questions on two cores").
 
 Each caller awaits its own future: an error of the batch reaches every caller in it, and a caller that is cancelled
 (a conversation that moved on) leaves the batch without disturbing the others.

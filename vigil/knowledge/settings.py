@@ -21,10 +21,11 @@ class KnowledgeSettings(BaseModel):
     refresh_interval_s: float = Field(default=10.0, gt=0, description="How often to pick up knowledge changes.")
     embedding_threads: int = Field(default=1, ge=1, description="CPU threads for embeddings.")
     embedding_workers: int = Field(
-        default=2,
+        default=1,
         ge=1,
         description="Batches of questions embedded at once, each on a thread (and a core) of its own, by one model "
-        "held once in memory: 2 uses both cores of a 2-core machine; 1 leaves a core to the rest.",
+        "held once in memory. On 2 cores one is best: the event loop's share of each question fills the other "
+        "(docs/benchmarks.md); more where the machine has cores to spare.",
     )
     embedder: Literal["onnx", "torch"] = Field(
         default="onnx", description="Embedding backend: ONNX Runtime (no torch at run time) or sentence-transformers."
