@@ -75,7 +75,7 @@ CRASHES = (
     Crash("event.after_record", "kill", "closed", "item 4: the close is lost, the promise and its timers run on"),
     Crash("skill.after:progress", "kill", "yes", "item 3: the actions skill never sees the yes; nothing is paid"),
     Crash("skill.after:next_step", "kill", "yes", "item 3: the actions skill never sees the yes; nothing is paid"),
-    Crash("skill.after:actions", "kill", "yes", "item 7: the card is never stored, so the approval finds nothing"),
+    Crash("skill.after:actions", "kill", "yes", "holds: the approval finds the action by its first card; paid once"),
     Crash("skill.after:actions", "kill", "approval", "holds: paid once, executed"),
     Crash("event.after_publish", "kill", "approval", "holds: paid once, the same card published again"),
     Crash("action.after_claim", "kill", "approval", "item 1: executing for good, never paid"),
