@@ -6,9 +6,10 @@ a connector timeout are injected at each point of an action's life too.
 
 The conversation is the same in every test: a customer asks for £30 back on an order (``asked``) and says yes
 (``yes``: the refund then waits for an analyst's approval), an approval comes through the API (``approval``), the
-analyst promises an email by 5pm tomorrow (``promise``) and the case is closed (``closed``). The steps before the
-one a test aims at run on a life of vigil without faults, stopped cleanly; the armed life meets the aimed step
-first, so ``@1`` is the visit that counts whatever the code before it does.
+analyst promises an email by 5pm tomorrow (``promise``) and the case is closed (``closed``). The armed life meets
+the aimed step at a visit known whatever the code before it does: an action's points are reached only once it is
+approved, every event passes ``event.after_record`` once (``@n`` counts the events before), and for the others the
+steps before the aimed one run on a life without faults, stopped cleanly (``Crash.arming``).
 
 After the restart, whatever the point: the refund was made exactly once in billing, the action is ``executed``
 (billing can always say: it replays a known idempotency key) and none is left ``approved`` or ``executing``
