@@ -19,7 +19,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from tests.conftest import Topics, create_topics, new_topics
 from tests.e2e.harness import Database, VigilCli, VigilProcess, eventually, ready
-from tests.e2e.shop import Shop, stamp
+from tests.e2e.shop import Shop, ShopFile, stamp
 from tests.kafka_client import committed
 from vigil.core.clock import SystemClock
 from vigil.dev.broker import EmbeddedBroker
@@ -34,7 +34,7 @@ class Daemon:
 
     process: VigilProcess
     db: Database
-    shop: Shop
+    shop: ShopFile
     bootstrap: str
     topics: Topics
     producer: Producer = field(repr=False)
@@ -70,7 +70,7 @@ class Daemon:
         keys += ("suggestion_id", "amount_cents", "attempts")
         found = [dict(zip(keys, row, strict=True)) for row in rows]
         for action in found:
-            action["arguments"] = json.loads(action["arguments"])
+            action["arguments"] = _json(action["arguments"])
         return found
 
     def audit(self, conversation_id: str) -> list[tuple[str, str, str | None, dict[str, Any]]]:
@@ -79,14 +79,14 @@ class Daemon:
             "SELECT step, actor, role, detail FROM action_audit WHERE conversation_id = ? ORDER BY seq",
             conversation_id,
         )
-        return [(step, actor, role, json.loads(detail)) for step, actor, role, detail in rows]
+        return [(step, actor, role, _json(detail)) for step, actor, role, detail in rows]
 
     def suggestions(self, conversation_id: str) -> list[dict[str, Any]]:
         rows = self.db.query(
             "SELECT suggestion_id, kind, action FROM suggestion WHERE conversation_id = ? ORDER BY created_at",
             conversation_id,
         )
-        return [{"suggestion_id": s, "kind": k, "action": json.loads(a) if a else None} for s, k, a in rows]
+        return [{"suggestion_id": s, "kind": k, "action": _json(a) if a else None} for s, k, a in rows]
 
     async def card(self, conversation_id: str, name: str, **where: Any) -> dict[str, Any]:
         """The newest stored action ``name`` of the conversation matching ``where`` (waiting for it)."""
@@ -111,6 +111,11 @@ class Daemon:
             return all(at.get(p, -1) >= end for p, end in ends.items() if end > 0)
 
         await eventually("the daemon committed the whole input topic", done, timeout_s, self.process)
+
+
+def _json(value: Any) -> Any:
+    """A JSON column as read: text from SQLite, already decoded by psycopg from PostgreSQL."""
+    return json.loads(value) if isinstance(value, str | bytes) else value
 
 
 def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:

@@ -35,44 +35,14 @@ class Order:
     refunded_cents: int = 0
 
 
-class Shop:
-    """The demo systems on a loopback port, seeded, with faults a test may switch on (``faults``)."""
+class ShopFile:
+    """The demo systems' SQLite file: accounts a test adds, and what the systems hold, read back. ``url`` is where
+    they answer once served (``Shop`` on a thread of the test's process, ``tests.e2e.crashes.SystemsProcess`` in a
+    process of their own)."""
 
     def __init__(self, db: Path) -> None:
         self.db = db
-        self.faults = Faults()
         self.url = ""
-        self._ready = threading.Event()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._stop: asyncio.Event | None = None
-        self._thread = threading.Thread(target=self._serve, name="demo-systems", daemon=True)
-        self._error: BaseException | None = None
-
-    def start(self) -> Shop:
-        seed(self.db, now=SystemClock().now())
-        self._thread.start()
-        if not self._ready.wait(_START_S) or self._error is not None:
-            raise RuntimeError(f"the demo systems did not start: {self._error!r}")
-        return self
-
-    def stop(self) -> None:
-        if self._loop is not None and self._stop is not None:
-            self._loop.call_soon_threadsafe(self._stop.set)
-        self._thread.join(_START_S)
-
-    def _serve(self) -> None:
-        try:
-            asyncio.run(self._main())
-        except BaseException as exc:  # reported by start()
-            self._error = exc
-            self._ready.set()
-
-    async def _main(self) -> None:
-        self._loop, self._stop = asyncio.get_running_loop(), asyncio.Event()
-        async with SystemsServer(self.db, faults=self.faults) as server:
-            self.url = server.url
-            self._ready.set()
-            await self._stop.wait()
 
     def systems(self, timeout_s: float = 5.0) -> str:
         """``VIGIL_ACTIONS__SYSTEMS`` pointing every system of the demo rulebook here."""
@@ -170,6 +140,45 @@ class Shop:
             yield conn
         finally:
             conn.close()
+
+
+class Shop(ShopFile):
+    """The demo systems on a loopback port, seeded, with faults a test may switch on (``faults``)."""
+
+    def __init__(self, db: Path) -> None:
+        super().__init__(db)
+        self.faults = Faults()
+        self._ready = threading.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop: asyncio.Event | None = None
+        self._thread = threading.Thread(target=self._serve, name="demo-systems", daemon=True)
+        self._error: BaseException | None = None
+
+    def start(self) -> Shop:
+        seed(self.db, now=SystemClock().now())
+        self._thread.start()
+        if not self._ready.wait(_START_S) or self._error is not None:
+            raise RuntimeError(f"the demo systems did not start: {self._error!r}")
+        return self
+
+    def stop(self) -> None:
+        if self._loop is not None and self._stop is not None:
+            self._loop.call_soon_threadsafe(self._stop.set)
+        self._thread.join(_START_S)
+
+    def _serve(self) -> None:
+        try:
+            asyncio.run(self._main())
+        except BaseException as exc:  # reported by start()
+            self._error = exc
+            self._ready.set()
+
+    async def _main(self) -> None:
+        self._loop, self._stop = asyncio.get_running_loop(), asyncio.Event()
+        async with SystemsServer(self.db, faults=self.faults) as server:
+            self.url = server.url
+            self._ready.set()
+            await self._stop.wait()
 
 
 def stamp(moment: datetime) -> str:
