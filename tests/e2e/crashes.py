@@ -197,11 +197,14 @@ class Lives:
         return response
 
     async def settled(self, timeout_s: float = SETTLE_S) -> None:
-        """Wait until every record sent is committed, then until no action is left ``approved`` or ``executing``
-        (or ``timeout_s`` passed: the reconciliation names those left)."""
+        """Wait until every record sent is committed, then until no action is left ``approved``, ``executing`` or
+        ``in_doubt`` (the systems answer again by now, so the reconciler settles what a fault left in doubt), or
+        ``timeout_s`` passed: the reconciliation names those left."""
         await self.daemon.processed()
         with contextlib.suppress(AssertionError):
-            await eventually("no action stuck", lambda: not stuck_actions(self.db), timeout_s, self.process)
+            await eventually(
+                "no action stuck", lambda: not stuck_actions(self.db, doubtful=True), timeout_s, self.process
+            )
 
     def suggestions(self) -> list[Read]:
         """Every record on the suggestions topic, read by an independent client: at least as many as vigil stored

@@ -97,10 +97,12 @@ def reconcile(db: Database, systems: ShopFile, suggestions: Sequence[Read], sent
     return out
 
 
-def stuck_actions(db: Database) -> list[tuple[str, str]]:
-    """(action id, status) of the actions left ``approved`` or ``executing``."""
-    marks = ", ".join("?" for _ in STUCK)
-    return [(a, s) for a, s in db.query(f"SELECT action_id, status FROM action WHERE status IN ({marks})", *STUCK)]
+def stuck_actions(db: Database, *, doubtful: bool = False) -> list[tuple[str, str]]:
+    """(action id, status) of the actions left ``approved`` or ``executing`` (or ``in_doubt``, with ``doubtful``:
+    while the systems answer, the reconciler's next re-send settles one)."""
+    statuses = (*STUCK, IN_DOUBT) if doubtful else STUCK
+    marks = ", ".join("?" for _ in statuses)
+    return [(a, s) for a, s in db.query(f"SELECT action_id, status FROM action WHERE status IN ({marks})", *statuses)]
 
 
 def _events(db: Database, sent: Sent, out: Reconciliation) -> None:
