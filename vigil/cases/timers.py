@@ -115,6 +115,9 @@ def _running_in(conversation_id: str) -> sa.ColumnElement[bool]:
     return sa.and_(TIMER.c.conversation_id == conversation_id, TIMER.c.status == RUNNING)
 
 
+_CANCELLED = {"status": CANCELLED, "owner": None, "lease_until": None}
+
+
 async def cancel(
     conn: AsyncConnection, conversation_id: str, *, kinds: Sequence[str] = (), keep: Sequence[str] = ()
 ) -> int:
@@ -124,7 +127,7 @@ async def cancel(
         stmt = stmt.where(TIMER.c.kind.in_(list(kinds)))
     if keep:
         stmt = stmt.where(TIMER.c.timer_id.not_in(list(keep)))
-    done = await conn.execute(stmt.values(status=CANCELLED, owner=None, lease_until=None))
+    done = await conn.execute(stmt.values(_CANCELLED))
     return done.rowcount or 0
 
 
@@ -132,20 +135,15 @@ async def cancel_ids(conn: AsyncConnection, timer_ids: Sequence[str]) -> None:
     """Cancel these timers if they are running."""
     if timer_ids:
         await conn.execute(
-            sa.update(TIMER)
-            .where(TIMER.c.timer_id.in_(list(timer_ids)), TIMER.c.status == RUNNING)
-            .values(status=CANCELLED, owner=None, lease_until=None)
+            sa.update(TIMER).where(TIMER.c.timer_id.in_(list(timer_ids)), TIMER.c.status == RUNNING).values(_CANCELLED)
         )
 
 
 async def cancel_in(conn: AsyncConnection, conversation_ids: Sequence[str]) -> None:
     """Cancel every running timer of these conversations (cases that closed)."""
     if conversation_ids:
-        await conn.execute(
-            sa.update(TIMER)
-            .where(TIMER.c.conversation_id.in_(list(conversation_ids)), TIMER.c.status == RUNNING)
-            .values(status=CANCELLED, owner=None, lease_until=None)
-        )
+        running = sa.and_(TIMER.c.conversation_id.in_(list(conversation_ids)), TIMER.c.status == RUNNING)
+        await conn.execute(sa.update(TIMER).where(running).values(_CANCELLED))
 
 
 @dataclass(frozen=True, slots=True)
