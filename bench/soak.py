@@ -32,6 +32,7 @@ import sqlite3
 import sys
 import tempfile
 import time
+import uuid
 from collections import Counter
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -40,6 +41,7 @@ from typing import Any
 
 import httpx
 import psycopg
+import sqlalchemy as sa
 
 from bench import databases, report, traffic
 from tests.conftest import create_topics, new_topics
@@ -295,6 +297,19 @@ def _systems(workdir: Path) -> Iterator[SystemsProcess]:
         systems.stop()
 
 
+def _database(stack: contextlib.ExitStack, args: argparse.Namespace, workdir: Path) -> str:
+    """A fresh database for the run, dropped afterwards unless ``--keep-database``."""
+    if not args.keep_database:
+        return stack.enter_context(databases.fresh(args.database, workdir))
+    if args.database == "sqlite":
+        return f"sqlite+aiosqlite:///{workdir / 'vigil.db'}"
+    name = f"vigil_soak_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(databases.PG_ADMIN, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    print(f"vigil's database: {name} (kept)", file=sys.stderr)
+    return sa.make_url(databases.PG_ADMIN).set(drivername="postgresql+asyncpg", database=name).render_as_string(False)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.soak", description=__doc__.split("\n")[0])
     parser.add_argument("--minutes", type=float, default=10.0, help="how long the traffic and the faults last")
@@ -309,11 +324,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--settle-s", type=float, default=300.0, help="how long vigil has to finish at the end")
     parser.add_argument("--answers", action="store_true", help="the answers capability on (loads the model)")
     parser.add_argument("--workdir", type=Path, help="keep vigil's logs and the systems' file here")
+    parser.add_argument(
+        "--keep-database", action="store_true", help="leave vigil's database for a look (SQLite: give --workdir)"
+    )
     args = parser.parse_args(argv)
     with contextlib.ExitStack() as stack:
         workdir = args.workdir or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="vigil-soak-")))
         workdir.mkdir(parents=True, exist_ok=True)
-        db_url = stack.enter_context(databases.fresh(args.database, workdir))
+        db_url = _database(stack, args, workdir)
         result = asyncio.run(soak(args, workdir, db_url))
     print(json.dumps(result, indent=2))
     output = report.save("soak", argv, vars(args) | {"workdir": str(args.workdir)}, result)
