@@ -42,7 +42,7 @@ from vigil.app.evaluation import composed
 from vigil.app.settings import Settings
 from vigil.core.clock import ManualClock
 from vigil.flow.case import CaseState, Recorded
-from vigil.flow.keeping import Keeper
+from vigil.flow.keeping import BatchKeeper, Keeper, Kept, keep_all
 from vigil.flow.skills import Proposal, Skill
 from vigil.wire.events import Event, parse
 
@@ -79,17 +79,17 @@ class TimedSkill:
 
 
 class TimedKeeper:
-    """A keeper whose ``keep`` is charged to ``keeper:NAME``."""
+    """A keeper (one per event, or one per batch) whose writes are charged to ``keeper:NAME``."""
 
-    def __init__(self, keeper: Keeper, ledger: Ledger) -> None:
+    def __init__(self, keeper: Keeper | BatchKeeper, ledger: Ledger) -> None:
         self._keeper = keeper
         self._ledger = ledger
         self.name = keeper.name
 
-    async def keep(self, conn: AsyncConnection, event: Event, case: CaseState | None) -> None:
+    async def keep_batch(self, conn: AsyncConnection, kept: Sequence[Kept]) -> None:
         began = time.process_time()
         try:
-            await self._keeper.keep(conn, event, case)
+            await keep_all(conn, [self._keeper], kept)
         finally:
             self._ledger.add(f"keeper:{self.name}", began)
 
