@@ -525,3 +525,21 @@ async def test_messages_of_many_conversations_that_move_their_cases_share_one_tr
     results = await asyncio.gather(*(store.record(e) for e in again))
     assert len(commits) == 2
     assert {r.case.state for r in results if r.case} == {"waiting_on_analyst"}
+
+
+async def test_a_store_closed_just_after_events_are_finished_notes_them_without_cutting_its_writer_short(
+    db_url: str, tmp_path
+):
+    """The finished marks wait a moment for a batch to ride with; a store closed meanwhile writes them before its
+    writer stops (cancelled mid-transaction, the writer's connection was reset under it: a traceback in the log)."""
+    async with migrated_store(db_url, tmp_path) as store:
+        events = [msg(n, conversation=f"c-{n}") for n in range(5)]
+        await asyncio.gather(*(store.record(e) for e in events))
+        for e in events:
+            store.finished(e)
+        await asyncio.sleep(0)  # the writer is waiting for a batch to ride with
+        await store.close()
+        assert store._flusher is None or store._flusher.done()
+    async with migrated_store(db_url, tmp_path) as again, again.engine.connect() as conn:
+        unfinished = (await conn.execute(sa.text("SELECT count(*) FROM message WHERE finished_at IS NULL"))).scalar()
+    assert unfinished == 0

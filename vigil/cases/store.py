@@ -100,6 +100,7 @@ class CaseStore:
         self._flusher: asyncio.Task[None] | None = None
         self._keepers: tuple[Keeper | BatchKeeper, ...] = ()
         self._finished: list[Event] = []  # marks waiting for the next batch
+        self._closing = False  # set by close(): the writer ends once what is queued is written
 
     def keep_with(self, keepers: Sequence[Keeper | BatchKeeper]) -> None:
         """Have ``keepers`` write in the transaction of every new event from now on (``vigil.flow.keeping``)."""
@@ -176,6 +177,10 @@ class CaseStore:
 
     async def _flush_forever(self) -> None:
         while True:
+            if self._closing and not self._queue:
+                if self._finished:
+                    await self._write([])  # a last try to note the events finished
+                return
             if not self._queue and self._finished:
                 # Marks ride with the next batch of events; they get a transaction of their own only if none comes.
                 try:
@@ -275,13 +280,22 @@ class CaseStore:
     async def close(self) -> None:
         """Stop the writer (failing what is still queued, after a last try to note the events finished) and close
         the database connections."""
-        if self._finished and not self._queue:
-            with contextlib.suppress(Exception):
+        self._closing = True
+        if self._flusher is None or self._flusher.done():
+            if self._finished:
+                with contextlib.suppress(Exception):
+                    async with asyncio.timeout(self._timeout_s):
+                        await self._write([])
+        else:
+            # The writer ends once what it is writing is written: cancelled mid-transaction, its connection would be
+            # reset under it (a traceback in the log, and the marks lost for nothing).
+            self._wake.set()
+            try:
                 async with asyncio.timeout(self._timeout_s):
-                    await self._write([])
-        if self._flusher is not None:
-            self._flusher.cancel()
-            await asyncio.gather(self._flusher, return_exceptions=True)
+                    await asyncio.shield(self._flusher)
+            except Exception:
+                self._flusher.cancel()
+                await asyncio.gather(self._flusher, return_exceptions=True)
         _fail(self._queue, StoreUnavailable("the store is closed"), None)
         self._queue = []
         await self.engine.dispose()
