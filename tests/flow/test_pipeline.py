@@ -119,3 +119,44 @@ async def test_every_skill_speaks_once_after_a_crash_in_between_and_a_later_rede
     async with wired(tmp_path, settings=config, clock=ManualClock(T0), skills=[Seen("talker"), Seen("late")]) as third:
         await third.send(QUESTION)
         assert third.published == []
+
+
+class SaysAgain(Seen):
+    """A skill that names what it says (as an action's card is named by its action): the same key on every message,
+    in words that change."""
+
+    async def propose(self, event: Event, case: CaseState | None) -> Sequence[Proposal]:
+        self.events.append(event.id)
+        return [Proposal(kind="note", text=f"said on {event.id}", confidence=1.0, key="the-one")]
+
+
+async def test_a_suggestion_id_said_again_in_other_words_goes_out_once_with_what_was_said_first(
+    db_url: str, tmp_path: Path
+):
+    config = settings(tmp_path, db_url)
+    second = event(
+        {"type": "message", "message_id": "m-2", "sent_at": T0.isoformat(), "role": "customer", "text": "Hello?"}
+    )
+    async with wired(tmp_path, settings=config, clock=ManualClock(T0), skills=[SaysAgain()]) as running:
+        await running.send(QUESTION, second)
+        assert [s.text for s in running.published] == ["said on m-1"]
+
+
+async def test_a_job_that_announces_again_in_other_words_publishes_what_was_stored_and_not_yet_out(
+    db_url: str, tmp_path: Path
+):
+    config = settings(tmp_path, db_url)
+    async with wired(tmp_path, settings=config, clock=ManualClock(T0)) as running:
+        pipeline = running.parts.pipeline()
+        first = Proposal(kind="note", text="due in 10 minutes", confidence=1.0)
+        said = await pipeline.announce(first, conversation_id="c-1", tenant="acme", key="timer-1")
+        again = Proposal(kind="note", text="due in 9 minutes", confidence=1.0)
+        await pipeline.announce(again, conversation_id="c-1", tenant="acme", key="timer-1")
+        assert said is not None and [s.suggestion_id for s in running.published] == [said.suggestion_id]
+        assert [s.text for s in running.published] == ["due in 10 minutes"]
+        # Stored and never published (a crash between): the stored words go out, not the new ones.
+        await running.store.save_suggestion(
+            said.model_copy(update={"suggestion_id": "s-stored", "text": "stored first", "in_reply_to": None})
+        )
+        stored = await running.store.save_suggestion(said.model_copy(update={"suggestion_id": "s-stored"}))
+        assert stored is not None and stored.text == "stored first"

@@ -230,12 +230,21 @@ class CaseStore:
             if not pending.done.done():
                 pending.done.set_result(result)
 
-    async def save_suggestion(self, suggestion: Suggestion) -> None:
-        """Store a suggestion before it is published (idempotent by ``suggestion_id``)."""
+    async def save_suggestion(self, suggestion: Suggestion) -> Suggestion | None:
+        """Store a suggestion before it is published (idempotent by ``suggestion_id``), and return what to publish
+        under its id: ``suggestion`` itself when the id is new; the copy stored earlier when the id was made before
+        (a keyed suggestion said again, a job fired again after a crash) and is not out yet, so that one id never
+        goes out with two contents; None when that copy is already published."""
         row = suggestion.model_dump(exclude={"type", "schema_version"}, mode="json")
         row |= {"created_at": suggestion.created_at, "published_at": None}
         async with self._transaction() as conn:
-            await conn.execute(upsert(conn, SUGGESTION).values(row).on_conflict_do_nothing())
+            inserted = await conn.execute(upsert(conn, SUGGESTION).values(row).on_conflict_do_nothing())
+            if inserted.rowcount == 1:
+                return suggestion
+            stored = (
+                await conn.execute(sa.select(SUGGESTION).where(SUGGESTION.c.suggestion_id == suggestion.suggestion_id))
+            ).one()
+        return None if stored.published_at is not None else suggestion_of(stored)
 
     async def mark_published(self, suggestion_ids: list[str]) -> None:
         """Record that these suggestions are out on every sink."""

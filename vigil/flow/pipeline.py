@@ -46,8 +46,9 @@ class Recorder(Protocol):
         """Store ``event`` and apply it to its case (nothing new if already stored)."""
         ...
 
-    async def save_suggestion(self, suggestion: Suggestion) -> None:
-        """Store a suggestion about to be published."""
+    async def save_suggestion(self, suggestion: Suggestion) -> Suggestion | None:
+        """Store a suggestion about to be published; return what to publish under its id (the copy stored first,
+        so an id never goes out with two contents), or None when that is already out."""
         ...
 
     async def mark_published(self, suggestion_ids: list[str]) -> None:
@@ -130,9 +131,7 @@ class Pipeline:
             said, answered = await self._consult(skill, event, recorded.case, received)
             suggestions += said
             done = done and answered
-        suggestions = self._timely(suggestions, event, superseded)
-        for suggestion in suggestions:
-            await self._backoff.retry("storing a suggestion", partial(self._store.save_suggestion, suggestion))
+        suggestions = await self._stored(self._timely(suggestions, event, superseded))
         if not recorded.new:
             # Shown to the skills again: what they said then and was published stays said; what was stored and
             # not published (then or now) goes out.
@@ -141,6 +140,16 @@ class Pipeline:
         if done:
             self._store.finished(event)
             fault("event.after_finish")
+
+    async def _stored(self, suggestions: list[Suggestion]) -> list[Suggestion]:
+        """Store ``suggestions``; what is to be published of them (under an id made before: the copy stored then,
+        unless it is already out)."""
+        out = []
+        for suggestion in suggestions:
+            stored = await self._backoff.retry("storing a suggestion", partial(self._store.save_suggestion, suggestion))
+            if stored is not None:
+                out.append(stored)
+        return out
 
     async def _unpublished(self, event: Event) -> list[Suggestion]:
         return await self._backoff.retry(
@@ -283,8 +292,7 @@ class Pipeline:
             in_reply_to=in_reply_to,
             latency_ms=0.0,
         )
-        await self._backoff.retry("storing a suggestion", partial(self._store.save_suggestion, suggestion))
-        await self._publish([suggestion], received)
+        await self._publish(await self._stored([suggestion]), received)
         return suggestion
 
     def _timely(self, suggestions: list[Suggestion], event: Event, superseded: Callable[[], bool]) -> list[Suggestion]:
