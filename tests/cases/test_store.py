@@ -543,3 +543,33 @@ async def test_a_store_closed_just_after_events_are_finished_notes_them_without_
     async with migrated_store(db_url, tmp_path) as again, again.engine.connect() as conn:
         unfinished = (await conn.execute(sa.text("SELECT count(*) FROM message WHERE finished_at IS NULL"))).scalar()
     assert unfinished == 0
+
+
+async def test_finished_marks_find_each_event_through_its_key_however_long_the_table(db_url: str, tmp_path):
+    """A batch's marks cost as much as the batch, not the table: each row is found through the table's key (a
+    row-value IN list made SQLite scan every message for every batch, and ingest slowed as the table grew)."""
+    if not db_url.startswith("sqlite"):
+        pytest.skip("the plan is checked where the scan was: SQLite")
+    async with migrated_store(db_url, tmp_path) as store:
+        events = [msg(n, conversation=f"c-{n % 3}") for n in range(6)]
+        await asyncio.gather(*(store.record(e) for e in events))
+        statements: list[str] = []
+        sa.event.listen(
+            store.engine.sync_engine,
+            "before_cursor_execute",
+            lambda conn, cursor, statement, *rest: statements.append(statement),
+        )
+        for e in events:
+            store.finished(e)
+        await store.record(msg(99, conversation="c-next"))  # the marks ride with this batch
+        marks = [s for s in statements if s.lstrip().upper().startswith("UPDATE MESSAGE SET FINISHED_AT")]
+        assert marks
+        async with store.engine.connect() as conn:
+            for statement in marks:
+                params = tuple(None for _ in range(statement.count("?")))
+                plan = " ".join(r[-1] for r in (await conn.exec_driver_sql(f"EXPLAIN QUERY PLAN {statement}", params)))
+                assert "SCAN message" not in plan, plan
+            unfinished = (
+                await conn.execute(sa.text("SELECT count(*) FROM message WHERE finished_at IS NULL"))
+            ).scalar()
+        assert unfinished == 1  # the last one, not finished yet

@@ -10,6 +10,7 @@ writes for a whole group-committed batch of events with a few statements.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -19,7 +20,7 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from vigil.cases.tables import CASE_EVENT, CASE_PROGRESS, COMMITMENT, CONVERSATION, MESSAGE
-from vigil.db.engine import upsert
+from vigil.db.engine import insert, upsert
 
 OPEN = "open"
 KEPT = "kept"
@@ -183,9 +184,15 @@ async def save_readings(conn: AsyncConnection, readings: Sequence[Reading]) -> N
     """``save_reading`` each of them, in one statement."""
     if readings:
         rows = [{name: getattr(r, name) for name in Reading.__slots__} for r in readings]
-        stmt = upsert(conn, CASE_PROGRESS)
-        update = {name: stmt.excluded[name] for name in Reading.__slots__ if name != "conversation_id"}
-        await conn.execute(stmt.on_conflict_do_update(index_elements=["conversation_id"], set_=update), rows)
+        await conn.execute(_save_readings(conn.dialect.name), rows)
+
+
+@functools.cache
+def _save_readings(dialect: str) -> Any:
+    """The upsert of readings, built once per dialect (building it costs more than running it for a batch)."""
+    stmt = insert(dialect, CASE_PROGRESS)
+    update = {name: stmt.excluded[name] for name in Reading.__slots__ if name != "conversation_id"}
+    return stmt.on_conflict_do_update(index_elements=["conversation_id"], set_=update)
 
 
 _LATEST = (

@@ -14,6 +14,7 @@ once). Times come from the caller's clock, so simulated time works the same.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -23,7 +24,7 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from vigil.cases.tables import TIMER
-from vigil.db.engine import upsert
+from vigil.db.engine import insert
 
 RUNNING = "running"
 DONE = "done"
@@ -93,18 +94,22 @@ async def arm(conn: AsyncConnection, timers: Sequence[Arm]) -> None:
                 "status": RUNNING,
             }
         )
-    stmt = upsert(conn, TIMER)
+    await conn.execute(_arm(conn.dialect.name), rows)
+
+
+@functools.cache
+def _arm(dialect: str) -> Any:
+    """The upsert that arms timers, built once per dialect: a new one, or one whose due time moved or that was
+    cancelled, (re)starts; one running to the same due time is left as it is."""
+    stmt = insert(dialect, TIMER)
     new = stmt.excluded
     c = TIMER.c
     restart = sa.or_(c.due_at != new.due_at, c.status == CANCELLED)
     fields = ("ref", "priority", "started_at", "warn_at", "due_at", "stage", "fire_at", "status")
-    await conn.execute(
-        stmt.on_conflict_do_update(
-            index_elements=[c.timer_id],
-            set_={**{name: new[name] for name in fields}, "owner": None, "lease_until": None},
-            where=restart,
-        ),
-        rows,
+    return stmt.on_conflict_do_update(
+        index_elements=[c.timer_id],
+        set_={**{name: new[name] for name in fields}, "owner": None, "lease_until": None},
+        where=restart,
     )
 
 

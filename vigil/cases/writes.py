@@ -341,17 +341,25 @@ async def _finished_at(conn: AsyncConnection, event: Event) -> datetime | None:
 
 
 async def mark_finished(conn: AsyncConnection, events: Sequence[Event], at: datetime) -> None:
-    """Note that the skills have finished with these events, at ``at``: one statement per table however many events
-    (a row-value IN list, not a statement per event under executemany)."""
-    by_table: dict[str, tuple[sa.Table, sa.Column[Any], list[tuple[str, str]]]] = {}
+    """Note that the skills have finished with these events, at ``at``: one statement per table, run for every
+    event at once (executemany), each row found through its table's key. Not a row-value IN list: SQLite answers
+    that by scanning the whole table, so a batch's marks cost as much as the table is long."""
+    by_table: dict[str, tuple[sa.Table, sa.Column[Any], list[dict[str, str]]]] = {}
     for event in events:
         table, own_id = _key(event)
-        by_table.setdefault(table.name, (table, own_id, []))[2].append((event.conversation_id, event.id))
+        by_table.setdefault(table.name, (table, own_id, []))[2].append(
+            {"key_conversation": event.conversation_id, "key_id": event.id}
+        )
     for table, own_id, keys in by_table.values():
         await conn.execute(
             sa.update(table)
-            .where(sa.tuple_(table.c.conversation_id, own_id).in_(keys), table.c.finished_at.is_(None))
-            .values(finished_at=at)
+            .where(
+                table.c.conversation_id == sa.bindparam("key_conversation"),
+                own_id == sa.bindparam("key_id"),
+                table.c.finished_at.is_(None),
+            )
+            .values(finished_at=at),
+            keys,
         )
 
 
