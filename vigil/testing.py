@@ -45,7 +45,8 @@ from vigil.panel.settings import PanelSettings
 from vigil.transport.base import Outbox, Record
 from vigil.transport.memory import MemorySink, MemorySource
 from vigil.transport.select import Transports
-from vigil.wire.events import Event, Suggestion
+from vigil.wire.events import Event, Feedback, Suggestion
+from vigil.wire.proof import Proofs
 
 
 @dataclass
@@ -99,6 +100,10 @@ class Wired:
     async def advance(self, until: datetime) -> None:
         """Move the ``ManualClock`` to ``until``, running every scheduled job due on the way at its own time."""
         await self.scheduler.run_due(until)
+
+    def signed(self, event: Feedback, action_id: str) -> Feedback:
+        """``event`` (a decision on the action ``action_id``) signed with the daemon's key, as the panel signs one."""
+        return self.parts.proofs.signed(event, action_id=action_id, now=self.clock.now())
 
     def sample(self, name: str, **labels: str) -> float:
         """A metric sample's value (0 if it was never set), e.g. ``sample("vigil_events_consumed_total", type=...)``."""
@@ -182,6 +187,7 @@ def panel_app(
     panel: PanelSettings | None = None,
     oidc: OidcClient | None = None,
     budgets: GoodwillBudgets | None = None,
+    proofs: Proofs | None = None,
 ) -> FastAPI:
     """The HTTP app with the panel's routers (``vigil.panel.routers``) over ``views``, without a daemon."""
     panel = panel or PanelSettings()
@@ -193,6 +199,7 @@ def panel_app(
         knowledge=knowledge,
         feed=feed or LiveFeed(),
         outboxes=outboxes,
+        proofs=proofs or Proofs([b"vigil-testing: a key that signs decisions"]),
         oidc=oidc,
         budgets=budgets,
     )

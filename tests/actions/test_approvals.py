@@ -32,8 +32,10 @@ from vigil.core.clock import ManualClock, SystemClock
 from vigil.core.metrics import Metrics
 from vigil.core.retry import Backoff
 from vigil.wire.events import Feedback, Message
+from vigil.wire.proof import Proofs
 
 T0 = datetime.now(UTC).replace(microsecond=0)
+PROOFS = Proofs([b"tests/actions/test_approvals: the key"])
 CLAIM_TIMEOUT_S = 60.0
 REFUND = ConnectorCall(
     system="billing",
@@ -214,7 +216,7 @@ async def test_an_approval_is_kept_with_its_feedback_event_and_run_after_a_crash
     record = refund()
     await store.record(message("c-1"))
     await approvals.record(record)
-    store.keep_with([ApprovalKeeper(approvals)])
+    store.keep_with([ApprovalKeeper(approvals, PROOFS, clock)])
 
     await store.record(approval("c-1", record))  # committed; then vigil dies before the skill sees it
 
@@ -255,7 +257,7 @@ async def test_a_decision_by_action_id_takes_only_an_action_of_the_feedbacks_own
     await store.record(message("c-1"))
     await store.record(message("c-2"))
     await approvals.record(theirs)
-    store.keep_with([ApprovalKeeper(approvals)])
+    store.keep_with([ApprovalKeeper(approvals, PROOFS, clock)])
 
     await store.record(approval("c-1", theirs))  # names c-2's action from c-1
 
@@ -364,7 +366,8 @@ def message(conversation: str) -> Message:
 
 
 def approval(conversation: str, record: ActionRecord) -> Feedback:
-    return Feedback(
+    """The lead's approval of ``record``, signed as the panel signs it."""
+    unsigned = Feedback(
         type="feedback",
         schema_version=1,
         feedback_id=str(uuid.uuid4()),
@@ -378,3 +381,4 @@ def approval(conversation: str, record: ActionRecord) -> Feedback:
         arguments_hash=record.arguments_hash,
         at=T0,
     )
+    return PROOFS.signed(unsigned, action_id=record.action_id, now=T0)

@@ -129,5 +129,32 @@ def record(**changes: object) -> ActionRecord:
 def test_who_may_approve_or_reject_what(
     changes: dict[str, object], approve: bool, role: str | None, digest: str | None, why: str | None
 ):
-    refused = refusal(record(**changes), approve=approve, role=role, arguments_hash=digest, now=T0)
+    refused = refusal(record(**changes), approve=approve, by="someone", role=role, arguments_hash=digest, now=T0)
     assert (refused[0] if refused else None) == why
+
+
+@pytest.mark.parametrize(
+    ("by", "separate_from", "why"),
+    [
+        ("ana", ["proposer", "reader"], "same_person"),  # she proposed it
+        ("raj", ["proposer", "reader"], "same_person"),  # he read it back
+        ("raj", ["proposer"], None),  # the rule keeps only the proposer out
+        ("lee", ["proposer", "reader"], None),  # a second analyst
+        ("ana", None, None),  # a rule without @separate_from: the role is all that counts
+    ],
+)
+def test_a_rule_can_keep_the_analyst_who_proposed_or_read_back_an_action_from_approving_it(
+    by: str, separate_from: list[str] | None, why: str | None
+):
+    held = record(
+        approver="analyst",
+        rule="refund_needs_approval",
+        separate_from=separate_from,
+        facts={"_people": {"proposer": "ana", "reader": "raj"}},
+    )
+    refused = refusal(held, approve=True, by=by, role="lead", arguments_hash="a" * 64, now=T0)
+    assert (refused[0] if refused else None) == why
+    if refused:
+        assert by in refused[1] and "another person approves it" in refused[1]
+    # Rejecting is not approving: whoever handled it may still turn it down.
+    assert refusal(held, approve=False, by=by, role="analyst", arguments_hash=None, now=T0) is None

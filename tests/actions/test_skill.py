@@ -26,7 +26,7 @@ from vigil.cases.writes import case_state
 from vigil.core import faults
 from vigil.core.clock import ManualClock
 from vigil.testing import Wired, wired
-from vigil.wire.events import Suggestion, parse
+from vigil.wire.events import Feedback, Suggestion, parse
 
 LIMITS = {"max_event_bytes": 1 << 20, "max_text_bytes": 1 << 16}
 T0 = datetime.now(UTC).replace(microsecond=0)
@@ -75,14 +75,24 @@ class Chat:
         }  # fmt: skip
         await self.vigil.send(parse(json.dumps(raw).encode(), **LIMITS))
 
-    async def decide(self, card: Suggestion, verdict: str, by: str, role: str | None, **extra: Any) -> None:
+    async def decide(
+        self, card: Suggestion, verdict: str, by: str, role: str | None, *, signed: bool = True, **extra: Any
+    ) -> None:
+        """A decision on ``card``'s action, signed as the panel signs one (``signed=False``: as any producer on the
+        input topic could write it); an approval names the arguments shown on the card unless told otherwise."""
+        if signed and verdict == "approved" and card.action is not None:
+            extra.setdefault("arguments_hash", card.action.arguments_hash)
         raw = {
             "type": "feedback", "schema_version": 1, "feedback_id": str(uuid.uuid4()),
             "suggestion_id": card.suggestion_id, "conversation_id": self.conversation, "tenant": "acme",
             "verdict": verdict, "by": by,
             "at": T0.isoformat(), **({"role": role} if role else {}), **extra,
         }  # fmt: skip
-        await self.vigil.send(parse(json.dumps(raw).encode(), **LIMITS))
+        event = parse(json.dumps(raw).encode(), **LIMITS)
+        if signed and role is not None:
+            assert isinstance(event, Feedback) and card.action is not None
+            event = self.vigil.signed(event, card.action.action_id)
+        await self.vigil.send(event)
 
     def cards(self) -> list[Suggestion]:
         return [s for s in self.vigil.published if s.kind == "action" and s.conversation_id == self.conversation]
@@ -359,3 +369,31 @@ async def test_a_refund_whose_answer_was_lost_is_shown_in_doubt_and_then_settled
     assert shop.refunds("ORD-10001") == [8999]  # re-sent under the same key: replayed, not paid twice
     assert vigil_on.sample("vigil_actions_reconciled_total", was="in_doubt", now="executed") == 1
     assert vigil_on.sample("vigil_actions_in_doubt") == 0
+
+
+async def test_an_action_card_is_shown_whatever_the_answers_confidence_floor(tmp_path: Path, shop: Shop):
+    """Cards have their own gates: raising the answers' floor to 0.95 silenced every card, and the approvals the panel
+    then accepted had nothing to show for them."""
+    systems = {name: {"base_url": shop.url, "timeout_s": 5} for name in ("orders", "billing", "crm")}
+    strict = Settings(
+        _env_file=None,
+        answers={"enabled": False, "min_confidence": 0.95},
+        progress={"enabled": False},
+        actions={"systems": systems},
+    )
+    async with wired(tmp_path, settings=strict, clock=ManualClock(T0), capabilities=["cases", "actions"]) as running:
+        chat = Chat(running)
+        await chat.say("customer", "Hi, the headphones from order ORD-10001 broke after a week, I want a refund please")
+        [card] = chat.cards()
+        assert action_of(card)["rule"] == "identity_not_verified"
+        assert running.sample("vigil_suggestions_suppressed_total", reason="low_confidence") == 0
+
+
+async def test_without_a_customer_id_from_the_platform_the_action_is_kept_under_the_account_it_touches(vigil: Wired):
+    """The conjunctive-risk guard and the customer's lock key on the customer: with no id from the platform they
+    were skipped; the order's own customer (as the order system says) stands in."""
+    chat = Chat(vigil, customer="")
+    await chat.say("customer", "Hi, the headphones from order ORD-10001 broke after a week, I want a refund please")
+    async with vigil.store.engine.connect() as conn:
+        [record] = await stored.of_conversation(conn, "c-1")
+    assert record.customer_id == "CUS-1001"

@@ -23,8 +23,13 @@ from tests.e2e.shop import Shop, ShopFile, stamp
 from tests.kafka_client import committed
 from vigil.core.clock import SystemClock
 from vigil.dev.broker import EmbeddedBroker
+from vigil.wire.events import Feedback
+from vigil.wire.proof import Proofs
 
 PARTITIONS = 3
+APPROVAL_SECRET = "tests/e2e: the key the panel and the daemon share"
+"""``VIGIL_APPROVALS__SECRET`` of the daemons here: what an approver client signs decisions with."""
+PROOFS = Proofs([APPROVAL_SECRET.encode()])
 CARD_WAIT_S = 60.0
 
 
@@ -63,11 +68,11 @@ class Daemon:
         """The conversation's stored actions, oldest first."""
         rows = self.db.query(
             "SELECT action_id, name, arguments, arguments_hash, status, verdict, rule, approver, suggestion_id, "
-            "amount_cents, attempts FROM action WHERE conversation_id = ? ORDER BY suggested_at, action_id",
+            "amount_cents, attempts, tenant FROM action WHERE conversation_id = ? ORDER BY suggested_at, action_id",
             conversation_id,
         )
         keys = ("action_id", "name", "arguments", "arguments_hash", "status", "verdict", "rule", "approver")
-        keys += ("suggestion_id", "amount_cents", "attempts")
+        keys += ("suggestion_id", "amount_cents", "attempts", "tenant")
         found = [dict(zip(keys, row, strict=True)) for row in rows]
         for action in found:
             action["arguments"] = _json(action["arguments"])
@@ -142,6 +147,7 @@ async def action_daemon(kafka: EmbeddedBroker, tmp: Path, **settings: str) -> As
             url,
             VIGIL_PROGRESS__ENABLED="false",
             VIGIL_ACTIONS__SYSTEMS=shop.systems(float(settings.pop("timeout_s", "5"))),
+            VIGIL_APPROVALS__SECRET=APPROVAL_SECRET,
             **settings,
         )
         await ready(process, timeout_s=120)
@@ -169,6 +175,17 @@ class Chat:
             "type": "message", "schema_version": 1, "message_id": f"{self.id}-m{self.n}", "conversation_id": self.id,
             "sent_at": stamp(SystemClock().now()), "role": role, "text": text, "metadata": meta, **fields,
         }  # fmt: skip
+
+    def decision(self, card: dict[str, Any], verdict: str, *, by: str, role: str, **fields: Any) -> dict[str, Any]:
+        """A decision on ``card``'s action as an approver client sends it: naming the action, its tenant and (for an
+        approval) the arguments shown, signed with the key the daemon holds (``fields`` change what is sent, after
+        signing: a replayed or altered proof)."""
+        said: dict[str, Any] = {"action_id": card["action_id"], "tenant": card["tenant"], "by": by, "role": role}
+        if verdict == "approved":
+            said["arguments_hash"] = card["arguments_hash"]
+        unsigned = Feedback.model_validate(self.feedback(card["suggestion_id"], verdict, **said))
+        signed = PROOFS.signed(unsigned, action_id=card["action_id"], now=SystemClock().now())
+        return signed.model_dump(mode="json", exclude_none=True) | fields
 
     def feedback(self, suggestion_id: str, verdict: str, **fields: Any) -> dict[str, Any]:
         """A feedback event as the panel sends it (``by``, ``role``, ``arguments_hash`` as given)."""

@@ -7,16 +7,19 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.e2e.action_chat import Chat, Daemon, action_daemon
+from tests.e2e.action_chat import PROOFS, Chat, Daemon, action_daemon
 from tests.e2e.harness import eventually
 from tests.e2e.shop import Order
+from vigil.core.clock import SystemClock
 from vigil.dev.broker import EmbeddedBroker
+from vigil.wire.proof import Proofs
 
 pytestmark = pytest.mark.e2e
 
@@ -44,16 +47,20 @@ def account(daemon: Daemon, n: int, total_cents: int = 8999) -> tuple[str, str]:
     return customer, order
 
 
-async def refund_to_approve(daemon: Daemon, n: int, amount: str, *, rule: str) -> tuple[Chat, str, dict[str, Any]]:
-    """A conversation in which the customer asked for a refund of ``amount``, the analyst checked their identity and
-    read it back, and the customer said yes: the action waits for its approval under ``rule``."""
+async def refund_to_approve(
+    daemon: Daemon, n: int, amount: str, *, rule: str, analyst: str = "ria"
+) -> tuple[Chat, str, dict[str, Any]]:
+    """A conversation in which the customer asked for a refund of ``amount``, the analyst (``analyst``) checked their
+    identity and read it back, and the customer said yes: the action waits for its approval under ``rule``."""
     customer, order = account(daemon, n)
     chat = Chat(daemon, f"appr-{uuid.uuid4().hex[:8]}", customer)
     await daemon.send(
         [
             chat.message("customer", f"The item in {order} broke, please refund £{amount}"),
-            chat.message("analyst", "Thanks, your identity is verified."),
-            chat.message("analyst", f"I can refund {amount} for {order} to your card. Shall I go ahead?"),
+            chat.message("analyst", "Thanks, your identity is verified.", author=analyst),
+            chat.message(
+                "analyst", f"I can refund {amount} for {order} to your card. Shall I go ahead?", author=analyst
+            ),
             chat.message("customer", "yes please"),
         ]
     )
@@ -64,7 +71,7 @@ async def refund_to_approve(daemon: Daemon, n: int, amount: str, *, rule: str) -
 async def test_an_action_not_approved_within_its_window_expires_and_its_approval_is_refused(daemon: Daemon):
     chat, order, card = await refund_to_approve(daemon, 1, "30.00", rule="refund_needs_approval")
     await daemon.card(chat.id, "refund_order", status="expired")  # the sweep, once the window closed
-    await daemon.send([chat.feedback(card["suggestion_id"], "approved", by="lee", role="lead")])
+    await daemon.send([chat.decision(card, "approved", by="lee", role="lead")])
     await daemon.processed()
 
     assert daemon.shop.refunds(order) == []
@@ -76,12 +83,8 @@ async def test_an_action_not_approved_within_its_window_expires_and_its_approval
 async def test_a_second_approval_of_the_same_action_does_not_run_it_again(daemon: Daemon):
     chat, order, card = await refund_to_approve(daemon, 2, "40.00", rule="refund_needs_approval")
     twice = [
-        chat.feedback(
-            card["suggestion_id"], "approved", by="ana", role="analyst", arguments_hash=card["arguments_hash"]
-        ),
-        chat.feedback(
-            card["suggestion_id"], "approved", by="ben", role="analyst", arguments_hash=card["arguments_hash"]
-        ),
+        chat.decision(card, "approved", by="ana", role="analyst"),
+        chat.decision(card, "approved", by="ben", role="analyst"),
     ]
     await daemon.send(twice)
     await daemon.card(chat.id, "refund_order", status="executed")
@@ -103,9 +106,8 @@ async def test_an_approval_of_other_arguments_than_the_suggested_is_refused(daem
     larger = await daemon.card(chat.id, "refund_order", amount_cents=2500)
     assert larger["action_id"] != card["action_id"]
 
-    stale = chat.feedback(
-        card["suggestion_id"], "approved", by="lee", role="lead", arguments_hash=larger["arguments_hash"]
-    )
+    # The lead's client signs what it was shown: the larger request's arguments, on the first action.
+    stale = chat.decision(card | {"arguments_hash": larger["arguments_hash"]}, "approved", by="lee", role="lead")
     await daemon.send([stale])
     await daemon.processed()
 
@@ -123,9 +125,7 @@ async def test_a_connector_that_times_out_after_committing_is_retried_once_and_t
     path = f"POST /orders/{order}/refunds"
     daemon.shop.faults.delay_after_commit_s = TIMEOUT_S * 3
     daemon.shop.faults.delay_count = 1
-    approve = chat.feedback(
-        card["suggestion_id"], "approved", by="ana", role="analyst", arguments_hash=card["arguments_hash"]
-    )
+    approve = chat.decision(card, "approved", by="ana", role="analyst")
     await daemon.send([approve])
     done = await daemon.card(chat.id, "refund_order", status="executed")
 
@@ -139,8 +139,8 @@ async def test_a_connector_that_times_out_after_committing_is_retried_once_and_t
 
 async def test_an_approval_from_the_panel_needs_the_role_the_rule_names(daemon: Daemon, tmp_path: Path):
     chat, order, card = await refund_to_approve(daemon, 5, "89.99", rule="large_refund_needs_lead")
-    analyst = chat.feedback(card["suggestion_id"], "approved", by="ana", role="analyst")
-    lead = chat.feedback(card["suggestion_id"], "approved", by="lee", role="lead")
+    analyst = chat.decision(card, "approved", by="ana", role="analyst")
+    lead = chat.decision(card, "approved", by="lee", role="lead")
     await daemon.send([analyst, lead])
     await daemon.card(chat.id, "refund_order", status="executed")
     assert daemon.shop.refunds(order) == [8999]
@@ -166,3 +166,90 @@ async def test_an_approval_over_http_goes_through_the_stream_and_runs_the_action
     assert [(a["action_id"], a["status"]) for a in listed] == [(action, "executed")]
     assert ("approved", "local", "admin") in [(e["step"], e["actor"], e["role"]) for e in audit]
     assert daemon.shop.refunds(order) == [8999]
+
+
+def forged(chat: Chat, card: dict[str, Any], kind: str, other: dict[str, Any]) -> dict[str, Any]:
+    """A decision on ``card`` that a producer on the input topic could write, of ``kind`` (``other``: another
+    action waiting in another conversation, whose real approval is replayed)."""
+    now = SystemClock().now()
+    claims = {"action_id": card["action_id"], "conversation_id": chat.id, "tenant": card["tenant"], "by": "mallory"}
+    if kind == "unsigned admin":
+        return chat.feedback(
+            card["suggestion_id"], "approved", action_id=card["action_id"], tenant=card["tenant"], by="mallory",
+            role="admin", arguments_hash=card["arguments_hash"],
+        )  # fmt: skip
+    if kind == "unsigned lead without a hash":
+        return chat.feedback(card["suggestion_id"], "approved", by="mallory", role="lead", tenant=card["tenant"])
+    if kind == "signed without a hash":
+        sent = chat.decision(card, "approved", by="mallory", role="lead")
+        proof = PROOFS.sign(**claims, verdict="approved", role="lead", arguments_hash=None, now=now)
+        return {k: v for k, v in sent.items() if k != "arguments_hash"} | {"proof": proof}
+    if kind == "another key":
+        proof = Proofs([b"mallory's own key, long enough to sign"]).sign(
+            **claims, verdict="approved", role="admin", arguments_hash=card["arguments_hash"], now=now
+        )
+        return chat.decision(card, "approved", by="mallory", role="admin") | {"proof": proof}
+    if kind == "expired":
+        long_ago = now - timedelta(hours=2)
+        proof = PROOFS.sign(
+            **claims, verdict="approved", role="lead", arguments_hash=card["arguments_hash"], now=long_ago
+        )
+        return chat.decision(card, "approved", by="mallory", role="lead") | {"proof": proof}
+    if kind == "another tenant's lead":
+        proof = PROOFS.sign(
+            **(claims | {"tenant": "globex"}), verdict="approved", role="lead", arguments_hash=card["arguments_hash"],
+            now=now,
+        )  # fmt: skip
+        return chat.decision(card, "approved", by="mallory", role="lead") | {"proof": proof}
+    if kind == "replayed for another action":
+        real = chat.decision(other, "approved", by="lee", role="lead")  # lee's genuine approval of the other refund
+        return chat.decision(card, "approved", by="lee", role="lead") | {"proof": real["proof"]}
+    if kind == "a role the signer does not hold":
+        # ana's client signed her decision as an analyst; the event claims she is an admin.
+        return chat.decision(card, "approved", by="ana", role="analyst") | {"role": "admin"}
+    raise AssertionError(kind)
+
+
+FORGERIES = (
+    "unsigned admin", "unsigned lead without a hash", "signed without a hash", "another key", "expired",
+    "another tenant's lead", "replayed for another action", "a role the signer does not hold",
+)  # fmt: skip
+
+
+async def test_a_decision_on_the_stream_is_believed_only_as_its_proof_says_and_forgeries_are_refused_and_audited(
+    daemon: Daemon,
+):
+    waiting = [await refund_to_approve(daemon, 20 + n, "89.99", rule="large_refund_needs_lead") for n in range(9)]
+    *targets, (other_chat, other_order, other) = waiting
+    await daemon.send(
+        [forged(chat, card, kind, other) for kind, (chat, _, card) in zip(FORGERIES, targets, strict=True)]
+    )
+    await daemon.processed()
+
+    for kind, (chat, order, _card) in zip(FORGERIES, targets, strict=True):
+        assert daemon.shop.refunds(order) == [], kind
+        assert [a["status"] for a in daemon.actions(chat.id)] == ["suggested"], kind
+        refused = [d["reason"] for step, _, _, d in daemon.audit(chat.id) if step == "refused"]
+        assert refused == ["unproven"], (kind, daemon.audit(chat.id))
+    # The genuine approval whose proof was replayed still counts where it belongs.
+    await daemon.send([other_chat.decision(other, "approved", by="lee", role="lead")])
+    await daemon.card(other_chat.id, "refund_order", status="executed")
+    assert daemon.shop.refunds(other_order) == [8999]
+
+
+async def test_the_analyst_who_read_a_refund_back_cannot_approve_it_but_a_second_analyst_can(daemon: Daemon):
+    chat, order, card = await refund_to_approve(daemon, 30, "30.00", rule="refund_needs_approval", analyst="ria")
+    await daemon.send([chat.decision(card, "approved", by="ria", role="analyst")])
+    await daemon.processed()
+    assert daemon.shop.refunds(order) == []
+    refused = [(actor, d) for step, actor, _, d in daemon.audit(chat.id) if step == "refused"]
+    assert [(actor, d["reason"]) for actor, d in refused] == [("ria", "same_person")]
+    assert (
+        "ria read back this action" in refused[0][1]["detail"] or "ria proposed this action" in refused[0][1]["detail"]
+    )
+
+    await daemon.send([chat.decision(card, "approved", by="ben", role="analyst")])
+    await daemon.card(chat.id, "refund_order", status="executed")
+    assert daemon.shop.refunds(order) == [3000]
+    steps = [(step, actor) for step, actor, _, _ in daemon.audit(chat.id)]
+    assert ("approved", "ben") in steps

@@ -15,7 +15,7 @@ from confluent_kafka import Producer
 
 from tests.actions.test_history import busy_when_looked_up
 from tests.conftest import create_topics, new_topics
-from tests.e2e.action_chat import PARTITIONS, Chat, Daemon
+from tests.e2e.action_chat import APPROVAL_SECRET, PARTITIONS, Chat, Daemon
 from tests.e2e.harness import Database, VigilCli, VigilProcess, eventually, ready
 from tests.e2e.shop import Order, Shop
 from vigil.dev.broker import EmbeddedBroker
@@ -35,7 +35,7 @@ def assigned(process: VigilProcess) -> set[str]:
 
 def refunds(db: Database) -> list[dict[str, Any]]:
     """The customer's refund actions as stored."""
-    keys = ("conversation_id", "status", "verdict", "rule", "suggestion_id", "arguments_hash")
+    keys = ("conversation_id", "status", "verdict", "rule", "suggestion_id", "arguments_hash", "action_id", "tenant")
     rows = db.query(f"SELECT {', '.join(keys)} FROM action WHERE customer_id = ? AND name = 'refund_order'", CUSTOMER)
     return [dict(zip(keys, row, strict=True)) for row in rows]
 
@@ -61,6 +61,7 @@ async def test_two_processes_on_one_postgresql_let_one_of_six_split_refunds_thro
                     pg_url,
                     VIGIL_PROGRESS__ENABLED="false",
                     VIGIL_ACTIONS__SYSTEMS=shop.systems(),
+                    VIGIL_APPROVALS__SECRET=APPROVAL_SECRET,
                 )
             )
         for process in processes:
@@ -97,9 +98,7 @@ async def test_two_processes_on_one_postgresql_let_one_of_six_split_refunds_thro
         by_id = {c.id: c for c in chats}
         await daemon.send(
             [
-                by_id[a["conversation_id"]].feedback(
-                    a["suggestion_id"], "approved", by="ana", role="analyst", arguments_hash=a["arguments_hash"]
-                )
+                by_id[a["conversation_id"]].decision(a, "approved", by="ana", role="analyst")
                 for a in refunds(daemon.db)
                 if a["verdict"] == "needs_approval"
             ]

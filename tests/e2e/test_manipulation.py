@@ -17,12 +17,15 @@ from typing import Any
 
 import pytest
 import yaml
+from pydantic import ValidationError
 
-from tests.e2e.action_chat import Chat, Daemon, action_daemon
+from tests.e2e.action_chat import PROOFS, Chat, Daemon, action_daemon
 from tests.e2e.shop import Order, Shop
 from tests.kafka_client import read_topic
 from vigil.actions.lifecycle import RANKS, may_approve
+from vigil.core.clock import SystemClock
 from vigil.dev.broker import EmbeddedBroker
+from vigil.wire.events import Feedback
 
 pytestmark = pytest.mark.e2e
 
@@ -110,10 +113,20 @@ async def forged(daemon: Daemon, here: Chat, owner: Chat, spec: dict[str, Any]) 
     where = {"amount_cents": spec["amount"]} if "amount" in spec else {}
     card = await daemon.card(owner.id, spec["action"], **where)
     digest = {"card": card["arguments_hash"], "none": None, "zero": "0" * 64}[spec.get("hash", "card")]
-    return here.feedback(
+    sent = here.feedback(
         card["suggestion_id"], spec.get("verdict", "approved"), by=spec.get("by"), role=spec.get("role"),
-        arguments_hash=digest,
+        arguments_hash=digest, action_id=card["action_id"], tenant=card["tenant"],
     )  # fmt: skip
+    if spec.get("by") is None or spec.get("role") is None:
+        return sent  # nobody's client signs a decision that names nobody
+    # Signed by the approver's client, as what it was shown (the attack is in what the analyst was led to approve).
+    try:
+        event = Feedback.model_validate(sent)
+    except ValidationError:
+        return sent  # not a decision any client would sign (a role vigil does not know): as the attacker wrote it
+    return PROOFS.signed(event, action_id=card["action_id"], now=SystemClock().now()).model_dump(
+        mode="json", exclude_none=True
+    )
 
 
 @pytest.fixture(scope="module")

@@ -77,3 +77,16 @@ async def test_a_kind_with_no_chain_gets_the_base_rule():
 async def test_a_kind_whose_chain_is_empty_gets_the_base_rule_too():
     gates = Gates({"answer": []}, base=ConfidenceGate(0.5))
     assert await gates["answer"].review(proposal("answer", 0.1), MESSAGE, None) == Decision.silence("low_confidence")
+
+
+async def test_cards_that_are_not_guesses_are_not_held_to_the_answers_confidence_floor(tmp_path):
+    """Each capability gates its own kinds: with the answers' floor at 0.95, an answer at 0.9 is silenced, but an
+    action's card, an escalation, a handover brief and a reminder are not (a kind nobody gates keeps the floor)."""
+    from vigil.app.compose import compose
+    from vigil.app.settings import Settings
+
+    settings = Settings(_env_file=None, data_dir=tmp_path, answers={"enabled": False, "min_confidence": 0.95})
+    gates = compose(settings, only=["cases", "progress", "actions"]).gates
+    for kind in ("action", "escalation", "handover", "follow_up"):
+        assert (await gates[kind].review(proposal(kind, 0.8), MESSAGE, None)).speak, kind
+    assert not (await gates["answer"].review(proposal("answer", 0.9), MESSAGE, None)).speak

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncEngine
 
     from vigil.flow.outlet import Outlet
+    from vigil.wire.proof import Proofs
 
 
 def setup(
@@ -26,11 +27,12 @@ def setup(
     bundled: Path,
     timeout_s: float | None,
     outlet: Outlet | None = None,
+    proofs: Proofs,
 ) -> Capability:
     """When enabled: the action skill (which runs what is approved), the keeper that takes approvals and rejections
     with their feedback events, the expiry of actions not approved in time, the reconciler of actions whose run was
     interrupted or is in doubt (which says what became of each through ``outlet``), and the clients of the company's
-    systems; ``bundled`` is where the bundled rulebooks are."""
+    systems; ``bundled`` is where the bundled rulebooks are; ``proofs`` verifies who gave each decision."""
     if not settings.enabled:
         return Capability(name="actions")
     from vigil.actions.approvals import Approvals
@@ -44,6 +46,7 @@ def setup(
     from vigil.actions.rulebook import Rulebooks
     from vigil.actions.running import Running, TenantGuards
     from vigil.actions.skill import ActionSkill
+    from vigil.flow.gates import Always
     from vigil.flow.scheduler import Job
 
     rulebooks = Rulebooks(settings.rulebook, bundled)
@@ -94,7 +97,10 @@ def setup(
     return Capability(
         name="actions",
         skills=[skill],
-        keepers=[ApprovalKeeper(approvals)],
+        keepers=[ApprovalKeeper(approvals, proofs, platform.clock)],
+        # An action's card is what the policy decided, not a guess: no confidence floor silences it (an approval
+        # needs its card), nor the escalation that says why the guard blocked one.
+        gates={"action": [Always()], "escalation": [Always()]},
         jobs=[
             # Catching up on state: when many windows fall due at once (a replay jumping ahead), the latest does.
             Job("actions-expiry", run=expire, every_s=settings.expiry_every_s, coalesce=True),

@@ -159,6 +159,7 @@ class Approvals:
                 rule=verdict.rule,
                 reason=verdict.reason,
                 approver=verdict.approver,
+                separate_from=list(verdict.separate_from) or None,
                 facts=facts,
             )
             if moved is not None:
@@ -182,15 +183,9 @@ class Approvals:
         Approving an action already ``approved`` moves nothing: it is written down as ``resumed``, and the caller
         runs it. ``note`` is the reason given for a rejection."""
         now = self._clock.now()
-        refused = lifecycle.refusal(record, approve=approve, role=role, arguments_hash=arguments_hash, now=now)
+        refused = lifecycle.refusal(record, approve=approve, by=by, role=role, arguments_hash=arguments_hash, now=now)
         if refused is not None:
-            detail = {"reason": refused[0], "detail": refused[1]}
-            await stored.append(conn, record, "refused", at=now, actor=by, role=role, detail=detail)
-            if refused[0] == "expired":
-                record = await self._expire(conn, record, now) or record
-            if self._metrics is not None:
-                self._metrics.refused.labels(refused[0]).inc()
-            return Decision(record, refused)
+            return await self.refuse(conn, record, refused, by=by, role=role)
         detail = {"arguments_hash": record.arguments_hash, **({"reason": note} if note else {})}
         if approve and record.status == Status.APPROVED:
             await stored.append(conn, record, "resumed", at=now, actor=by, role=role, detail=detail)
@@ -215,6 +210,20 @@ class Approvals:
             self._metrics.decided.labels(to.value).inc()
         await stored.append(conn, moved, to.value, at=now, actor=by, role=role, detail=detail)
         return Decision(moved)
+
+    async def refuse(
+        self, conn: AsyncConnection, record: ActionRecord, why: tuple[Refusal, str], *, by: str, role: str | None
+    ) -> Decision:
+        """Write down on ``conn`` that a decision on ``record`` by ``by`` (as ``role``, as the caller claimed) was
+        refused, and why (an expired action is moved to ``expired`` too)."""
+        now = self._clock.now()
+        detail = {"reason": why[0], "detail": why[1]}
+        await stored.append(conn, record, "refused", at=now, actor=by, role=role, detail=detail)
+        if why[0] == "expired":
+            record = await self._expire(conn, record, now) or record
+        if self._metrics is not None:
+            self._metrics.refused.labels(why[0]).inc()
+        return Decision(record, why)
 
     async def _expire(self, conn: AsyncConnection, record: ActionRecord, now: datetime) -> ActionRecord | None:
         moved = await _move(conn, record.action_id, Trigger.EXPIRED, Status.EXPIRED, decided_at=now)

@@ -15,10 +15,13 @@ import logging
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from vigil.actions.approvals import Approvals
+from vigil.actions.lifecycle import Refusal
 from vigil.cases import actions as stored
 from vigil.cases.actions import ActionRecord
+from vigil.core.clock import Clock
 from vigil.flow.case import CaseState
 from vigil.wire.events import Event, Feedback
+from vigil.wire.proof import Proofs, Unproven
 
 log = logging.getLogger(__name__)
 
@@ -35,12 +38,16 @@ async def action_of(conn: AsyncConnection, event: Feedback) -> ActionRecord | No
 
 
 class ApprovalKeeper:
-    """Takes each approval and rejection in the transaction of its feedback event."""
+    """Takes each approval and rejection in the transaction of its feedback event, believing only what its proof
+    says (``vigil.wire.proof``): who decided and in what role come from the signed statement, never from the
+    event's own fields; a decision without a proof that holds is refused, and the refusal is in the audit log."""
 
     name = "actions"
 
-    def __init__(self, approvals: Approvals) -> None:
+    def __init__(self, approvals: Approvals, proofs: Proofs, clock: Clock) -> None:
         self._approvals = approvals
+        self._proofs = proofs
+        self._clock = clock
 
     async def keep(self, conn: AsyncConnection, event: Event, case: CaseState | None) -> None:
         if not isinstance(event, Feedback) or event.verdict not in DECISIONS:
@@ -48,15 +55,22 @@ class ApprovalKeeper:
         record = await action_of(conn, event)
         if record is None:
             return
-        decision = await self._approvals.decide(
-            conn,
-            record,
-            approve=event.verdict == "approved",
-            by=event.by or "unknown",
-            role=event.role,
-            arguments_hash=event.arguments_hash,
-            note=event.text,
-        )
+        try:
+            proven = self._proofs.verify(event, action_id=record.action_id, tenant=record.tenant, now=self._clock.now())
+        except Unproven as exc:
+            # Written down as the caller claimed to be: the audit shows what was attempted, and that it was refused.
+            why: tuple[Refusal, str] = ("unproven", f"{exc.failure}: {exc.detail}")
+            decision = await self._approvals.refuse(conn, record, why, by=event.by or "unknown", role=event.role)
+        else:
+            decision = await self._approvals.decide(
+                conn,
+                record,
+                approve=event.verdict == "approved",
+                by=proven.by,
+                role=proven.role,
+                arguments_hash=proven.arguments_hash,
+                note=event.text,
+            )
         if decision.refused is not None:
             log.warning(
                 "%s of %s refused: %s",

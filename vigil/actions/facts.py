@@ -108,6 +108,7 @@ class Facts:
         facts["identity_verified"] = identity_verified(catalog, transcript) is not None
         read_back = confirmed(catalog, transcript, spec.name, reading.arguments, reading.provenance)
         facts["confirmed"] = read_back is not None
+        facts["_people"] = _people(transcript, read_back)
         if customer is not None and spec.goodwill:
             facts["goodwill"] = {"last_30_days_cents": await self._goodwill(tenant, customer.value)}
         return facts
@@ -162,9 +163,32 @@ def _merged(known: dict[str, Any], looked: dict[str, Any]) -> dict[str, Any]:
 
 
 def customer(facts: Mapping[str, Any]) -> str | None:
-    """The account the facts are about, if the platform named one."""
-    customer = facts.get("customer")
-    return customer.get("id") if isinstance(customer, dict) else None
+    """The account the facts are about: the one the platform named, else the one the systems say the action
+    touches (the order's ``customer_id``), so that the conjunctive-risk guard and the customer's lock still hold
+    when the platform sends no customer id; None if neither says."""
+    named = facts.get("customer")
+    if isinstance(named, dict) and named.get("id"):
+        return str(named["id"])
+    for name, value in facts.items():
+        if not name.startswith("_") and isinstance(value, dict) and isinstance(value.get("customer_id"), str):
+            return str(value["customer_id"])
+    return None
+
+
+def _people(transcript: Sequence[Said], read_back: Found | None) -> dict[str, str]:
+    """Who handled the action (kept with it, not shown to the rules): ``proposer``, the analyst who wrote last in
+    the conversation; ``reader``, the analyst whose message the customer's yes answered (the read-back)."""
+    people: dict[str, str] = {}
+    proposer = next((s.author for s in reversed(transcript) if s.role == "analyst" and s.author), None)
+    if proposer:
+        people["proposer"] = proposer
+    if read_back is not None:
+        yes = next((i for i, s in enumerate(transcript) if s.message_id == read_back.source.get("message_id")), None)
+        before = transcript[:yes] if yes is not None else []
+        reader = next((s.author for s in reversed(before) if s.role == "analyst" and s.author), None)
+        if reader:
+            people["reader"] = reader
+    return people
 
 
 def shown(facts: Mapping[str, Any]) -> dict[str, Any]:

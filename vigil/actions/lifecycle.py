@@ -119,7 +119,17 @@ FINAL: tuple[Status, ...] = (S.EXECUTED, S.FAILED, S.REJECTED, S.EXPIRED, S.DECL
 RANKS: tuple[str, ...] = get_args(ApproverRole)
 """The roles that may decide actions, lowest first (the wire's and the panel's roles)."""
 
-Refusal = Literal["unknown_action", "not_open", "expired", "arguments_changed", "not_permitted", "not_runnable"]
+Refusal = Literal[
+    "unknown_action",
+    "not_open",
+    "expired",
+    "arguments_changed",
+    "not_permitted",
+    "not_runnable",
+    "same_person",
+    "unproven",
+]
+"""Why a decision is refused; ``unproven``: its proof of who gave it does not hold (``vigil.wire.proof``)."""
 
 
 def sources(trigger: Trigger, to: Status) -> tuple[str, ...]:
@@ -154,10 +164,17 @@ def may_approve(role: str | None, needed: str) -> bool:
 
 
 def refusal(
-    record: ActionRecord, *, approve: bool, role: str | None, arguments_hash: str | None, now: datetime
+    record: ActionRecord,
+    *,
+    approve: bool,
+    by: str | None,
+    role: str | None,
+    arguments_hash: str | None,
+    now: datetime,
 ) -> tuple[Refusal, str] | None:
-    """Why ``role`` may not approve (or reject) ``record`` now, or None if they may: it is no longer open, it has
-    expired, the arguments are not those approved, the role is below the rule's approver, or it may never run.
+    """Why ``by``, as ``role``, may not approve (or reject) ``record`` now, or None if they may: it is no longer
+    open, it has expired, the arguments are not those approved, the role is below the rule's approver, the rule
+    keeps this person from approving it (``separate_from``: they proposed it or read it back), or it may never run.
 
     Approving an action already ``approved`` is not refused: it resumes it (an approval taken just before a crash,
     whose run never started, runs on the next approval as it would on the reconciler's next look)."""
@@ -178,4 +195,9 @@ def refusal(
             "not_permitted",
             f"{record.rule}: a {needed} approves this action, not {role or 'a caller without a role'}",
         )
+    people = record.facts.get("_people") or {}
+    for part in (record.separate_from or []) if record.verdict == "needs_approval" else []:
+        if by is not None and people.get(part) == by:
+            did = "proposed" if part == "proposer" else "read back"
+            return "same_person", f"{record.rule}: {by} {did} this action; another person approves it"
     return None

@@ -44,6 +44,9 @@ from vigil.core.errors import InvalidArguments, RulebookError
 Outcome = Literal["allow", "needs_approval", "deny"]
 NO_PERMIT = "no_permit"
 DEFAULT_APPROVER = "lead"
+SEPARATE_FROM = ("proposer", "reader")
+"""Whom ``@separate_from`` may keep from approving: the analyst who proposed the action (wrote last before it was
+suggested) and the one who read it back to the customer."""
 _EVALUATION_ERROR = re.compile(r"policy `([^`]+)`")
 
 
@@ -56,6 +59,7 @@ class Rule:
     outcome: Outcome
     reason: str
     approver: str | None
+    separate_from: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +71,9 @@ class Verdict:
     reason: str
     approver: str | None = None
     """For ``needs_approval``: the role that must approve."""
+    separate_from: tuple[str, ...] = ()
+    """For ``needs_approval``: who may not approve it (``SEPARATE_FROM``: the analyst who proposed it, the one who
+    read it back), whatever their role."""
 
     def to_json(self) -> dict[str, str]:
         """The documented output of ``vigil policy check``: ``{verdict, rule, reason}``."""
@@ -137,7 +144,7 @@ class Policy:
             return Verdict("deny", NO_PERMIT, f"No rule permits {action} here.")
         held = [rule for rule in matched if rule.outcome == "needs_approval"]
         decisive = held[0] if held else matched[0]
-        return Verdict(decisive.outcome, decisive.id, decisive.reason, decisive.approver)
+        return Verdict(decisive.outcome, decisive.id, decisive.reason, decisive.approver, decisive.separate_from)
 
     def _unevaluated(self, error: str) -> Verdict:
         found = _EVALUATION_ERROR.search(error)
@@ -166,7 +173,15 @@ def _rules(policies: Mapping[str, Any], source: str) -> tuple[Rule, ...]:
         if effect == "permit" and outcome not in ("allow", "needs_approval"):
             raise RulebookError(f"{where}: @outcome is allow or needs_approval, not {outcome!r}")
         approver = notes.get("approver", DEFAULT_APPROVER) if outcome == "needs_approval" else None
-        rules.append(Rule(rule_id, effect, outcome, reason, approver))
+        separate = tuple(part for part in re.split(r"[\s,]+", notes.get("separate_from", "")) if part)
+        if separate and outcome != "needs_approval":
+            raise RulebookError(f"{where}: @separate_from is for a rule that needs an approval")
+        unknown = [part for part in separate if part not in SEPARATE_FROM]
+        if unknown:
+            raise RulebookError(
+                f"{where}: @separate_from names {', '.join(map(repr, unknown))}; it takes {', '.join(SEPARATE_FROM)}"
+            )
+        rules.append(Rule(rule_id, effect, outcome, reason, approver, separate))
     return tuple(rules)
 
 

@@ -45,6 +45,8 @@ class Said:
     role: str
     text: str
     metadata: Mapping[str, Any] = field(default_factory=dict)
+    author: str | None = None
+    """Who wrote it (an analyst's id, as the platform names them): whom ``@separate_from`` keeps from approving."""
 
 
 @dataclass(slots=True)

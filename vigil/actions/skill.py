@@ -138,6 +138,7 @@ class ActionSkill:
             amount_cents=reading.arguments.get(spec.amount) if spec.amount else None,
             goodwill=spec.goodwill,
             approver=verdict.approver,
+            separate_from=list(verdict.separate_from) or None,
             expires_at=self._approvals.expiry(now),
         )
         guard = self._guard if record.status == Status.SUGGESTED else None
@@ -211,12 +212,12 @@ class ActionSkill:
     async def _transcript(self, conversation_id: str) -> list[Said]:
         async with guarded(self._engine, timeout_s=self._timeout_s, begin=False) as conn:
             rows = await conn.execute(
-                sa.select(MESSAGE.c.message_id, MESSAGE.c.role, MESSAGE.c.text, MESSAGE.c.metadata)
+                sa.select(MESSAGE.c.message_id, MESSAGE.c.role, MESSAGE.c.text, MESSAGE.c.metadata, MESSAGE.c.author)
                 .where(MESSAGE.c.conversation_id == conversation_id)
                 .order_by(MESSAGE.c.seq.desc())
                 .limit(TRANSCRIPT)
             )
-            return [Said(r.message_id, r.role, r.text, r.metadata or {}) for r in reversed(rows.all())]
+            return [Said(r.message_id, r.role, r.text, r.metadata or {}, r.author) for r in reversed(rows.all())]
 
 
 async def _guarded(conn: AsyncConnection, guard: Guard, record: ActionRecord) -> list[Proposal]:

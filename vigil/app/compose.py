@@ -33,6 +33,7 @@ from vigil.flow.skills import Skill
 from vigil.knowledge.embedding import Embedder
 from vigil.knowledge.store import KnowledgeStore, open_knowledge_store
 from vigil.transport.select import Transports
+from vigil.wire.proof import Proofs
 
 if TYPE_CHECKING:
     from vigil.panel.goodwill import GoodwillBudgets
@@ -53,6 +54,8 @@ class Parts:
     transports: Transports
     outlet: Outlet
     """Where scheduled jobs speak: bound to the pipeline once ``Composition.pipeline`` builds it."""
+    proofs: Proofs
+    """Signs decisions on actions (the panel) and verifies them (the actions capability): ``vigil.wire.proof``."""
 
 
 def _fanout_url(parts: Parts) -> str | None:
@@ -93,12 +96,12 @@ CAPABILITIES: tuple[tuple[str, Callable[[Parts], Capability]], ...] = (
     )),
     ("actions", lambda p: actions.setup(
         p.settings.actions, p.platform, engine=p.store.engine, bundled=bundled_knowledge() / "rulebooks",
-        outlet=p.outlet, timeout_s=p.settings.database.timeout_s,
+        outlet=p.outlet, timeout_s=p.settings.database.timeout_s, proofs=p.proofs,
     )),
     ("live", lambda p: live.setup(p.platform, feed=p.feed, fanout_url=_fanout_url(p))),
     ("panel", lambda p: panel.setup(
         p.settings.panel, p.platform, views=p.views, knowledge=p.knowledge, feed=p.feed,
-        outboxes=p.transports.outboxes, budgets=_budgets(p),
+        outboxes=p.transports.outboxes, budgets=_budgets(p), proofs=p.proofs,
     )),
 )  # fmt: skip
 """Every capability, by name, in start-up order."""
@@ -218,6 +221,7 @@ def compose(
         ),
         feed=LiveFeed(),
         outlet=Outlet(),
+        proofs=Proofs.from_settings(settings.approvals, data_dir=settings.data_dir),
         transports=transports
         or Transports.from_settings(
             settings.kafka,
@@ -242,6 +246,7 @@ def compose(
         feed=parts.feed,
         transports=parts.transports,
         outlet=parts.outlet,
+        proofs=parts.proofs,
         skills=[*skills, *(skill for c in chosen for skill in c.skills)],
         # The confidence floor for kinds no capability gates is the answers' (the one setting vigil has for it).
         gates=Gates(chains, base=ConfidenceGate(settings.answers.min_confidence)),

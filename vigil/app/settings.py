@@ -30,6 +30,7 @@ from vigil.mining.settings import MinerSettings
 from vigil.panel.settings import PanelSettings, is_loopback
 from vigil.progress.settings import ProgressSettings
 from vigil.transport.settings import KafkaSettings, MqttSettings
+from vigil.wire.proof import ApprovalSettings
 
 ENV_PREFIX = "VIGIL_"
 ENV_NESTED_DELIMITER = "__"
@@ -70,6 +71,7 @@ class Settings(BaseSettings):
     miner: MinerSettings = MinerSettings()
     progress: ProgressSettings = ProgressSettings()
     actions: ActionsSettings = ActionsSettings()
+    approvals: ApprovalSettings = ApprovalSettings()
 
     @model_validator(mode="after")
     def _panel_is_guarded(self) -> Settings:

@@ -75,6 +75,7 @@ class ActionRecord:
     attempts: int = 0
     result: dict[str, Any] | None = None
     claimed_at: datetime | None = None
+    separate_from: list[str] | None = None
 
     @classmethod
     def of(cls, row: sa.Row[Any]) -> ActionRecord:

@@ -261,6 +261,9 @@ class ActionRow(SQLModel, table=True):
     reason: str = Field(sa_type=sa.Text)
     approver: str | None = Field(default=None, max_length=32)
     """For ``needs_approval``: the role that must approve."""
+    separate_from: list[str] | None = Field(default=None, sa_column=sa.Column(sa.JSON))
+    """For ``needs_approval``: whose approval does not count, whatever their role (``proposer``, ``reader``: the
+    people named in ``facts["_people"]``)."""
     status: str = Field(max_length=16)
     """``suggested``, ``approved``, ``rejected``, ``executing``, ``in_doubt``, ``executed``, ``failed``,
     ``expired``; ``declined`` (the policy denies it) and ``blocked`` (the guard) are never run

@@ -70,6 +70,21 @@ class ConfidenceGate:
         return Decision.allow()
 
 
+class Always:
+    """The gate of a kind that is not a guess: an action's card (what the policy decided about a request, which the
+    analyst must see to approve or refuse it), an escalation, a handover brief, a reminder that is due. It always
+    speaks, so that no other kind's floor (the answers' confidence) can silence it."""
+
+    async def admit(self, kind: SuggestionKind, event: Event, case: CaseState | None) -> Decision:
+        return Decision.allow()
+
+    async def review(self, proposal: Proposal, event: Event | None, case: CaseState | None) -> Decision:
+        return Decision.allow()
+
+    def timely(self, event: Event, *, superseded: bool) -> Decision:
+        return Decision.allow()
+
+
 class Chain:
     """Gates asked in order: vigil speaks only if each allows; the first that refuses names the reason."""
 

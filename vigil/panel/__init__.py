@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from vigil.panel.oidc import OidcClient
     from vigil.panel.settings import PanelSettings
     from vigil.transport.base import Outbox
+    from vigil.wire.proof import Proofs
 
 # Like every capability's, this setup imports what it builds when it runs, so that importing the panel's settings
 # (or its display rules) stays light.
@@ -32,11 +33,13 @@ def setup(
     knowledge: KnowledgeStore | None,
     feed: LiveFeed,
     outboxes: Sequence[Outbox],
+    proofs: Proofs,
     budgets: GoodwillBudgets | None = None,
 ) -> Capability:
     """The JSON API, and the pages when the panel is enabled; with OIDC sign-in, its client started and closed.
     ``budgets``: each tenant's goodwill against its concession budget, for the lead's overview (given by the
-    composition root when actions are on; see ``vigil.panel.goodwill``)."""
+    composition root when actions are on; see ``vigil.panel.goodwill``); ``proofs`` signs each decision on an action
+    the API puts on the stream."""
     from vigil.panel.oidc import OidcClient
 
     oidc = OidcClient(settings.oidc, clock=platform.clock) if settings.auth == "oidc" else None
@@ -49,6 +52,7 @@ def setup(
             knowledge=knowledge,
             feed=feed,
             outboxes=outboxes,
+            proofs=proofs,
             oidc=oidc,
             budgets=budgets,
         ),
@@ -65,6 +69,7 @@ def routers(
     knowledge: KnowledgeStore | None,
     feed: LiveFeed,
     outboxes: Sequence[Outbox],
+    proofs: Proofs,
     oidc: OidcClient | None,
     budgets: GoodwillBudgets | None = None,
 ) -> list[APIRouter]:
@@ -78,7 +83,15 @@ def routers(
     from vigil.panel.sessions import SessionRegistry
 
     auth = Authenticator(settings, sessions=SessionRegistry(views, clock=clock))
-    api = api_routes(views=views, feed=feed, outboxes=outboxes, caller=Caller(auth), clock=clock, knowledge=knowledge)
+    api = api_routes(
+        views=views,
+        feed=feed,
+        outboxes=outboxes,
+        proofs=proofs,
+        caller=Caller(auth),
+        clock=clock,
+        knowledge=knowledge,
+    )
     if not settings.enabled:
         return [api]
     pages = page_routes(

@@ -2,11 +2,12 @@
 read a case's audit log (``GET /api/conversations/{id}/audit``).
 
 An approval is checked here first, so the caller hears at once why it cannot be taken (403: not their role to
-approve; 409: no longer open, expired, other arguments than those shown, or an action that may never run), then
-goes onto the input stream as a ``feedback`` event naming the action, the caller, their role and the arguments'
-hash: the daemon takes it in the conversation's order, checks it again and records it with the event, and then
-runs what is approved. Approving an action already approved whose run has not started resumes it. The audit log
-has no route that writes it.
+approve, or the rule keeps them from approving what they proposed or read back; 409: no longer open, expired, other
+arguments than those shown, or an action that may never run), then goes onto the input stream as a ``feedback``
+event naming the action, the caller, their role and the arguments' hash, with a signed statement of all of it
+(``vigil.wire.proof``): the daemon believes the signature, not the event's fields. It takes the decision in the
+conversation's order, checks it again, records it with the event, and then runs what is approved. Approving an
+action already approved whose run has not started resumes it. The audit log has no route that writes it.
 """
 
 from __future__ import annotations
@@ -25,10 +26,11 @@ from vigil.core.clock import Clock
 from vigil.panel.identity import Identity
 from vigil.transport.base import Outbox
 from vigil.wire.events import Feedback
+from vigil.wire.proof import Proofs
 
 Responses = dict[int | str, dict[str, Any]]
 _ERROR = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
-_STATUS = {"not_permitted": 403, "unknown_action": 404}
+_STATUS = {"not_permitted": 403, "same_person": 403, "unknown_action": 404}
 
 
 class Decision(BaseModel):
@@ -55,6 +57,7 @@ def action_routes(
     clock: Clock,
     submit: Callable[[Sequence[Outbox], Feedback], Awaitable[None]],
     outboxes: Sequence[Outbox],
+    proofs: Proofs,
     responses: Responses,
     read_responses: Responses,
     read_security: dict[str, Any],
@@ -73,10 +76,26 @@ def action_routes(
         if record is None or record.suggestion_id is None:
             raise HTTPException(404, "unknown action")
         why = refusal(
-            record, approve=verdict == "approved", role=who.role, arguments_hash=body.arguments_hash, now=clock.now()
+            record,
+            approve=verdict == "approved",
+            by=who.name,
+            role=who.role,
+            arguments_hash=body.arguments_hash,
+            now=clock.now(),
         )
         if why is not None:
             raise HTTPException(_STATUS.get(why[0], 409), why[1])
+        now = clock.now()
+        proof = proofs.sign(
+            action_id=action_id,
+            conversation_id=record.conversation_id,
+            tenant=record.tenant,
+            verdict=verdict,
+            by=who.name,
+            role=who.role,
+            arguments_hash=body.arguments_hash,
+            now=now,
+        )
         event = Feedback(
             type="feedback",
             schema_version=1,
@@ -89,7 +108,8 @@ def action_routes(
             by=who.name,
             role=who.role,
             arguments_hash=body.arguments_hash,
-            at=clock.now(),
+            proof=proof,
+            at=now,
             text=body.reason if verdict == "rejected" and body.reason else None,
         )
         await submit(outboxes, event)

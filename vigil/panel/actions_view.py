@@ -159,9 +159,9 @@ def card_of(
 ) -> ActionCard:
     """One action's card; its buttons as the API would answer ``who`` at ``now``."""
     record = _record(view, a)
-    open_ = refusal(record, approve=False, role=who.role, arguments_hash=None, now=now) is None
+    open_ = refusal(record, approve=False, by=who.name, role=who.role, arguments_hash=None, now=now) is None
     # Approving an action already approved resumes it (its run never started): the button says "Run it now".
-    may_approve = refusal(record, approve=True, role=who.role, arguments_hash=None, now=now) is None
+    may_approve = refusal(record, approve=True, by=who.name, role=who.role, arguments_hash=None, now=now) is None
     amount = next((k for k, v in a.arguments.items() if k.endswith("_cents") and v == a.amount_cents), None)
     return ActionCard(
         action_id=a.action_id,

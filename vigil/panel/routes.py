@@ -34,6 +34,7 @@ from vigil.panel.identity import Identity
 from vigil.panel.settings import PanelRole
 from vigil.transport.base import Outbox
 from vigil.wire.events import Feedback, Timestamp
+from vigil.wire.proof import Proofs
 
 log = logging.getLogger(__name__)
 
@@ -181,6 +182,7 @@ def api_routes(
     views: CaseViews,
     feed: LiveFeed,
     outboxes: Sequence[Outbox],
+    proofs: Proofs,
     caller: Caller,
     clock: Clock,
     knowledge: KnowledgeStore | None = None,
@@ -233,6 +235,7 @@ def api_routes(
         clock=clock,
         submit=_submit,
         outboxes=outboxes,
+        proofs=proofs,
         responses={**_GUARDED, **_UNAVAILABLE},
         read_responses={**_SIGNED_IN, **_UNAVAILABLE},
         read_security=_READ_SECURITY,

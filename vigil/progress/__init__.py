@@ -22,7 +22,7 @@ def setup(
     ``outlet``) and the procedures' mining."""
     if not settings.enabled:
         return Capability(name="progress")
-    from vigil.flow.gates import ConfidenceGate
+    from vigil.flow.gates import Always, ConfidenceGate
     from vigil.flow.scheduler import replica_id
     from vigil.progress.commitments import warm_up
     from vigil.progress.keeper import ProgressKeeper
@@ -59,7 +59,14 @@ def setup(
             ProgressSkill(engine=engine, settings=settings, clock=platform.clock, keeper=keeper, timeout_s=timeout_s),
             NextStepSkill(engine=engine, library=library, clock=platform.clock, timeout_s=timeout_s),
         ],
-        gates={"next_step": [ConfidenceGate(settings.next_step_min_confidence)]},
+        # A procedure's next step is a guess with its own floor; an escalation, a handover brief and a reminder are
+        # not guesses: the answers' confidence floor does not silence them.
+        gates={
+            "next_step": [ConfidenceGate(settings.next_step_min_confidence)],
+            "escalation": [Always()],
+            "handover": [Always()],
+            "follow_up": [Always()],
+        },
         jobs=[reminders.job(), library.job(settings.procedures_interval_s)],
         starting=[Step("loading the time parser", warm)],
     )

@@ -187,6 +187,11 @@ class Feedback(_Wire):
         description="For `approved` and `rejected` of an action: the action decided (the panel's API sets it). "
         "Without it, the action is the one the judged `action` suggestion shows.",
     )
+    proof: Annotated[str, StringConstraints(max_length=4096)] | None = Field(
+        default=None,
+        description="For `approved` and `rejected` of an action: the signed statement of the decision (a JWT, "
+        "docs/actions.md); a decision without a valid one is refused. The panel's API signs it.",
+    )
 
     @property
     def id(self) -> str:
