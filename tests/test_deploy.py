@@ -70,6 +70,7 @@ SECRET_EXAMPLES = {
     "VIGIL_DATABASE__URL": "postgresql+asyncpg://vigil:secret@postgres.db:5432/vigil",
     "VIGIL_PANEL__USERS": '[{"name": "ana", "role": "lead", "tenants": ["*"], "token_sha256": "' + "0" * 64 + '"}]',
     "VIGIL_PANEL__SESSION_SECRET": "not-a-real-secret",
+    "VIGIL_APPROVALS__SECRET": "0" * 64,
 }
 
 
@@ -86,7 +87,7 @@ def test_the_sidecar_vigil_env_holds_only_real_settings_and_reads_mqtt_alone(mon
     assert settings.mqtt.host == "127.0.0.1" and settings.kafka.bootstrap_servers is None
     assert settings.panel.auth == "tokens" and settings.http.host == "0.0.0.0"
     secrets = {e["name"] for e in env if "valueFrom" in e}
-    assert {"VIGIL_DATABASE__URL", "VIGIL_PANEL__USERS"} <= secrets
+    assert {"VIGIL_DATABASE__URL", "VIGIL_PANEL__USERS", "VIGIL_APPROVALS__SECRET"} <= secrets
 
 
 def test_the_sidecar_broker_listens_where_vigil_connects_and_keeps_what_waits():

@@ -63,7 +63,7 @@ class Chat:
     def __init__(self, vigil: Wired, conversation: str = "c-1", customer: str = "CUS-1001") -> None:
         self.vigil, self.conversation, self.customer, self.n = vigil, conversation, customer, 0
 
-    async def say(self, role: str, text: str, **metadata: Any) -> None:
+    async def say(self, role: str, text: str, *, author: str | None = None, **metadata: Any) -> None:
         self.n += 1
         if role == "customer":
             metadata.setdefault("customer_id", self.customer)
@@ -71,7 +71,7 @@ class Chat:
         raw = {
             "type": "message", "schema_version": 1, "message_id": f"{self.conversation}-m{self.n}",
             "conversation_id": self.conversation, "tenant": "acme", "sent_at": sent,
-            "role": role, "text": text, "metadata": metadata,
+            "role": role, "text": text, "metadata": metadata, **({"author": author} if author else {}),
         }  # fmt: skip
         await self.vigil.send(parse(json.dumps(raw).encode(), **LIMITS))
 

@@ -215,11 +215,13 @@ async def test_in_the_browser_an_analyst_may_approve_only_their_own_and_a_lead_a
     vigil = acting_vigil
     chat = Chat(vigil)
     await chat.say("customer", "I was charged for order ORD-10001 but want my money back")
-    await chat.say("analyst", "Thanks, your identity is now verified.")
-    await chat.say("analyst", "I can refund 89.99 for ORD-10001 to your Visa. Shall I go ahead?")
+    await chat.say("analyst", "Thanks, your identity is now verified.", author="raj")
+    await chat.say("analyst", "I can refund 89.99 for ORD-10001 to your Visa. Shall I go ahead?", author="raj")
     await chat.say("customer", "yes please")
     await chat.say("customer", "Also I've had no internet for three days, I want compensation")
-    await chat.say("analyst", "Sorry about that: I can add a goodwill credit of 10.00 for the outage, ok?")
+    await chat.say(
+        "analyst", "Sorry about that: I can add a goodwill credit of 10.00 for the outage, ok?", author="ana"
+    )
     await chat.say("customer", "yes")
     cards = {c.action.model_dump()["name"]: c.action.model_dump() for c in chat.cards() if c.action}
     refund, credit = cards["refund_order"], cards["issue_credit"]
@@ -231,6 +233,7 @@ async def test_in_the_browser_an_analyst_may_approve_only_their_own_and_a_lead_a
         feed=vigil.feed,
         outboxes=[IntoPipeline(vigil)],
         panel=PanelSettings(auth="tokens", users=USERS),
+        proofs=vigil.parts.proofs,  # the panel signs with the daemon's key
     )
     async with served(app) as url, chromium() as browser:
         for who in ("ana", "lia"):
@@ -247,12 +250,17 @@ async def test_in_the_browser_an_analyst_may_approve_only_their_own_and_a_lead_a
             )
             await expect(held.locator(".approver")).to_have_text("A lead (or above) must approve it.")
             await expect(held.locator(".countdown")).to_have_text(re.compile(r"^\d+m \d\ds left$"))
-            await expect(mine.get_by_role("button", name="Approve")).to_be_visible()
             await expect(held.get_by_role("button", name="Reject")).to_be_visible()
-            if who == "ana":  # the analyst: Approve only on the credit an analyst may approve
+            if who == "ana":  # the analyst: not the refund a lead approves, nor the credit she read back herself
                 await expect(held.get_by_role("button", name="Approve")).to_have_count(0)
+                await expect(mine.get_by_role("button", name="Approve")).to_have_count(0)
+                await expect(mine.locator(".kept-out")).to_have_text(
+                    "ana proposed and read back this action; another person approves it."
+                )
+                await expect(mine.get_by_role("button", name="Reject")).to_be_visible()
                 await page.goto("about:blank")
                 continue
+            await expect(mine.get_by_role("button", name="Approve")).to_be_visible()  # a second person's
             await held.get_by_role("button", name="Approve").click()
             await expect(held.locator(".status")).to_have_text("Executed", timeout=SEEN)
             await expect(held.locator(".decided")).to_contain_text("by lia")

@@ -196,8 +196,12 @@ def refusal(
             f"{record.rule}: a {needed} approves this action, not {role or 'a caller without a role'}",
         )
     people = record.facts.get("_people") or {}
-    for part in (record.separate_from or []) if record.verdict == "needs_approval" else []:
-        if by is not None and people.get(part) == by:
-            did = "proposed" if part == "proposer" else "read back"
-            return "same_person", f"{record.rule}: {by} {did} this action; another person approves it"
+    kept_out = record.separate_from or [] if record.verdict == "needs_approval" else []
+    did = [_DID[part] for part in SEPARATE_ORDER if part in kept_out and by is not None and people.get(part) == by]
+    if did:
+        return "same_person", f"{record.rule}: {by} {' and '.join(did)} this action; another person approves it"
     return None
+
+
+SEPARATE_ORDER = ("proposer", "reader")
+_DID = {"proposer": "proposed", "reader": "read back"}

@@ -13,7 +13,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 import sqlalchemy as sa
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from vigil.cases import actions, paging, progress, timers
@@ -101,6 +101,10 @@ class ActionView(BaseModel):
     decided_at: datetime | None
     executed_at: datetime | None
     result: dict[str, Any] | None
+    separate_from: list[str] | None = None
+    """Whom the rule keeps from approving it, whatever their role: ``proposer``, ``reader`` (see ``handled_by``)."""
+    handled_by: dict[str, str] = Field(default_factory=dict)
+    """Who handled it: ``proposer`` (the analyst who wrote last when it was decided), ``reader`` (who read it back)."""
 
 
 class ProgressView(BaseModel):
@@ -248,7 +252,12 @@ class CaseViews:
             suggestions=[suggestion_of(s) for s in suggestions],
             feedback=[FeedbackView.model_validate(dict(f._mapping)) for f in feedback],
             commitments=[CommitmentView.model_validate(c, from_attributes=True) for c in promised],
-            actions=[ActionView.model_validate(a, from_attributes=True) for a in suggested],
+            actions=[
+                ActionView.model_validate(a, from_attributes=True).model_copy(
+                    update={"handled_by": dict(a.facts.get("_people") or {})}
+                )
+                for a in suggested
+            ],
             progress=ProgressView.model_validate(read, from_attributes=True) if read is not None else None,
             older=older.encode(),
         )

@@ -90,6 +90,9 @@ class ActionCard:
     """What the system answered once it ran (or why it failed), compact."""
     may_approve: bool
     may_reject: bool
+    kept_out: str | None = None
+    """Why the reader may not approve it though their role may ("ana read back this action; another person
+    approves it"): the rule's separation of duties."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,7 +164,8 @@ def card_of(
     record = _record(view, a)
     open_ = refusal(record, approve=False, by=who.name, role=who.role, arguments_hash=None, now=now) is None
     # Approving an action already approved resumes it (its run never started): the button says "Run it now".
-    may_approve = refusal(record, approve=True, by=who.name, role=who.role, arguments_hash=None, now=now) is None
+    refused = refusal(record, approve=True, by=who.name, role=who.role, arguments_hash=None, now=now)
+    may_approve = refused is None
     amount = next((k for k, v in a.arguments.items() if k.endswith("_cents") and v == a.amount_cents), None)
     return ActionCard(
         action_id=a.action_id,
@@ -189,6 +193,7 @@ def card_of(
         result=_compact(a.result) if a.result else None,
         may_approve=may_approve,
         may_reject=open_,
+        kept_out=refused[1].split(": ", 1)[-1] if refused and refused[0] == "same_person" else None,
     )
 
 
@@ -256,6 +261,8 @@ def _record(view: ConversationView, a: ActionView) -> ActionRecord:
         suggested_at=a.suggested_at,
         approver=a.approver,
         expires_at=a.expires_at,
+        separate_from=a.separate_from,
+        facts={"_people": a.handled_by},
     )
 
 
