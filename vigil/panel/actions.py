@@ -86,17 +86,7 @@ def action_routes(
         if why is not None:
             raise HTTPException(_STATUS.get(why[0], 409), why[1])
         now = clock.now()
-        proof = proofs.sign(
-            action_id=action_id,
-            conversation_id=record.conversation_id,
-            tenant=record.tenant,
-            verdict=verdict,
-            by=who.name,
-            role=who.role,
-            arguments_hash=body.arguments_hash,
-            now=now,
-        )
-        event = Feedback(
+        decision = Feedback(
             type="feedback",
             schema_version=1,
             feedback_id=str(uuid.uuid4()),
@@ -108,10 +98,10 @@ def action_routes(
             by=who.name,
             role=who.role,
             arguments_hash=body.arguments_hash,
-            proof=proof,
             at=now,
             text=body.reason if verdict == "rejected" and body.reason else None,
         )
+        event = proofs.signed(decision, action_id=action_id, now=now)  # the daemon believes what this signs
         await submit(outboxes, event)
         return DecisionAccepted(feedback_id=event.feedback_id, action_id=action_id)
 
