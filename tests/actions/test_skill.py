@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import shutil
 import sqlite3
 import uuid
 from collections.abc import AsyncIterator
@@ -18,7 +19,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from tests.actions.systems import Shop
+from tests.actions.systems import Shop, settings
 from vigil.app.settings import Settings
 from vigil.cases import actions as stored
 from vigil.cases.tables import CONVERSATION
@@ -30,6 +31,7 @@ from vigil.wire.events import Feedback, Suggestion, parse
 
 LIMITS = {"max_event_bytes": 1 << 20, "max_text_bytes": 1 << 16}
 T0 = datetime.now(UTC).replace(microsecond=0)
+DEMO_RULEBOOK = Path(__file__).parents[2] / "knowledge" / "rulebooks" / "demo"
 
 
 @pytest.fixture
@@ -397,3 +399,42 @@ async def test_without_a_customer_id_from_the_platform_the_action_is_kept_under_
     async with vigil.store.engine.connect() as conn:
         [record] = await stored.of_conversation(conn, "c-1")
     assert record.customer_id == "CUS-1001"
+
+
+async def test_goodwill_approved_together_is_decided_again_as_it_runs_and_stays_under_the_monthly_cap(
+    tmp_path: Path, shop: Shop, db_url: str
+):
+    """Seven £10 credits for one customer in seven conversations, each suggested while nothing had been given (each
+    under the £60 cap), then all approved: each is decided again as it is claimed, with what was given since, and
+    the seventh is blocked by the cap instead of giving £70. (The demo's rules without its risk patterns, whose
+    goodwill-in-a-third-conversation chain would block the later ones at once.)"""
+    rules = tmp_path / "no-risk"
+    rules.mkdir()
+    for name in ("actions.yaml", "policy.cedar"):
+        shutil.copy(DEMO_RULEBOOK / name, rules / name)
+    with sqlite3.connect(shop.db) as conn:
+        before = conn.execute("SELECT count(*) FROM credits").fetchone()[0]
+    configured = settings(shop, db_url, rulebook=str(rules))
+    async with wired(tmp_path, settings=configured, clock=ManualClock(T0), capabilities=["cases", "actions"]) as vigil:
+        chats = [Chat(vigil, conversation=f"c-{n}") for n in range(7)]
+        cards = []
+        for chat in chats:
+            await chat.say("customer", "I've had no internet for three days, I want compensation")
+            await chat.say("analyst", "Thanks, your identity is verified.")
+            await chat.say("analyst", "Sorry about that: I can add a goodwill credit of 10.00 for the outage, ok?")
+            await chat.say("customer", "yes")
+            card = chat.cards()[-1]
+            assert (action_of(card)["name"], action_of(card)["verdict"]) == ("issue_credit", "needs_approval")
+            cards.append(card)
+        for chat, card in zip(chats, cards, strict=True):
+            await chat.decide(card, "approved", by="lee", role="lead")
+        async with vigil.store.engine.connect() as conn:
+            found = [(await stored.of_conversation(conn, chat.conversation))[0] for chat in chats]
+        [escalation] = [s for s in vigil.published if s.kind == "escalation" and s.conversation_id == "c-6"]
+    assert [(r.status, r.rule) for r in found] == [("executed", "credit_needs_approval")] * 6 + [
+        ("blocked", "goodwill_monthly_cap")
+    ]
+    with sqlite3.connect(shop.db) as conn:
+        made = conn.execute("SELECT amount_cents FROM credits ORDER BY rowid").fetchall()[before:]
+    assert [amount for (amount,) in made] == [1000] * 6
+    assert "goodwill_monthly_cap" in escalation.text and "risk pattern" not in escalation.text

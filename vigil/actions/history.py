@@ -20,7 +20,9 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from vigil.actions import lifecycle, risk
+from vigil.actions.facts import GOODWILL_WINDOW
 from vigil.actions.lifecycle import Status, Trigger
+from vigil.actions.rulebook import ActionRequest, Rulebook
 from vigil.cases import actions as stored
 from vigil.cases.actions import ActionRecord
 from vigil.cases.locks import lock_customer
@@ -86,6 +88,50 @@ async def recheck(
     )
     if blocked is not None:
         detail = {"pattern": pattern, "when": "claim", "explanation": explanation}
+        await stored.append(conn, blocked, "blocked", at=now, actor=VIGIL, detail=detail)
+    return blocked
+
+
+async def recheck_goodwill(
+    conn: AsyncConnection, rulebook: Rulebook, record: ActionRecord, *, now: datetime
+) -> ActionRecord | None:
+    """Decide an approved goodwill action again as it is claimed, in the claim's transaction under the customer's
+    lock, with the goodwill the customer has had since it was suggested (``MAY_HAVE_RUN``: approved, running, in
+    doubt or given): two credits each under the monthly cap when suggested, approved together, would give more than
+    it. If the rulebook now refuses it, move it to ``blocked`` with the rule and say why in its audit log. The action
+    as blocked, or None to let the claim go on."""
+    seen = record.facts.get("goodwill")
+    if not record.goodwill or record.customer_id is None or not isinstance(seen, Mapping):
+        return None
+    await lock_customer(conn, record.tenant, record.customer_id, at=now)
+    given = await stored.spend(
+        conn, record.tenant, since=now - GOODWILL_WINDOW, customer_id=record.customer_id, excluding=record.action_id
+    )
+    if given == seen.get("last_30_days_cents"):
+        return None  # nothing given since it was decided
+    context = {k: v for k, v in record.facts.items() if not k.startswith("_")}
+    context["goodwill"] = {**seen, "last_30_days_cents": given}
+    verdict = rulebook.decide(
+        ActionRequest(action=record.name, args=record.arguments, context=context, tenant=record.tenant)
+    )
+    if verdict.outcome != "deny":
+        return None
+    blocked = await stored.move(
+        conn,
+        record.action_id,
+        from_=lifecycle.sources(Trigger.GUARDED, Status.BLOCKED),
+        to=Status.BLOCKED,
+        verdict="blocked",
+        rule=verdict.rule,
+        reason=verdict.reason,
+        decided_at=now,
+    )
+    if blocked is not None:
+        explanation = (
+            f"The customer has had {given / 100:.2f} in goodwill in the last 30 days since this was suggested "
+            f"(it saw {int(seen.get('last_30_days_cents') or 0) / 100:.2f}): {verdict.reason}"
+        )
+        detail = {"rule": verdict.rule, "when": "claim", "explanation": explanation}
         await stored.append(conn, blocked, "blocked", at=now, actor=VIGIL, detail=detail)
     return blocked
 

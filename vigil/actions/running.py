@@ -11,7 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from vigil.actions.catalog import ConnectorCall
 from vigil.actions.connectors.http import Connectors, Operation
-from vigil.actions.history import StoredGuard, recheck
+from vigil.actions.history import StoredGuard, recheck, recheck_goodwill
 from vigil.actions.rulebook import Rulebooks
 from vigil.cases.actions import ActionRecord
 
@@ -46,8 +46,12 @@ class TenantGuards:
         return await StoredGuard(guard).check(conn, record)
 
     async def at_claim(self, conn: AsyncConnection, record: ActionRecord, now: datetime) -> ActionRecord | None:
-        """The action blocked as it is claimed, or None to run it (``vigil.actions.history.recheck``)."""
-        guard = self._rulebooks.of(record.tenant).guard
-        if guard is None:
-            return None
-        return await recheck(conn, guard, record, now=now)
+        """The action blocked as it is claimed, or None to run it: the conjunctive-risk guard again
+        (``vigil.actions.history.recheck``), then the rulebook again with the goodwill given since it was decided
+        (``recheck_goodwill``)."""
+        rulebook = self._rulebooks.of(record.tenant)
+        if rulebook.guard is not None:
+            blocked = await recheck(conn, rulebook.guard, record, now=now)
+            if blocked is not None:
+                return blocked
+        return await recheck_goodwill(conn, rulebook, record, now=now)

@@ -201,11 +201,15 @@ class ActionSkill:
             return []  # refused (the audit log says why), or decided and run before
         spec = self._rulebooks.of(record.tenant).catalog.get(record.name)
         proposals = [card(record, spec)] if spec is not None else []
-        if record.status == Status.BLOCKED:  # approved, then blocked as it was claimed: a chain was completed meanwhile
-            explanation = (
-                f"Blocked {record.name} as it was about to run: it completes the risk pattern {record.rule!r}.\n"
-                f"{record.reason}"
+        if record.status == Status.BLOCKED:  # approved, then blocked as it was claimed: something changed meanwhile
+            rulebook = self._rulebooks.of(record.tenant)
+            patterns = {p.name for p in rulebook.guard.patterns} if rulebook.guard is not None else set()
+            why = (
+                f"it completes the risk pattern {record.rule!r}"
+                if record.rule in patterns
+                else f"the rule {record.rule!r} refuses it now (goodwill was given meanwhile)"
             )
+            explanation = f"Blocked {record.name} as it was about to run: {why}.\n{record.reason}"
             proposals.append(_escalation(record, explanation))
         return proposals
 

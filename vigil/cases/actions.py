@@ -162,12 +162,21 @@ def _given(tenant: str, since: datetime) -> list[sa.ColumnElement[bool]]:
     ]
 
 
-async def spend(conn: AsyncConnection, tenant: str, *, since: datetime, customer_id: str | None = None) -> int:
+async def spend(
+    conn: AsyncConnection,
+    tenant: str,
+    *,
+    since: datetime,
+    customer_id: str | None = None,
+    excluding: str | None = None,
+) -> int:
     """Goodwill given by ``tenant`` (to one customer, if given) since ``since``, in cents: executed, or approved and
-    maybe run (``MAY_HAVE_RUN``)."""
+    maybe run (``MAY_HAVE_RUN``); without the action ``excluding`` (the one being decided)."""
     stmt = sa.select(sa.func.coalesce(sa.func.sum(ACTION.c.amount_cents), 0)).where(*_given(tenant, since))
     if customer_id is not None:
         stmt = stmt.where(ACTION.c.customer_id == customer_id)
+    if excluding is not None:
+        stmt = stmt.where(ACTION.c.action_id != excluding)
     return int((await conn.execute(stmt)).scalar_one())
 
 
