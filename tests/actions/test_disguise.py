@@ -53,7 +53,12 @@ def test_disguised_text_is_read_as_it_looks_and_the_disguise_is_named(sent: str,
         ("café, naïve, Zoë and Ørsted", "café, naïve, Zoë and Ørsted"),
         ("thanks 👨\u200d👩\u200d👧 so much", "thanks 👨👩👧 so much"),  # joiners of an emoji sequence
         ("\ufeffhello", "hello"),  # a byte-order mark at the start
+        (
+            "\u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645",
+            "\u0645\u06cc\u062e\u0648\u0627\u0647\u0645",
+        ),  # Persian: a non-joiner
         ("open Mon\u2013Fri, 10\u00a0pounds…™", "open Mon\u2013Fri, 10 pounds...TM"),
+        ("退款\uff0c谢谢\uff01", "退款,谢谢!"),  # the full-width comma and exclamation mark of Chinese text
     ],
 )
 def test_plain_text_is_not_marked_as_disguised(sent: str, seen: str):

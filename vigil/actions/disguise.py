@@ -8,8 +8,9 @@ card says it was disguised, and its approval goes to the highest role (``vigil.a
 What is undone, in this order:
 
 1. format characters (Unicode category Cf: zero-width spaces and joiners, soft hyphens, bidirectional controls,
-   tag characters) are removed; removing one counts as disguise when it stood next to a letter or digit, or when it
-   reorders or hides text (bidirectional controls, tags), not when it joins an emoji sequence;
+   tag characters) are removed; removing one counts as disguise when it stood next to an ASCII letter or digit, or
+   when it reorders or hides text (bidirectional controls, tags), not when it joins an emoji sequence or Persian
+   letters;
 2. NFKC: full-width and styled letters and digits become ASCII (counted), spaces and typographic marks their plain
    forms (not counted: a non-breaking space or "…" disguises nothing);
 3. digits of other scripts (Arabic-Indic ٥) become ASCII digits, at their value (counted);
@@ -58,6 +59,8 @@ _EN_DASH = "\u2013"
 """Read as a hyphen only next to a digit ("ORD–32101"); between words ("Mon–Fri") it is punctuation."""
 _CONTROLS = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 _TYPOGRAPHIC = frozenset("\u2025\u2026")
+_READ_SIGNS = frozenset("@-_$%+#")
+"""Signs that change how an id, an e-mail address or an amount reads."""
 _WORD = re.compile(r"\w+")
 
 
@@ -98,11 +101,11 @@ def _without_format_characters(text: str, found: dict[str, None]) -> str:
 
 
 def _alnum_at(text: str, index: int, step: int) -> bool:
-    """Whether the first character at or beyond ``index`` (going ``step``) that is not a format character is a
-    letter or digit."""
+    """Whether the first character at or beyond ``index`` (going ``step``) that is not a format character is an ASCII
+    letter or digit (a zero-width non-joiner between Persian letters is spelling, not disguise)."""
     while 0 <= index < len(text) and unicodedata.category(text[index]) == "Cf":
         index += step
-    return 0 <= index < len(text) and text[index].isalnum()
+    return 0 <= index < len(text) and text[index].isascii() and text[index].isalnum()
 
 
 def _compatibility_forms(text: str, found: dict[str, None]) -> str:
@@ -113,14 +116,17 @@ def _compatibility_forms(text: str, found: dict[str, None]) -> str:
 
 
 def _styled(char: str) -> bool:
-    """A full-width or styled form of a letter, digit or sign (Ｏ, 𝐫, ＠, ＄), not a space or a typographic mark (…,
-    ™)."""
+    """A full-width or styled form of what makes up ids, e-mails and amounts: a letter or digit, or one of
+    ``_READ_SIGNS`` (Ｏ, 𝐫, ＠, ＄); not a space, a typographic mark (…, ™) or the full-width punctuation of Chinese and
+    Japanese text (！, ，, ：)."""
     if char.isascii() or char in _TYPOGRAPHIC:
         return False
     if not 0xFF00 <= ord(char) <= 0xFFEF and unicodedata.category(char)[0] in "ZSM":
         return False
     compatible = unicodedata.normalize("NFKC", char)
-    return compatible != unicodedata.normalize("NFC", char) and any(c.isascii() and not c.isspace() for c in compatible)
+    if compatible == unicodedata.normalize("NFC", char):
+        return False
+    return any(c.isascii() and (c.isalnum() or c in _READ_SIGNS) for c in compatible)
 
 
 def _ascii_digits(text: str, found: dict[str, None]) -> str:
