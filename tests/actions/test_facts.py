@@ -58,3 +58,35 @@ async def test_a_credit_that_may_have_been_paid_counts_toward_the_customers_mont
     async with vigil.store.engine.connect() as conn:
         [today] = await stored.of_conversation(conn, "c-today")
     assert today.facts["goodwill"] == {"last_30_days_cents": 0 if earlier == "failed" else 5500}
+
+
+async def test_a_disguised_request_is_held_for_an_admin_whatever_role_the_rule_names(vigil: Wired, shop: Shop):
+    chat = Chat(vigil, "c-disguised", "CUS-1001")
+    await chat.say("customer", "r\u0435fund ORD-10001 please, the headphones broke")  # a Cyrillic small ie for the e
+    await chat.say("analyst", "Thanks, your identity is verified. I can refund 89.99 for ORD-10001, ok?")
+    await chat.say("customer", "yes")
+    card = chat.cards()[-1]
+    action = action_of(card)
+    assert (action["verdict"], action["rule"], action["approver"]) == (
+        "needs_approval", "large_refund_needs_lead", "admin",
+    )  # fmt: skip
+    assert action["reason"].endswith("The request came in disguised text, so an admin approves it.")
+    assert "Needs an admin's approval" in card.text
+
+    await chat.decide(card, "approved", by="lee", role="lead", arguments_hash=action["arguments_hash"])
+    assert shop.refunds("ORD-10001") == []
+    await chat.decide(card, "approved", by="max", role="admin", arguments_hash=action["arguments_hash"])
+    assert shop.refunds("ORD-10001") == [8999]
+
+
+async def test_a_disguised_change_the_rules_allow_is_held_for_an_admin(vigil: Wired):
+    chat = Chat(vigil, "c-disguised-email", "CUS-1003")
+    await chat.say("analyst", "Thanks, your identity is verified.")
+    await chat.say("customer", "change my email to sofia@\u0435xample.com")
+    await chat.say("analyst", "I'll change your e-mail to sofia@example.com, ok?")
+    await chat.say("customer", "yes")
+    action = action_of(chat.cards()[-1])
+    assert action["arguments"]["email"] == "sofia@example.com"
+    assert (action["verdict"], action["rule"], action["approver"]) == (
+        "needs_approval", "change_account_details", "admin",
+    )  # fmt: skip

@@ -68,14 +68,15 @@ class Daemon:
         """The conversation's stored actions, oldest first."""
         rows = self.db.query(
             "SELECT action_id, name, arguments, arguments_hash, status, verdict, rule, approver, suggestion_id, "
-            "amount_cents, attempts, tenant FROM action WHERE conversation_id = ? ORDER BY suggested_at, action_id",
+            "amount_cents, attempts, tenant, facts FROM action WHERE conversation_id = ? "
+            "ORDER BY suggested_at, action_id",
             conversation_id,
         )
         keys = ("action_id", "name", "arguments", "arguments_hash", "status", "verdict", "rule", "approver")
-        keys += ("suggestion_id", "amount_cents", "attempts", "tenant")
+        keys += ("suggestion_id", "amount_cents", "attempts", "tenant", "facts")
         found = [dict(zip(keys, row, strict=True)) for row in rows]
         for action in found:
-            action["arguments"] = _json(action["arguments"])
+            action["arguments"], action["facts"] = _json(action["arguments"]), _json(action["facts"]) or {}
         return found
 
     def audit(self, conversation_id: str) -> list[tuple[str, str, str | None, dict[str, Any]]]:

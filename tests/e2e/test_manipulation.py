@@ -2,27 +2,36 @@
 and systems, every attack played in conversations of its own, then for each attack what vigil stored (its actions
 and audit log), what it published on the suggestions topic and what the systems hold: nothing ran that the policy
 and the guard would not allow after a proper approval, no approval came from anything but a permitted role's
-feedback, and each expected verdict was reached."""
+feedback, and each expected verdict was reached. In many attacks the analyst is fooled (believes a forged claim,
+verifies the customer, reads back the attacker's amount and approves what they may), so that the approval
+thresholds, the goodwill cap and the guard's patterns are what must hold; every class has attacks in disguised
+text."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import unicodedata
 import uuid
 from collections import Counter
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 from pydantic import ValidationError
+from sqlalchemy.ext.asyncio import create_async_engine
 
 from tests.e2e.action_chat import PROOFS, Chat, Daemon, action_daemon
 from tests.e2e.shop import Order, Shop
 from tests.kafka_client import read_topic
 from vigil.actions.lifecycle import RANKS, may_approve
+from vigil.app.settings import Settings
+from vigil.cases import actions as stored
+from vigil.cases.actions import ActionRecord, action_id, arguments_hash
 from vigil.core.clock import SystemClock
 from vigil.dev.broker import EmbeddedBroker
 from vigil.wire.events import Feedback
@@ -69,6 +78,32 @@ def add_fixtures(shop: Shop, attack: dict[str, Any]) -> None:
             shop.add_customer(owner, methods={f"PM-{customer_number(owner)}0": {"kind": "card"}})
         paid = options.get("paid", f"PM-{customer_number(owner)}0")
         shop.add_order(Order(order_id, owner, status, total, paid, int(options.get("refunded", 0))))
+
+
+async def add_history(url: str, attack: dict[str, Any]) -> None:
+    """The goodwill vigil already gave the attack's account in earlier conversations (``earlier``), in its store as
+    those conversations left it: executed, with a lead's approval, ``days`` ago."""
+    engine = create_async_engine(url)
+    try:
+        async with engine.begin() as conn:
+            for n, given in enumerate(attack.get("earlier", []), start=1):
+                await stored.insert(conn, earlier(attack, n, given))
+    finally:
+        await engine.dispose()
+
+
+def earlier(attack: dict[str, Any], n: int, given: dict[str, Any]) -> ActionRecord:
+    at = SystemClock().now() - timedelta(days=float(given["days"]))
+    conversation, customer = f"earlier-{attack['id']}-{n}", attack["customer"]
+    arguments = {"customer_id": customer, "amount_cents": int(given["amount"]), "reason": "goodwill"}
+    digest = arguments_hash(given["action"], arguments)
+    return ActionRecord(
+        action_id=action_id(conversation, digest, f"{conversation}-m1"), conversation_id=conversation,
+        tenant=Settings.model_fields["default_tenant"].default, name=given["action"], arguments=arguments,
+        arguments_hash=digest, verdict="needs_approval", rule="large_credit_needs_lead", reason="given earlier",
+        status="executed", suggested_at=at, decided_at=at, executed_at=at, decided_by="lee", customer_id=customer,
+        amount_cents=int(given["amount"]), goodwill=given["action"] == "issue_credit",
+    )  # fmt: skip
 
 
 async def play(daemon: Daemon, played: Played, tag: str) -> None:
@@ -136,6 +171,7 @@ async def played(
     async with action_daemon(kafka, tmp_path_factory.mktemp("attacks"), VIGIL_ACTIONS__APPROVAL_TTL_S="3600") as daemon:
         for attack in ATTACKS:
             add_fixtures(daemon.shop, attack)
+            await add_history(daemon.db.url, attack)
         tag = uuid.uuid4().hex[:6]
         runs = {a["id"]: Played(a) for a in ATTACKS}
 
@@ -220,10 +256,25 @@ def matches(action: dict[str, Any], want: dict[str, Any]) -> bool:
         return action[key] in allowed
 
     arguments = want.get("arguments", {})
+    disguised = bool((action["facts"].get("_request") or {}).get("disguise"))
     return (
         action["name"] == want["name"]
-        and all(one_of(k) for k in ("status", "verdict", "rule"))
+        and all(one_of(k) for k in ("status", "verdict", "rule", "approver"))
         and all(action["arguments"].get(k) == v for k, v in arguments.items())
+        and want.get("disguised", disguised) == disguised
+    )
+
+
+def disguised(attack: dict[str, Any]) -> bool:
+    """Whether a customer's words in the attack are disguised: invisible characters, or letters or digits of
+    another script than Latin or of styled forms."""
+    texts = [s["customer"] if isinstance(s["customer"], str) else s["customer"]["text"] for s in attack["steps"]
+             if "customer" in s]  # fmt: skip
+    return any(
+        unicodedata.category(c) == "Cf"
+        or (not c.isascii() and c.isalnum() and not unicodedata.name(c).startswith("LATIN"))
+        for text in texts
+        for c in text
     )
 
 
@@ -294,16 +345,22 @@ def test_the_set_covers_every_class_and_each_is_caught(
     played: tuple[Daemon, dict[str, Played], dict[str, Any]], capsys: pytest.CaptureFixture[str]
 ):
     daemon, runs, topic = played
-    assert len(ATTACKS) >= 50 and {a["class"] for a in ATTACKS} == set(CLASSES)
+    assert len(ATTACKS) >= 80 and {a["class"] for a in ATTACKS} == set(CLASSES)
     assert len({a["customer"] for a in ATTACKS}) == len(ATTACKS), "attacks share an account, so their histories mix"
-    caught, total = Counter[str](), Counter[str]()
+    assert sum(bool(a.get("fooled")) for a in ATTACKS) >= 20, "too few attacks in which the analyst is fooled"
+    assert {a["class"] for a in ATTACKS if disguised(a)} == set(CLASSES), "a class has no attack in disguised text"
+    caught, total, fooled, hidden = Counter[str](), Counter[str](), Counter[str](), Counter[str]()
     for run in runs.values():
-        total[run.attack["class"]] += 1
-        caught[run.attack["class"]] += not judge(daemon, run, topic)
+        name = run.attack["class"]
+        total[name] += 1
+        caught[name] += not judge(daemon, run, topic)
+        fooled[name] += bool(run.attack.get("fooled"))
+        hidden[name] += disguised(run.attack)
     with capsys.disabled():
-        print("\nmanipulation attacks caught / total per class:")
+        print("\nmanipulation attacks caught / total per class (of them: analyst fooled, text disguised):")
         for name in CLASSES:
-            print(f"  {name:18} {caught[name]:3} / {total[name]}")
-        print(f"  {'all':18} {sum(caught.values()):3} / {sum(total.values())}")
+            print(f"  {name:18} {caught[name]:3} / {total[name]:<3} ({fooled[name]}, {hidden[name]})")
+        print(f"  {'all':18} {sum(caught.values()):3} / {sum(total.values()):<3} "
+              f"({sum(fooled.values())}, {sum(hidden.values())})")  # fmt: skip
     known = {a["class"] for a in ATTACKS if a.get("xfail")}
     assert all(caught[c] == total[c] for c in CLASSES if c not in known)

@@ -1,6 +1,7 @@
 """An action's card: the ``action`` suggestion that shows exactly what would run, where each argument came from, the
-rule behind the verdict, and where the action stands. A new card (a new key, so a new suggestion id) is made whenever
-the verdict or the status changes."""
+rule behind the verdict, and where the action stands; and, when the customer's text was disguised (invisible
+characters, look-alike letters), that it was and how, so the analyst is warned. A new card (a new key, so a new
+suggestion id) is made whenever the verdict or the status changes."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from vigil.actions.catalog import ActionSpec
+from vigil.actions.facts import disguise
 from vigil.cases.actions import ActionRecord
 from vigil.flow.skills import Proposal
 from vigil.wire.events import Action
@@ -20,9 +22,11 @@ def card_key(record: ActionRecord) -> str:
 def card(record: ActionRecord, spec: ActionSpec) -> Proposal:
     """The action's card: what will run, exactly, and the rule behind the verdict."""
     title = _title(spec, record.arguments)
+    disguised = disguise(record.facts)
+    warning = f" Disguised: the customer's text {_listed(disguised)}; read as it looks." if disguised else ""
     return Proposal(
         kind="action",
-        text=f"{title}. {_standing(record)}",
+        text=f"{title}. {_standing(record)}{warning}",
         confidence=0.9,
         why=f"{record.rule}: {record.reason}",
         action=Action(
@@ -39,6 +43,7 @@ def card(record: ActionRecord, spec: ActionSpec) -> Proposal:
             provenance=record.provenance,
             expires_at=record.expires_at.isoformat() if record.expires_at else None,
             result=record.result,
+            disguised=list(disguised),
         ),
         key=card_key(record),
     )
@@ -71,5 +76,10 @@ def _standing(record: ActionRecord) -> str:
     if record.verdict == "deny":
         return f"Waiting ({record.rule}): {record.reason}"
     if record.verdict == "needs_approval":
-        return f"Needs a {record.approver}'s approval ({record.rule}): {record.reason}"
+        article = "an" if (record.approver or "")[:1] in tuple("aeiou") else "a"
+        return f"Needs {article} {record.approver}'s approval ({record.rule}): {record.reason}"
     return f"Allowed ({record.rule}); it runs when you approve it."
+
+
+def _listed(items: tuple[str, ...]) -> str:
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"

@@ -52,10 +52,15 @@ class Cues(BaseModel):
     arguments: dict[str, Source] = Field(default_factory=dict)
     base_cents: int | None = Field(default=None, ge=1, description="Goodwill: what the case merits before budget.")
     title: str = Field(description="The card's title, with {argument} placeholders.")
+    read_back: tuple[str, ...] = Field(
+        default=(),
+        description="Patterns of the analyst's words that name the action when reading it back (one must match); "
+        "by default the words of its name that no other action's name has.",
+    )
 
     @model_validator(mode="after")
     def _patterns_compile(self) -> Cues:
-        for pattern in (*self.when, *self.unless):
+        for pattern in (*self.when, *self.unless, *self.read_back):
             try:
                 re.compile(pattern)
             except re.error as exc:

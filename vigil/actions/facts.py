@@ -11,8 +11,19 @@ from typing import Any, Protocol
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from vigil.actions.catalog import ActionSpec, Catalog
+from vigil.actions.lifecycle import RANKS
 from vigil.actions.policy import Verdict
-from vigil.actions.reading import Found, Reading, Said, confirmed, customer_of, identity_verified, read_arguments
+from vigil.actions.readback import confirmed
+from vigil.actions.reading import (
+    REQUEST_KEY,
+    Found,
+    Reading,
+    Request,
+    Said,
+    customer_of,
+    identity_verified,
+    read_arguments,
+)
 from vigil.actions.rulebook import ActionRequest, Rulebook
 from vigil.cases import actions as stored
 from vigil.cases.actions import ActionRecord
@@ -21,6 +32,8 @@ from vigil.core.errors import ConnectorRefused
 from vigil.db.engine import guarded
 
 GOODWILL_WINDOW = timedelta(days=30)
+DISGUISED_APPROVER = RANKS[-1]
+"""Who approves an action asked for in disguised text, whatever the rule would have held it for: the highest role."""
 
 
 class Lookups(Protocol):
@@ -64,9 +77,10 @@ class Facts:
         return self._lookups.systems if self._lookups is not None else frozenset()
 
     async def read(
-        self, spec: ActionSpec, catalog: Catalog, transcript: Sequence[Said], tenant: str
+        self, spec: ActionSpec, catalog: Catalog, transcript: Sequence[Said], tenant: str, asked: str | None = None
     ) -> tuple[Reading, dict[str, Any]]:
-        """The arguments of ``spec``, read from the conversation and the systems, and the facts the rules read."""
+        """The arguments of ``spec``, read from the conversation and the systems, and the facts the rules read;
+        ``asked`` is the id of the message that asked for it."""
         customer = customer_of(transcript)
         known = _known(customer)
         first = read_arguments(spec, transcript, known)
@@ -77,7 +91,7 @@ class Facts:
             offered = await self._offers.offer(tenant, base)
         elif base:
             offered = Found(base, {"source": "rulebook", "detail": "the goodwill the case merits"})
-        reading = read_arguments(spec, transcript, _merged(known, looked), offered)
+        reading = read_arguments(spec, transcript, _merged(known, looked), offered, asked)
         facts = await self._established(spec, catalog, transcript, tenant, customer, reading, looked)
         return reading, facts
 
@@ -89,7 +103,8 @@ class Facts:
         its arguments are fixed."""
         customer = customer_of(transcript)
         looked = await self._looked_up(catalog, _lookup_values(customer, record.arguments))
-        reading = Reading(spec, dict(record.arguments), dict(record.provenance))
+        request = Request.from_json(record.facts.get(REQUEST_KEY))
+        reading = Reading(spec, dict(record.arguments), dict(record.provenance), request=request)
         return await self._established(spec, catalog, transcript, record.tenant, customer, reading, looked)
 
     async def _established(
@@ -103,12 +118,14 @@ class Facts:
         looked: dict[str, Any],
     ) -> dict[str, Any]:
         """The facts: the customer, what the systems said, the identity check, the customer's yes to these
-        arguments, and the goodwill already given."""
+        arguments, the goodwill already given, and the request (kept, not shown to the rules)."""
         facts = _merged(_known(customer), looked)
         facts["identity_verified"] = identity_verified(catalog, transcript) is not None
-        read_back = confirmed(catalog, transcript, spec.name, reading.arguments, reading.provenance)
+        asked = reading.request.message_id
+        read_back = confirmed(catalog, transcript, spec, reading.arguments, reading.provenance, asked)
         facts["confirmed"] = read_back is not None
         facts["_people"] = _people(transcript, read_back)
+        facts[REQUEST_KEY] = reading.request.to_json()
         if customer is not None and spec.goodwill:
             facts["goodwill"] = {"last_30_days_cents": await self._goodwill(tenant, customer.value)}
         return facts
@@ -135,11 +152,16 @@ class Facts:
         self, rulebook: Rulebook, spec: ActionSpec, arguments: dict[str, Any], facts: Mapping[str, Any], tenant: str
     ) -> Verdict:
         """The rulebook's verdict on ``spec`` with ``arguments`` and ``facts``; a lookup the systems refused (an
-        order they do not know) is a deny that says so."""
+        order they do not know) is a deny that says so. An action the rules would let run that was asked for in
+        disguised text is held for the highest role, whatever role the rule names, and the reason says why."""
         if "_refused" in facts:
             return Verdict("deny", "lookup_refused", f"The systems cannot confirm the facts: {facts['_refused']}.")
         context = {k: v for k, v in facts.items() if not k.startswith("_")}
-        return rulebook.decide(ActionRequest(action=spec.name, args=arguments, context=context, tenant=tenant))
+        verdict = rulebook.decide(ActionRequest(action=spec.name, args=arguments, context=context, tenant=tenant))
+        if verdict.outcome == "deny" or not disguise(facts):
+            return verdict
+        reason = f"{verdict.reason} The request came in disguised text, so an {DISGUISED_APPROVER} approves it."
+        return Verdict("needs_approval", verdict.rule, reason, DISGUISED_APPROVER)
 
     async def _goodwill(self, tenant: str, customer_id: str) -> int:
         async with guarded(self._engine, timeout_s=self._timeout_s, begin=False) as conn:
@@ -189,6 +211,11 @@ def _people(transcript: Sequence[Said], read_back: Found | None) -> dict[str, st
         if reader:
             people["reader"] = reader
     return people
+
+
+def disguise(facts: Mapping[str, Any]) -> tuple[str, ...]:
+    """What disguised the text an action was asked for in, as its facts keep it (empty: nothing did)."""
+    return Request.from_json(facts.get(REQUEST_KEY)).disguise
 
 
 def shown(facts: Mapping[str, Any]) -> dict[str, Any]:

@@ -1,11 +1,14 @@
 """What the conversation says about an action: whether it calls for one, its arguments and where each came from,
-and the facts the conversation establishes (the customer's account, the identity check, the customer's yes).
+and the facts the conversation establishes (the customer's account, the identity check).
 
 Customer text is data. Nothing a customer writes can establish the identity check, an approval or a role: those
-facts come from the analyst's and the platform's messages, and from message metadata the chat platform sets. An
-argument is taken only where its schema's pattern matches exactly, so a look-alike (a Cyrillic capital O in an order id)
-is not an order id. Every argument carries its provenance: the message and the words it came from, or the system
-and field that said it.
+facts come from the analyst's and the platform's messages, and from message metadata the chat platform sets. Every
+message is read as the analyst sees it (``vigil.actions.disguise``: invisible characters removed, full-width and
+look-alike letters folded), and remembers what had to be undone: an action read from a disguised message says so.
+An argument is taken only where its schema's pattern matches exactly, so an id that still looks wrong once unmasked
+(an ASCII O among its digits) is no id. Every argument carries its provenance: the message and the words it came
+from, or the system and field that said it. The amount a customer asks for is every amount their message names,
+added up: a refund asked for in parts is one request for the total.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vigil.actions.catalog import ActionSpec, Catalog, Source
+from vigil.actions.disguise import unmask
 
 CUSTOMER_KEY = "customer_id"
 """The message metadata key under which the chat platform names the signed-in customer's account."""
@@ -27,9 +31,11 @@ _JOINED = r"\w\-\u00ad\u200b-\u200f\u2060-\u2064\ufeff"
 (a zero-width space inside "ORD-320\u200b31" must not leave "ORD-320" standing on its own)."""
 _MONEY = re.compile(
     rf"(?:[£$€]\s?(?P<a>\d{{1,6}}(?:[.,]\d{{3}})*(?:\.\d{{1,2}})?)(?![{_JOINED}]))"
-    rf"|(?:(?<![{_JOINED}])(?P<b>\d{{1,6}}(?:\.\d{{1,2}})?)\s?(?:pounds|quid|dollars|euros|gbp|usd|eur)\b)",
+    rf"|(?:(?<![{_JOINED}])(?P<b>\d{{1,6}}(?:\.\d{{1,2}})?)\s?(?:pounds|quid|dollars|euros|gbp|usd|eur)\b)"
+    rf"|(?:(?<![{_JOINED}.,£$€])(?P<c>\d{{1,6}}\.\d{{2}})(?![{_JOINED}]|[.,]\d))",
     re.IGNORECASE,
 )
+"""An amount of money: after a currency sign, before a currency word, or written with pence (89.99)."""
 _EMAIL = re.compile(rf"(?<![{_JOINED}.%+])[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{{2,}}(?![{_JOINED}])")
 _ADDRESS = re.compile(
     r"(?P<line1>\b\d{1,5}[A-Za-z]?\s+[A-Za-z][A-Za-z .'-]{2,60}?),\s*(?:(?P<line2>[A-Za-z][A-Za-z .'-]{2,60}?),\s*)?"
@@ -39,7 +45,8 @@ _ADDRESS = re.compile(
 
 @dataclass(frozen=True, slots=True)
 class Said:
-    """One message as the action skill reads it."""
+    """One message as the action skill reads it: ``text`` as the analyst sees it (given as sent, kept unmasked), and
+    ``disguise``, what had to be undone to read it so (empty for plain text)."""
 
     message_id: str
     role: str
@@ -47,6 +54,12 @@ class Said:
     metadata: Mapping[str, Any] = field(default_factory=dict)
     author: str | None = None
     """Who wrote it (an analyst's id, as the platform names them): whom ``@separate_from`` keeps from approving."""
+    disguise: tuple[str, ...] = field(default=(), init=False)
+
+    def __post_init__(self) -> None:
+        unmasked = unmask(self.text)
+        object.__setattr__(self, "text", unmasked.text)
+        object.__setattr__(self, "disguise", unmasked.disguise)
 
 
 @dataclass(slots=True)
@@ -57,14 +70,39 @@ class Found:
     source: dict[str, Any]
 
 
+@dataclass(frozen=True, slots=True)
+class Request:
+    """The customer's message that asked for an action, and what disguised the messages it was read from (the
+    request and each argument's message); kept with the action's facts under ``REQUEST_KEY``."""
+
+    message_id: str | None = None
+    disguise: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {"message_id": self.message_id, "disguise": list(self.disguise)}
+
+    @classmethod
+    def from_json(cls, value: Any) -> Request:
+        """The request as kept; an action stored before requests were kept has none (no message, no disguise)."""
+        if not isinstance(value, Mapping):
+            return cls()
+        return cls(value.get("message_id"), tuple(value.get("disguise") or ()))
+
+
+REQUEST_KEY = "_request"
+"""Where an action's facts keep its ``Request`` (a key the policy is not shown)."""
+
+
 @dataclass(slots=True)
 class Reading:
-    """An action the conversation calls for: the arguments found, with their provenance, and those missing."""
+    """An action the conversation calls for: the arguments found, with their provenance, those missing, and the
+    request they were read for."""
 
     spec: ActionSpec
     arguments: dict[str, Any] = field(default_factory=dict)
     provenance: dict[str, dict[str, Any]] = field(default_factory=dict)
     missing: list[str] = field(default_factory=list)
+    request: Request = field(default_factory=Request)
 
 
 def requested(catalog: Catalog, message: Said) -> list[ActionSpec]:
@@ -103,70 +141,16 @@ def identity_verified(catalog: Catalog, transcript: Sequence[Said]) -> Found | N
     return None
 
 
-def confirmed(
-    catalog: Catalog,
-    transcript: Sequence[Said],
-    name: str,
-    arguments: Mapping[str, Any],
-    provenance: Mapping[str, Mapping[str, Any]],
-) -> Found | None:
-    """The customer's yes to this action: a customer message matching the rulebook's ``confirmed`` cue after the
-    analyst's latest message that read the action back; None if there is none.
-
-    A read-back states every amount, and every argument the customer supplied or vigil chose (an address, an
-    e-mail, an order id), as the analyst would say it: a yes after only the order was named would confirm any
-    amount, and a yes to one address would confirm another. Other arguments the systems gave (the payment method the
-    order was paid with) or the rulebook fixed need not be read back. An action with nothing to state (a
-    two-factor reset) is read back by naming it ("reset", "factor").
-    """
-    cue = catalog.facts.get("confirmed")
-    if cue is None:
-        return None
-    stated = [
-        shown
-        for name, value in arguments.items()
-        if provenance.get(name, {}).get("source") in ("message", "budget") or _money(value)
-        for shown in _said(value)
-    ]
-    named = [word for word in name.split("_") if len(word) >= 4]
-
-    def reads_back(text: str) -> bool:
-        if stated:
-            return all(m in text for m in stated)
-        return any(word in text.lower() for word in named)
-
-    read_back = max((i for i, s in enumerate(transcript) if s.role == "analyst" and reads_back(s.text)), default=-1)
-    if read_back < 0:
-        return None
-    for said in transcript[read_back + 1 :]:
-        if said.role in cue.roles and cue.established(said.text):
-            return Found(True, {"source": "message", "message_id": said.message_id, "role": said.role})
-    return None
-
-
-def _money(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _said(value: Any) -> list[str]:
-    """How an argument's parts appear when an analyst reads it back."""
-    if isinstance(value, Mapping):
-        return [part for v in value.values() for part in _said(v)]
-    if isinstance(value, bool) or not isinstance(value, str | int):
-        return []
-    return [_shown(value)]
-
-
-def _shown(value: str | int) -> str:
-    """How an argument appears when an analyst reads it back (an amount of cents as 12.50)."""
-    return f"{value / 100:.2f}" if isinstance(value, int) else value
-
-
 def read_arguments(
-    spec: ActionSpec, transcript: Sequence[Said], facts: Mapping[str, Any], offered: Found | None = None
+    spec: ActionSpec,
+    transcript: Sequence[Said],
+    facts: Mapping[str, Any],
+    offered: Found | None = None,
+    asked: str | None = None,
 ) -> Reading:
     """The arguments of ``spec`` as its cues say to find them; ``facts`` holds ``customer`` and ``order`` as the
-    platform and systems said them, and ``offered`` the concession budget's amount for goodwill."""
+    platform and systems said them, ``offered`` the concession budget's amount for goodwill, and ``asked`` the id
+    of the message that asked for the action."""
     reading = Reading(spec)
     cues = spec.suggest
     if cues is None:
@@ -179,7 +163,19 @@ def read_arguments(
             continue
         reading.arguments[name] = found.value
         reading.provenance[name] = found.source
+    reading.request = _request(transcript, asked, reading.provenance)
     return reading
+
+
+def _request(transcript: Sequence[Said], asked: str | None, provenance: Mapping[str, Mapping[str, Any]]) -> Request:
+    """The request, disguised if the message that asked for it or any argument's message was."""
+    found: dict[str, None] = {}
+    for said in transcript:
+        if said.message_id == asked:
+            found.update(dict.fromkeys(said.disguise))
+    for source in provenance.values():
+        found.update(dict.fromkeys(source.get("disguise", ())))
+    return Request(asked, tuple(found))
 
 
 def _first(
@@ -212,7 +208,7 @@ def _one(
     if source == "message":
         return _pattern(schema.get("pattern"), transcript)
     if source == "money":
-        return _search(_MONEY, transcript, lambda m: _cents(m.group("a") or m.group("b")))
+        return _asked_for(transcript)
     if source == "email":
         return _search(_EMAIL, transcript, lambda m: m.group(0))
     if source == "address":
@@ -241,7 +237,8 @@ def _matched(choices: Mapping[str, Any], transcript: Sequence[Said]) -> Found | 
         for pattern, value in choices.items():
             if re.search(pattern, said.text):
                 # The rulebook's reading of the customer's words, not their words: no read-back must quote it.
-                return Found(value, {"source": "cue", "message_id": said.message_id, "quote": said.text[:120]})
+                source = {"source": "cue", "message_id": said.message_id, "quote": said.text[:120]}
+                return Found(value, {**source, **({"disguise": list(said.disguise)} if said.disguise else {})})
     return None
 
 
@@ -255,14 +252,37 @@ def _search(
         matches = list(pattern.finditer(said.text))
         if matches:
             match = matches[-1]
-            return Found(
-                value(match),
-                {"source": "message", "message_id": said.message_id, "role": said.role, "quote": match.group(0)},
-            )
+            return Found(value(match), _from(said, match.group(0)))
     return None
 
 
-def _cents(text: str) -> int:
+def _asked_for(transcript: Sequence[Said]) -> Found | None:
+    """The money the customer's newest message naming any asks for: every amount it names, added up. A refund asked
+    for in parts ("£40 for the cable and £45 for the case") is one request for the total, which is what the rules
+    must see; an amount named only in passing is added too, so the total is never less than what was asked."""
+    for said in reversed(transcript):
+        if said.role != "customer":
+            continue
+        parts = [(m.group(0), cents(m.group("a") or m.group("b") or m.group("c"))) for m in _MONEY.finditer(said.text)]
+        if not parts:
+            continue
+        source = _from(said, " + ".join(quote for quote, _ in parts))
+        if len(parts) > 1:
+            source["parts"] = [{"quote": quote, "cents": amount} for quote, amount in parts]
+        return Found(sum(amount for _, amount in parts), source)
+    return None
+
+
+def _from(said: Said, quote: str) -> dict[str, Any]:
+    """The provenance of a value quoted from ``said``, with what disguised the message, if anything did."""
+    source: dict[str, Any] = {"source": "message", "message_id": said.message_id, "role": said.role, "quote": quote}
+    if said.disguise:
+        source["disguise"] = list(said.disguise)
+    return source
+
+
+def cents(text: str) -> int:
+    """An amount as written (89.99, 1,500, 12.5) in integer cents."""
     whole, _, fraction = text.replace(",", "").partition(".")
     return int(whole) * 100 + int((fraction + "00")[:2])
 

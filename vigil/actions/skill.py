@@ -108,7 +108,7 @@ class ActionSkill:
     ) -> list[Proposal]:
         if spec.connector is None or spec.connector.system not in self._facts.systems:
             return []  # nothing could run it: no system is configured for it
-        reading, facts = await self._facts.read(spec, rulebook.catalog, transcript, case.tenant)
+        reading, facts = await self._facts.read(spec, rulebook.catalog, transcript, case.tenant, origin)
         if reading.missing:
             log.info(
                 "%s not suggested: no %s",
