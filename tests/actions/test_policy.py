@@ -78,6 +78,28 @@ def test_the_first_forbid_in_file_order_is_named(policy: Policy):
     assert verdict.rule == "identity_not_verified"
 
 
+def test_a_hard_rule_that_matched_is_named_before_a_precondition_earlier_in_the_file(policy: Policy):
+    # Waiting for the identity check would only delay a refund no conversation can make right.
+    context = refund(9000, refundable=1000, identity_verified=False)
+    verdict = policy.decide("refund_order", context, tenant="t", preconditions={"identity_not_verified"})
+    assert (verdict.outcome, verdict.rule) == ("deny", "refund_over_remaining")
+
+
+def test_a_precondition_that_matched_is_named_before_a_rule_that_could_not_be_evaluated(policy: Policy):
+    context = {"identity_verified": False, "args": {"amount_cents": 100}}  # no order: refund_over_remaining fails
+    verdict = policy.decide("refund_order", context, tenant="t", preconditions={"identity_not_verified"})
+    assert (verdict.outcome, verdict.rule) == ("deny", "identity_not_verified")
+    assert verdict.reason == "Verify the customer first."
+
+
+def test_a_hard_rule_that_could_not_be_evaluated_is_named_before_a_precondition_that_could_not(policy: Policy):
+    verdict = policy.decide(
+        "refund_order", {"args": {"amount_cents": 100}}, tenant="t", preconditions={"identity_not_verified"}
+    )
+    assert (verdict.outcome, verdict.rule) == ("deny", "refund_over_remaining")
+    assert "could not be checked" in verdict.reason
+
+
 def test_no_permit_denies(policy: Policy):
     verdict = policy.decide("reset_two_factor", {"identity_verified": True, "args": {}}, tenant="t")
     assert (verdict.outcome, verdict.rule) == ("deny", NO_PERMIT)

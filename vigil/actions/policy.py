@@ -16,7 +16,10 @@ annotations, and the verdict repeats them:
     when { context.identity_verified };
 
 Cedar decides allow or deny; vigil reads three verdicts out of that:
-- ``deny``: a ``forbid`` matched (the first in file order names the rule), or no ``permit`` did (``no_permit``);
+- ``deny``: a ``forbid`` matched, or no ``permit`` did (``no_permit``). Hard rules first: the first forbid in file
+  order that is not a precondition of the rulebook names the rule (a precondition waits for the conversation: the
+  identity check, the customer's yes), else the first precondition that matched, else a rule that could not be
+  evaluated;
 - ``needs_approval``: the permits that matched include one marked ``@outcome("needs_approval")`` (its
   ``@approver`` role, ``lead`` by default, must approve);
 - ``allow``: otherwise; the analyst's click runs it.
@@ -32,7 +35,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -118,8 +121,21 @@ class Policy:
             raise RulebookError(f"{path}: {exc}") from exc
         return cls(text, source=str(path), schema=schema)
 
-    def decide(self, action: str, context: Mapping[str, Any], *, tenant: str, role: str = "analyst") -> Verdict:
+    def decide(
+        self,
+        action: str,
+        context: Mapping[str, Any],
+        *,
+        tenant: str,
+        role: str = "analyst",
+        preconditions: Collection[str] = (),
+    ) -> Verdict:
         """The verdict on ``action`` with ``context`` (``args`` and facts) for ``tenant``, asked by ``role``.
+
+        Hard rules first: a deny names the first forbid in file order that matched among the rules that are not
+        ``preconditions`` (those wait for the conversation: the identity check, the customer's yes), then the first
+        precondition that matched, and only then a rule that could not be evaluated (hard rules before
+        preconditions again). So an action no conversation can make right is refused at once, by its rule.
 
         Raises:
             InvalidArguments: ``invalid_context``: a value Cedar cannot hold (a float: use integer cents).
@@ -131,24 +147,36 @@ class Policy:
             "context": _cedar_values(action, dict(context), "context"),
         }
         result = cedarpy.is_authorized(request, self._policies, self._entities)
-        errors = result.diagnostics.errors
-        if errors:
-            return self._unevaluated(errors[0])
         matched = sorted(
             (self._by_cedar_id[cedar_id] for cedar_id in result.diagnostics.reasons), key=lambda r: self._order[r.id]
         )
+        forbids = sorted(
+            (rule for rule in matched if rule.effect == "forbid"), key=lambda r: r.id in preconditions
+        )  # a stable sort: file order within the hard rules, and within the preconditions
+        if forbids:
+            return Verdict("deny", forbids[0].id, forbids[0].reason)
+        if result.diagnostics.errors:
+            return self._unevaluated(result.diagnostics.errors, preconditions)
         if result.decision != cedarpy.Decision.Allow:
-            forbids = [rule for rule in matched if rule.effect == "forbid"]
-            if forbids:
-                return Verdict("deny", forbids[0].id, forbids[0].reason)
             return Verdict("deny", NO_PERMIT, f"No rule permits {action} here.")
         held = [rule for rule in matched if rule.outcome == "needs_approval"]
         decisive = held[0] if held else matched[0]
         return Verdict(decisive.outcome, decisive.id, decisive.reason, decisive.approver, decisive.separate_from)
 
-    def _unevaluated(self, error: str) -> Verdict:
-        found = _EVALUATION_ERROR.search(error)
-        rule = self._by_cedar_id.get(found.group(1)) if found else None
+    def _unevaluated(self, errors: Sequence[str], preconditions: Collection[str]) -> Verdict:
+        """The deny for the first rule that could not be evaluated: hard rules first, each in file order (an error
+        that names no rule first of all)."""
+
+        def rule_of(error: str) -> Rule | None:
+            found = _EVALUATION_ERROR.search(error)
+            return self._by_cedar_id.get(found.group(1)) if found else None
+
+        def rank(error: str) -> tuple[bool, int]:
+            rule = rule_of(error)
+            return (False, -1) if rule is None else (rule.id in preconditions, self._order[rule.id])
+
+        error = min(errors, key=rank)
+        rule = rule_of(error)
         problem = error.split(": ", 1)[-1]
         name = rule.id if rule else "evaluation_error"
         return Verdict("deny", name, f"The rule could not be checked, so the action is refused: {problem}.")

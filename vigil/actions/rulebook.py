@@ -76,7 +76,11 @@ class Rulebook:
         try:
             self.catalog.check(request.action, request.args)
             return self.policy.decide(
-                request.action, {**request.context, "args": request.args}, tenant=request.tenant, role=request.role
+                request.action,
+                {**request.context, "args": request.args},
+                tenant=request.tenant,
+                role=request.role,
+                preconditions=self.catalog.preconditions,
             )
         except InvalidArguments as exc:
             return Verdict("deny", exc.reason, exc.detail)
