@@ -15,6 +15,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from vigil.actions.catalog import Catalog
+from vigil.actions.numbers import for_rules
 from vigil.actions.policy import Policy, Verdict
 from vigil.actions.risk import Guard
 from vigil.core.errors import InvalidArguments, RulebookError
@@ -72,12 +73,14 @@ class Rulebook:
 
     def decide(self, request: ActionRequest) -> Verdict:
         """The verdict on ``request``: its arguments checked against the action's schema, then the policy asked
-        with ``args`` and the context's facts. An unknown action or invalid arguments is a ``deny`` naming why."""
+        with ``args`` (each number as its field declares it, ``vigil.actions.numbers``) and the context's facts (a
+        ``context.args`` of the request's own is replaced). An unknown action or invalid arguments is a ``deny``
+        naming why."""
         try:
-            self.catalog.check(request.action, request.args)
+            spec = self.catalog.check(request.action, request.args)
             return self.policy.decide(
                 request.action,
-                {**request.context, "args": request.args},
+                {**request.context, "args": for_rules(spec, request.args)},
                 tenant=request.tenant,
                 role=request.role,
                 preconditions=self.catalog.preconditions,
