@@ -64,6 +64,12 @@ def test_a_line_that_is_not_a_request_is_denied_and_keeps_its_place(demo: Rulebo
     assert verdicts[4].outcome == "allow"
 
 
+def test_a_role_that_exists_nowhere_is_not_a_request(demo: Rulebook):
+    request = json.loads(line("change_email", {"customer_id": "CUS-1001", "email": "a@example.com"}))
+    [verdict] = check(demo, [json.dumps(request | {"role": "manager"})])
+    assert verdict.rule == INVALID_REQUEST and "role" in verdict.reason and "'lead'" in verdict.reason
+
+
 def test_a_decimal_in_the_context_is_denied_not_rounded(demo: Rulebook):
     [verdict] = check(demo, [line("refund_order", REFUND, order=ORDER | {"refundable_cents": 89.99})])
     assert (verdict.outcome, verdict.rule) == ("deny", "invalid_context")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from vigil.actions.policy import NO_PERMIT, Policy
+from vigil.actions.policy import NO_PERMIT, Policy, RulebookMistake
 from vigil.core.errors import InvalidArguments, RulebookError
 
 RULES = """
@@ -154,3 +154,73 @@ def test_load_reads_a_file_and_names_it_in_errors(tmp_path: Path):
 
 def test_the_actions_the_rules_name_are_known(policy: Policy):
     assert policy.actions == {"refund_order", "change_email"}
+
+
+LOOKS_RIGHT = """// a rule with a mistake at its third line
+@id("refund")
+@reason("Refunds move money.")
+"""
+
+
+@pytest.mark.parametrize(
+    ("rule", "line", "problem"),
+    [
+        (
+            '@outcome("needs_approval")\n@approver("manager")\npermit(principal, action, resource);',
+            5,
+            "@approver 'manager' is not a role (analyst, lead, admin)",
+        ),
+        ('@approver("lead")\npermit(principal, action, resource);', 4, "@approver is for a permit with @outcome"),
+        (
+            'permit(\n  principal == Role::"manager",\n  action,\n  resource\n);',
+            5,
+            "Role::'manager' is not a role",
+        ),
+        ("permit(principal, action, resource)\nwhen { principal is Roel };", 2, "Roel is not an entity type"),
+        ('forbid(principal, action, resource)\nwhen { resource == Tennant::"acme" };', 5, "Tennant is not an entity"),
+    ],
+    ids=["unknown-approver", "approver-without-approval", "unknown-role", "unknown-type-in-is", "unknown-type"],
+)
+def test_a_role_approver_or_entity_type_that_exists_nowhere_stops_the_load_at_its_line(
+    rule: str, line: int, problem: str
+):
+    with pytest.raises(RulebookMistake) as stopped:
+        Policy(LOOKS_RIGHT + rule, source="rules.cedar")
+    assert (stopped.value.path, stopped.value.line) == ("rules.cedar", line)
+    assert problem in stopped.value.problem and str(stopped.value).startswith(f"rules.cedar:{line}: rule 'refund'")
+
+
+SCHEMA = """
+entity Role enum ["analyst", "lead", "admin"];
+entity Tenant;
+action refund_order appliesTo {
+  principal: Role, resource: Tenant,
+  context: {args: {amount_cents: Long}, identity_verified: Bool, order: {refundable_cents: Long}},
+};
+action change_email appliesTo {principal: Role, resource: Tenant, context: {args: {}, identity_verified: Bool}};
+"""
+
+
+def test_rules_that_fit_the_schema_load():
+    assert Policy(RULES, source="rules.cedar", schema=SCHEMA, schema_source="rules.cedarschema").rules
+
+
+@pytest.mark.parametrize(
+    ("mistake", "problem"),
+    [
+        (("context.order.refundable_cents", "context.order.refundabel_cents"), "order.refundabel_cents"),
+        (("context.args.amount_cents > context.order", 'context.args.amount_cents like "1*" && context.order'), "Long"),
+    ],
+    ids=["a-misspelled-fact", "a-fact-used-as-another-type"],
+)
+def test_a_rule_that_does_not_fit_the_schema_stops_the_load_at_its_line(mistake: tuple[str, str], problem: str):
+    wrong = RULES.replace(*mistake)
+    with pytest.raises(RulebookMistake) as stopped:
+        Policy(wrong, source="rules.cedar", schema=SCHEMA, schema_source="rules.cedarschema")
+    assert stopped.value.line == wrong.splitlines().index('@id("refund_over_remaining")') + 1
+    assert "does not fit rules.cedarschema" in str(stopped.value) and problem in str(stopped.value)
+
+
+def test_a_schema_that_is_not_cedar_stops_the_load_naming_it():
+    with pytest.raises(RulebookError, match=r"rules\.cedarschema: not a Cedar schema"):
+        Policy(RULES, source="rules.cedar", schema="entity Role", schema_source="rules.cedarschema")

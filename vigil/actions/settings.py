@@ -49,6 +49,11 @@ class ActionsSettings(BaseModel):
         "reconciler takes it over (a crash, a replica gone).",
     )
 
+    @property
+    def tenants(self) -> frozenset[str]:
+        """The tenants ``rulebooks`` names (a rule of a rulebook may name these: ``Tenant::"acme"``)."""
+        return frozenset(tenant for tenant in self.rulebooks if tenant != ANY)
+
     def rulebook(self, tenant: str) -> str:
         """The rulebook ``tenant`` follows: a bundled rulebook's name or a directory."""
         return self.rulebooks.get(tenant) or self.rulebooks.get(ANY) or "demo"

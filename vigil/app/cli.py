@@ -686,7 +686,7 @@ async def _policy_check(args: argparse.Namespace, settings: Settings) -> int:
     from vigil.dev.demo import bundled_knowledge
 
     name = args.rulebook or settings.actions.rulebook(settings.default_tenant)
-    rulebook = Rulebook.load(locate(name, bundled_knowledge() / "rulebooks"))
+    rulebook = Rulebook.load(locate(name, bundled_knowledge() / "rulebooks"), tenants=settings.actions.tenants)
     read = sys.stdin.read if args.file == "-" else partial(Path(args.file).read_text, encoding="utf-8")
     try:
         text = await asyncio.to_thread(read)
