@@ -99,10 +99,6 @@ class Verdict:
     """For ``needs_approval``: who may not approve it (``SEPARATE_FROM``: the analyst who proposed it, the one who
     read it back), whatever their role."""
 
-    def to_json(self) -> dict[str, str]:
-        """The documented output of ``vigil policy check``: ``{verdict, rule, reason}``."""
-        return {"verdict": self.outcome, "rule": self.rule, "reason": self.reason}
-
 
 class Policy:
     """A parsed Cedar policy set, asked once per proposed action."""

@@ -191,8 +191,10 @@ def _parser() -> argparse.ArgumentParser:
         "check",
         help="decide action requests: one JSON request a line in, one verdict a line out",
         description="Decide each action request of FILE (one JSON object a line: action, args, context, and "
-        "optionally tenant and role) with a rulebook, and print one {verdict, rule, reason} a line, in order. The "
-        "exit code is 1 when a line is not a valid request (it is denied as invalid_request).",
+        "optionally tenant, role, and for the risk patterns at, conversation_id and customer_id) with a rulebook's "
+        "policy, then its risk patterns (risk.yaml) over the lines before, and print one {verdict, rule, reason, "
+        "approver} a line, in order (verdict: allow, needs_approval, deny or blocked). The exit code is 1 when a "
+        "line is not a valid request (it is denied as invalid_request).",
     )
     check.add_argument("file", help="the requests, JSON lines ('-': standard input)")
     check.add_argument(
@@ -693,9 +695,9 @@ async def _policy_check(args: argparse.Namespace, settings: Settings) -> int:
     except OSError as exc:
         raise VigilError(f"cannot read {args.file}: {exc.strerror or exc}") from exc
     invalid = False
-    for verdict in check(rulebook, text.splitlines()):
-        invalid = invalid or verdict.rule == INVALID_REQUEST
-        print(render(verdict))
+    for checked in check(rulebook, text.splitlines()):
+        invalid = invalid or checked.rule == INVALID_REQUEST
+        print(render(checked))
     return 1 if invalid else 0
 
 
