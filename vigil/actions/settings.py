@@ -20,7 +20,8 @@ class ActionsSettings(BaseModel):
         default_factory=lambda: {ANY: "demo"},
         description='The rulebook each tenant follows: the name of a bundled one (knowledge/rulebooks/: "demo", '
         '"tau2-retail", "tau2-airline") or a directory holding actions.yaml and policy.cedar; "*" is every tenant '
-        'not named. JSON, e.g. {"acme": "/etc/vigil/acme", "*": "demo"}.',
+        'not named (a rule naming a tenant, Tenant::"acme", needs it named here). JSON, e.g. '
+        '{"acme": "/etc/vigil/acme", "*": "demo"}.',
     )
 
     systems: dict[str, SystemSettings] = Field(
