@@ -26,3 +26,6 @@ def test_the_wheel_ships_migrations_and_bundled_knowledge(tmp_path: Path):
     articles = {n for n in names if n.startswith(data + "articles/")}
     assert len(articles) == len(list((ROOT / "knowledge" / "articles").glob("*.md")))
     assert any(n.startswith(data + "faqs/") for n in names)
+    for rulebook in ("demo", "tau2-retail", "tau2-airline"):
+        shipped = {n.removeprefix(f"{data}rulebooks/{rulebook}/") for n in names if f"rulebooks/{rulebook}/" in n}
+        assert shipped == {p.name for p in (ROOT / "knowledge" / "rulebooks" / rulebook).iterdir()}

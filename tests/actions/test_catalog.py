@@ -75,6 +75,10 @@ def test_an_unknown_action_is_refused(catalog: Catalog):
         ("actions:\n  Refund: {description: x}", "'Refund', name"),
         ("actions:\n  refund: {description: x, amount: cents}", "does not declare: cents"),
         ("actions:\n  credit: {description: x, goodwill: true}", "needs an amount"),
+        (
+            "actions:\n  credit: {description: x, amount: a, arguments: {properties: {a: {type: number}}}}",
+            "integer cents: its schema needs type: integer",
+        ),
         ("actions:\n  a: {description: x, arguments: {type: nonsense}}", "not a valid JSON Schema"),
         ("actions:\n  a: {description: x, connector: {system: crm, path: '/c/{id}'}}", "does not declare: id"),
         ("actions: [", "while parsing"),

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from vigil.actions.policy import NO_PERMIT, Policy
+from vigil.actions.policy import NO_PERMIT, Policy, RulebookMistake
 from vigil.core.errors import InvalidArguments, RulebookError
 
 RULES = """
@@ -52,12 +52,8 @@ def refund(amount: int, refundable: int = 10_000, **facts: object) -> dict[str, 
 
 def test_a_permit_without_an_outcome_allows(policy: Policy):
     verdict = policy.decide("change_email", {"identity_verified": True, "args": {}}, tenant="t")
-    assert (verdict.outcome, verdict.rule) == ("allow", "change_email")
-    assert verdict.to_json() == {
-        "verdict": "allow",
-        "rule": "change_email",
-        "reason": "A verified customer may change their e-mail.",
-    }
+    assert (verdict.outcome, verdict.rule, verdict.approver) == ("allow", "change_email", None)
+    assert verdict.reason == "A verified customer may change their e-mail."
 
 
 def test_money_waits_for_the_approver_the_rule_names(policy: Policy):
@@ -76,6 +72,28 @@ def test_a_forbid_wins_and_names_itself(policy: Policy):
 def test_the_first_forbid_in_file_order_is_named(policy: Policy):
     verdict = policy.decide("refund_order", refund(9000, refundable=1000, identity_verified=False), tenant="t")
     assert verdict.rule == "identity_not_verified"
+
+
+def test_a_hard_rule_that_matched_is_named_before_a_precondition_earlier_in_the_file(policy: Policy):
+    # Waiting for the identity check would only delay a refund no conversation can make right.
+    context = refund(9000, refundable=1000, identity_verified=False)
+    verdict = policy.decide("refund_order", context, tenant="t", preconditions={"identity_not_verified"})
+    assert (verdict.outcome, verdict.rule) == ("deny", "refund_over_remaining")
+
+
+def test_a_precondition_that_matched_is_named_before_a_rule_that_could_not_be_evaluated(policy: Policy):
+    context = {"identity_verified": False, "args": {"amount_cents": 100}}  # no order: refund_over_remaining fails
+    verdict = policy.decide("refund_order", context, tenant="t", preconditions={"identity_not_verified"})
+    assert (verdict.outcome, verdict.rule) == ("deny", "identity_not_verified")
+    assert verdict.reason == "Verify the customer first."
+
+
+def test_a_hard_rule_that_could_not_be_evaluated_is_named_before_a_precondition_that_could_not(policy: Policy):
+    verdict = policy.decide(
+        "refund_order", {"args": {"amount_cents": 100}}, tenant="t", preconditions={"identity_not_verified"}
+    )
+    assert (verdict.outcome, verdict.rule) == ("deny", "refund_over_remaining")
+    assert "could not be checked" in verdict.reason
 
 
 def test_no_permit_denies(policy: Policy):
@@ -132,3 +150,73 @@ def test_load_reads_a_file_and_names_it_in_errors(tmp_path: Path):
 
 def test_the_actions_the_rules_name_are_known(policy: Policy):
     assert policy.actions == {"refund_order", "change_email"}
+
+
+LOOKS_RIGHT = """// a rule with a mistake at its third line
+@id("refund")
+@reason("Refunds move money.")
+"""
+
+
+@pytest.mark.parametrize(
+    ("rule", "line", "problem"),
+    [
+        (
+            '@outcome("needs_approval")\n@approver("manager")\npermit(principal, action, resource);',
+            5,
+            "@approver 'manager' is not a role (analyst, lead, admin)",
+        ),
+        ('@approver("lead")\npermit(principal, action, resource);', 4, "@approver is for a permit with @outcome"),
+        (
+            'permit(\n  principal == Role::"manager",\n  action,\n  resource\n);',
+            5,
+            "Role::'manager' is not a role",
+        ),
+        ("permit(principal, action, resource)\nwhen { principal is Roel };", 2, "Roel is not an entity type"),
+        ('forbid(principal, action, resource)\nwhen { resource == Tennant::"acme" };', 5, "Tennant is not an entity"),
+    ],
+    ids=["unknown-approver", "approver-without-approval", "unknown-role", "unknown-type-in-is", "unknown-type"],
+)
+def test_a_role_approver_or_entity_type_that_exists_nowhere_stops_the_load_at_its_line(
+    rule: str, line: int, problem: str
+):
+    with pytest.raises(RulebookMistake) as stopped:
+        Policy(LOOKS_RIGHT + rule, source="rules.cedar")
+    assert (stopped.value.path, stopped.value.line) == ("rules.cedar", line)
+    assert problem in stopped.value.problem and str(stopped.value).startswith(f"rules.cedar:{line}: rule 'refund'")
+
+
+SCHEMA = """
+entity Role enum ["analyst", "lead", "admin"];
+entity Tenant;
+action refund_order appliesTo {
+  principal: Role, resource: Tenant,
+  context: {args: {amount_cents: Long}, identity_verified: Bool, order: {refundable_cents: Long}},
+};
+action change_email appliesTo {principal: Role, resource: Tenant, context: {args: {}, identity_verified: Bool}};
+"""
+
+
+def test_rules_that_fit_the_schema_load():
+    assert Policy(RULES, source="rules.cedar", schema=SCHEMA, schema_source="rules.cedarschema").rules
+
+
+@pytest.mark.parametrize(
+    ("mistake", "problem"),
+    [
+        (("context.order.refundable_cents", "context.order.refundabel_cents"), "order.refundabel_cents"),
+        (("context.args.amount_cents > context.order", 'context.args.amount_cents like "1*" && context.order'), "Long"),
+    ],
+    ids=["a-misspelled-fact", "a-fact-used-as-another-type"],
+)
+def test_a_rule_that_does_not_fit_the_schema_stops_the_load_at_its_line(mistake: tuple[str, str], problem: str):
+    wrong = RULES.replace(*mistake)
+    with pytest.raises(RulebookMistake) as stopped:
+        Policy(wrong, source="rules.cedar", schema=SCHEMA, schema_source="rules.cedarschema")
+    assert stopped.value.line == wrong.splitlines().index('@id("refund_over_remaining")') + 1
+    assert "does not fit rules.cedarschema" in str(stopped.value) and problem in str(stopped.value)
+
+
+def test_a_schema_that_is_not_cedar_stops_the_load_naming_it():
+    with pytest.raises(RulebookError, match=r"rules\.cedarschema: not a Cedar schema"):
+        Policy(RULES, source="rules.cedar", schema="entity Role", schema_source="rules.cedarschema")

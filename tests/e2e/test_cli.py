@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 import socket
 import time
 from pathlib import Path
@@ -18,6 +19,7 @@ from vigil.panel.settings import PanelUser
 
 pytestmark = pytest.mark.e2e
 
+RULEBOOKS = Path(__file__).parents[2] / "knowledge" / "rulebooks"
 TABLES = {"conversation", "message", "case_event", "feedback", "suggestion"}
 
 
@@ -225,11 +227,13 @@ def test_policy_check_prints_a_verdict_a_line_and_fails_on_a_line_that_is_not_a_
             "rule": "change_account_details",
             "reason": "A verified customer may change their address, contact e-mail, two-factor set-up and payment "
             "methods.",
+            "approver": None,
         },
         {
             "verdict": "deny",
             "rule": "goodwill_over_limit",
             "reason": "A goodwill credit over £100 is the complaints team's decision, not the chat's.",
+            "approver": None,
         },
     ]
     requests.write_text("{}\n", encoding="utf-8")
@@ -237,6 +241,52 @@ def test_policy_check_prints_a_verdict_a_line_and_fails_on_a_line_that_is_not_a_
     assert invalid.returncode == 1 and json.loads(invalid.stdout)["rule"] == "invalid_request"
     missing = vigil.call("policy", "check", str(requests), "--rulebook", str(tmp_path / "nowhere"))
     assert missing.returncode == 1 and "no such rulebook directory" in missing.stderr
+
+
+@pytest.mark.parametrize("rulebook", ["demo", "tau2-retail", "tau2-airline"])
+def test_policy_test_passes_every_case_a_bundled_rulebook_ships(vigil: VigilCli, rulebook: str) -> None:
+    result = vigil.call("policy", "test", rulebook)
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    assert lines and all(line.startswith("PASS  ") for line in lines[:-1]), result.stdout
+    assert lines[-1].startswith(f"{len(lines) - 1} passed, 0 failed ({rulebook}:")  # and no rule left unnamed
+
+
+def test_policy_test_fails_on_a_wrong_expectation_saying_where_and_what(vigil: VigilCli, tmp_path: Path) -> None:
+    rulebook = Path(shutil.copytree(RULEBOOKS / "demo", tmp_path / "acme"))
+    tests = rulebook / "tests.yaml"
+    text = tests.read_text("utf-8")
+    wrong = "expect: {verdict: needs_approval, rule: large_refund_needs_lead, approver: analyst}"
+    tests.write_text(
+        text.replace("expect: {verdict: needs_approval, rule: large_refund_needs_lead, approver: lead}", wrong)
+    )
+    result = vigil.call("policy", "test", str(rulebook))
+    assert result.returncode == 1, result.stdout + result.stderr
+    case_line = text[: text.index("- name: a refund over £50 waits for a lead")].count("\n") + 1
+    failure = result.stdout.split("FAIL  ", 1)[1].splitlines()
+    assert failure[0] == f"a refund over £50 waits for a lead  ({tests}:{case_line})"
+    assert failure[1].split() == [
+        "expected:",
+        "needs_approval",
+        "by",
+        "large_refund_needs_lead,",
+        "a",
+        "analyst",
+        "approves",
+    ]
+    assert failure[2].split()[:7] == [
+        "got:",
+        "needs_approval",
+        "by",
+        "large_refund_needs_lead,",
+        "a",
+        "lead",
+        "approves:",
+    ]
+    assert result.stdout.splitlines()[-1].endswith("1 failed (acme: 22 cases)")
+    (rulebook / "tests.yaml").unlink()
+    missing = vigil.call("policy", "test", str(rulebook))
+    assert missing.returncode == 1 and "tests.yaml: no such file" in missing.stderr
 
 
 # --- issue 9: errors a newcomer meets first ------------------------------------------------------------------------

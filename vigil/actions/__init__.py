@@ -49,7 +49,7 @@ def setup(
     from vigil.flow.gates import Always
     from vigil.flow.scheduler import Job
 
-    rulebooks = Rulebooks(settings.rulebook, bundled)
+    rulebooks = Rulebooks(settings.rulebook, bundled, tenants=settings.tenants)
     connectors = Connectors(settings.systems, backoff=platform.backoff)
     guards = TenantGuards(rulebooks)
     approvals = Approvals(

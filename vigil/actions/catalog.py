@@ -126,6 +126,9 @@ class ActionSpec(BaseModel):
             raise ValueError(f"names arguments its schema does not declare: {', '.join(unknown)}")
         if self.goodwill and not self.amount:
             raise ValueError("a goodwill action needs an amount argument")
+        money = properties.get(self.amount) if self.amount else None
+        if self.amount and not (isinstance(money, dict) and money.get("type") == "integer"):
+            raise ValueError(f"amount {self.amount!r} is money, in integer cents: its schema needs type: integer")
         if self.suggest:
             unknown = sorted(n for n in self.suggest.arguments if n not in properties)
             if unknown:
@@ -207,11 +210,20 @@ class Catalog(Mapping[str, ActionSpec]):
         """The action ``name``, once ``arguments`` are valid for it.
 
         Raises:
-            InvalidArguments: the action is unknown, or an argument breaks its schema (the first problem, named).
+            InvalidArguments: the action is unknown, its money is written as a decimal, or an argument breaks its
+                schema (the first problem, named).
         """
         spec = self._actions.get(name)
         if spec is None:
             raise InvalidArguments(name, "unknown_action", f"{name!r} is not an action of this rulebook")
+        money = arguments.get(spec.amount) if spec.amount else None
+        if isinstance(money, float):  # 1500.0 too: money with a decimal point is likely pounds, not cents
+            raise InvalidArguments(
+                name,
+                "invalid_arguments",
+                f"{spec.amount}: {money!r} is written as a decimal, but money is a whole number of cents "
+                "(write 1550 for 15.50)",
+            )
         error = next(iter(sorted(self._validators[name].iter_errors(dict(arguments)), key=str)), None)
         if error is not None:
             where = "/".join(str(p) for p in error.absolute_path) or "arguments"

@@ -7,7 +7,7 @@ rulebooks, encoded from their published policies (``knowledge/rulebooks/``).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
@@ -15,9 +15,12 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from vigil.actions.catalog import Catalog
+from vigil.actions.numbers import for_rules
 from vigil.actions.policy import Policy, Verdict
 from vigil.actions.risk import Guard
+from vigil.actions.validation import validate
 from vigil.core.errors import InvalidArguments, RulebookError
+from vigil.wire.events import ApproverRole
 
 ACTIONS_FILE = "actions.yaml"
 POLICY_FILE = "policy.cedar"
@@ -36,7 +39,7 @@ class ActionRequest(BaseModel):
     args: dict[str, Any] = Field(default_factory=dict, description="The action's arguments.")
     context: dict[str, Any] = Field(default_factory=dict, description="Facts about the case and the systems.")
     tenant: Annotated[str, StringConstraints(min_length=1, max_length=256)] = "default"
-    role: Annotated[str, StringConstraints(min_length=1, max_length=32)] = "analyst"
+    role: ApproverRole = "analyst"
 
 
 @dataclass(frozen=True)
@@ -51,32 +54,41 @@ class Rulebook:
     """The conjunctive-risk guard over ``risk.yaml``'s patterns, when the rulebook has them."""
 
     @classmethod
-    def load(cls, directory: Path) -> Rulebook:
-        """Read ``directory``'s ``actions.yaml`` and ``policy.cedar``, and ``risk.yaml`` when there is one.
+    def load(cls, directory: Path, *, tenants: Collection[str] | None = None) -> Rulebook:
+        """Read ``directory``'s ``actions.yaml`` and ``policy.cedar`` (checked against ``policy.cedarschema`` when
+        there is one), and ``risk.yaml`` when there is one.
+
+        Args:
+            tenants: the tenants that exist; a rule naming another stops the load. None: not checked.
 
         Raises:
-            RulebookError: either file is missing or invalid, or a rule names an action the catalog lacks.
+            RulebookError: a file is missing or invalid, or the files disagree (``vigil.actions.validation``); a
+                mistake is named with its file and line.
         """
         if not directory.is_dir():
             raise RulebookError(f"{directory}: no such rulebook directory")
         catalog = Catalog.load(directory / ACTIONS_FILE)
         policy = Policy.load(directory / POLICY_FILE)
-        unknown = sorted(policy.actions - set(catalog))
-        if unknown:
-            raise RulebookError(
-                f"{directory / POLICY_FILE}: rules name actions {ACTIONS_FILE} lacks: {', '.join(unknown)}"
-            )
+        validate(
+            catalog, policy, actions_file=directory / ACTIONS_FILE, policy_file=directory / POLICY_FILE, tenants=tenants
+        )
         risk = directory / RISK_FILE
         guard = Guard.from_file(risk, actions=set(catalog)) if risk.is_file() else None
         return cls(directory.name, catalog, policy, directory, guard)
 
     def decide(self, request: ActionRequest) -> Verdict:
         """The verdict on ``request``: its arguments checked against the action's schema, then the policy asked
-        with ``args`` and the context's facts. An unknown action or invalid arguments is a ``deny`` naming why."""
+        with ``args`` (each number as its field declares it, ``vigil.actions.numbers``) and the context's facts (a
+        ``context.args`` of the request's own is replaced). An unknown action or invalid arguments is a ``deny``
+        naming why."""
         try:
-            self.catalog.check(request.action, request.args)
+            spec = self.catalog.check(request.action, request.args)
             return self.policy.decide(
-                request.action, {**request.context, "args": request.args}, tenant=request.tenant, role=request.role
+                request.action,
+                {**request.context, "args": for_rules(spec, request.args)},
+                tenant=request.tenant,
+                role=request.role,
+                preconditions=self.catalog.preconditions,
             )
         except InvalidArguments as exc:
             return Verdict("deny", exc.reason, exc.detail)
@@ -98,11 +110,15 @@ def locate(rulebook: str, bundled: Path) -> Path:
 
 
 class Rulebooks:
-    """The rulebook of each tenant, loaded once: ``choose(tenant)`` names it (a bundled name or a directory)."""
+    """The rulebook of each tenant, loaded once: ``choose(tenant)`` names it (a bundled name or a directory);
+    ``tenants`` are those that exist (a rule naming another stops the load; None: not checked)."""
 
-    def __init__(self, choose: Callable[[str], str], bundled_dir: Path) -> None:
+    def __init__(
+        self, choose: Callable[[str], str], bundled_dir: Path, *, tenants: Collection[str] | None = None
+    ) -> None:
         self._choose = choose
         self._bundled = bundled_dir
+        self._tenants = tenants
         self._loaded: dict[Path, Rulebook] = {}
 
     def of(self, tenant: str) -> Rulebook:
@@ -114,5 +130,5 @@ class Rulebooks:
         path = locate(self._choose(tenant), self._bundled)
         book = self._loaded.get(path)
         if book is None:
-            book = self._loaded[path] = Rulebook.load(path)
+            book = self._loaded[path] = Rulebook.load(path, tenants=self._tenants)
         return book

@@ -20,7 +20,8 @@ class ActionsSettings(BaseModel):
         default_factory=lambda: {ANY: "demo"},
         description='The rulebook each tenant follows: the name of a bundled one (knowledge/rulebooks/: "demo", '
         '"tau2-retail", "tau2-airline") or a directory holding actions.yaml and policy.cedar; "*" is every tenant '
-        'not named. JSON, e.g. {"acme": "/etc/vigil/acme", "*": "demo"}.',
+        'not named (a rule naming a tenant, Tenant::"acme", needs it named here). JSON, e.g. '
+        '{"acme": "/etc/vigil/acme", "*": "demo"}.',
     )
 
     systems: dict[str, SystemSettings] = Field(
@@ -48,6 +49,11 @@ class ActionsSettings(BaseModel):
         description="How long an approved or executing action is left to the process that claimed it before the "
         "reconciler takes it over (a crash, a replica gone).",
     )
+
+    @property
+    def tenants(self) -> frozenset[str]:
+        """The tenants ``rulebooks`` names (a rule of a rulebook may name these: ``Tenant::"acme"``)."""
+        return frozenset(tenant for tenant in self.rulebooks if tenant != ANY)
 
     def rulebook(self, tenant: str) -> str:
         """The rulebook ``tenant`` follows: a bundled rulebook's name or a directory."""

@@ -191,8 +191,10 @@ def _parser() -> argparse.ArgumentParser:
         "check",
         help="decide action requests: one JSON request a line in, one verdict a line out",
         description="Decide each action request of FILE (one JSON object a line: action, args, context, and "
-        "optionally tenant and role) with a rulebook, and print one {verdict, rule, reason} a line, in order. The "
-        "exit code is 1 when a line is not a valid request (it is denied as invalid_request).",
+        "optionally tenant, role, and for the risk patterns at, conversation_id and customer_id) with a rulebook's "
+        "policy, then its risk patterns (risk.yaml) over the lines before, and print one {verdict, rule, reason, "
+        "approver} a line, in order (verdict: allow, needs_approval, deny or blocked). The exit code is 1 when a "
+        "line is not a valid request (it is denied as invalid_request).",
     )
     check.add_argument("file", help="the requests, JSON lines ('-': standard input)")
     check.add_argument(
@@ -201,6 +203,17 @@ def _parser() -> argparse.ArgumentParser:
         "policy.cedar (default: the default tenant's, from VIGIL_ACTIONS__RULEBOOKS)",
     )
     check.set_defaults(command=_policy_check)
+    test = policy.add_parser(
+        "test",
+        help="run a rulebook's own cases (tests.yaml beside its policy.cedar)",
+        description="Decide each case of the rulebook's tests.yaml (a request and the verdict, rule and approver "
+        "it must get) and print PASS or FAIL a case, what a failure expected and got, the count, and the rules no "
+        "case names. The exit code is 1 when a case fails.",
+    )
+    test.add_argument(
+        "rulebook", help="a bundled rulebook's name (demo, tau2-retail, tau2-airline) or a rulebook's directory"
+    )
+    test.set_defaults(command=_policy_test)
     schema = commands.add_parser("schema", help="print the JSON Schema of a wire format v1 type")
     # A metavar of its own: without one, argparse lists the choices while the parser is built.
     schema.add_argument("type", metavar="TYPE", choices=_Choices(_event_types), help="the event type: %(choices)s")
@@ -686,17 +699,36 @@ async def _policy_check(args: argparse.Namespace, settings: Settings) -> int:
     from vigil.dev.demo import bundled_knowledge
 
     name = args.rulebook or settings.actions.rulebook(settings.default_tenant)
-    rulebook = Rulebook.load(locate(name, bundled_knowledge() / "rulebooks"))
+    rulebook = Rulebook.load(locate(name, bundled_knowledge() / "rulebooks"), tenants=settings.actions.tenants)
     read = sys.stdin.read if args.file == "-" else partial(Path(args.file).read_text, encoding="utf-8")
     try:
         text = await asyncio.to_thread(read)
     except OSError as exc:
         raise VigilError(f"cannot read {args.file}: {exc.strerror or exc}") from exc
     invalid = False
-    for verdict in check(rulebook, text.splitlines()):
-        invalid = invalid or verdict.rule == INVALID_REQUEST
-        print(render(verdict))
+    for checked in check(rulebook, text.splitlines()):
+        invalid = invalid or checked.rule == INVALID_REQUEST
+        print(render(checked))
     return 1 if invalid else 0
+
+
+async def _policy_test(args: argparse.Namespace, settings: Settings) -> int:
+    from vigil.actions import expectations
+    from vigil.actions.rulebook import Rulebook, locate
+    from vigil.dev.demo import bundled_knowledge
+
+    directory = locate(args.rulebook, bundled_knowledge() / "rulebooks")
+    path = directory / expectations.TESTS_FILE
+    if not path.is_file():
+        raise VigilError(f"{path}: no such file (a rulebook's cases are its {expectations.TESTS_FILE})")
+    cases = expectations.load(path)
+    # The tenants the cases ask as exist too, so a rule for one of them is tested rather than refused.
+    tenants = settings.actions.tenants | {case.request.tenant for _, case in cases}
+    rulebook = Rulebook.load(directory, tenants=tenants)
+    outcomes = expectations.run(rulebook, expectations.load(path, rulebook))
+    for line in expectations.report(path, rulebook, outcomes):
+        print(line)
+    return 0 if all(outcome.passed for outcome in outcomes) else 1
 
 
 async def _schema(args: argparse.Namespace, settings: Settings) -> int:
