@@ -272,3 +272,45 @@ async def test_in_the_browser_an_analyst_may_approve_only_their_own_and_a_lead_a
             await expect(steps.filter(has_text="approved")).to_contain_text("lia (lead)")
             await page.goto("about:blank")  # a live stream would hold the server open
     assert shop.refunds("ORD-10001") == [8999]
+
+
+async def test_in_the_browser_a_disguised_request_says_so_and_only_an_admin_may_approve_it(
+    acting_vigil: Wired,
+    shop: Shop,  # noqa: F811
+):
+    """Look-alike letters (a Cyrillic O, U+041E, in the order id) are read as they look; the card says the text was
+    disguised, and neither the analyst nor the lead gets an Approve button: only an admin may approve it."""
+    vigil = acting_vigil
+    chat = Chat(vigil)
+    await chat.say("customer", "I want my money back for \u041eRD-10001, it broke")  # U+041E: a Cyrillic capital O
+    await chat.say("analyst", "Thanks, your identity is now verified.", author="raj")
+    await chat.say("analyst", "I can refund 89.99 for ORD-10001 to your Visa. Shall I go ahead?", author="raj")
+    await chat.say("customer", "yes please")
+    [refund] = [c.action.model_dump() for c in chat.cards()[-1:] if c.action]
+    assert (refund["name"], refund["approver"], refund["disguised"]) == (
+        "refund_order",
+        "admin",
+        ["used letters of another script that look Latin"],
+    )
+    app = panel_app(
+        views=vigil.views,
+        metrics=Metrics(CollectorRegistry()),
+        clock=vigil.clock,
+        feed=vigil.feed,
+        outboxes=[IntoPipeline(vigil)],
+        panel=PanelSettings(auth="tokens", users=USERS),
+        proofs=vigil.parts.proofs,
+    )
+    async with served(app) as url, chromium() as browser:
+        for who, may in (("lia", False), ("ada", True)):
+            page = await browser.new_page(viewport={"width": 1366, "height": 900})
+            await page.goto(f"{url}/login?next=/panel/conversations/c-1")
+            await page.get_by_label("Your access token").fill(TOKENS[who])
+            await page.get_by_role("button", name="Sign in").click()
+            card = page.locator(f'.action-card[data-action-id="{refund["action_id"]}"]')
+            await expect(card.locator(".disguised")).to_contain_text(
+                "used letters of another script that look Latin; it was read as it looks, and only an admin may"
+            )
+            await expect(card.locator(".approver")).to_have_text("An admin (or above) must approve it.")
+            await expect(card.get_by_role("button", name="Approve")).to_have_count(1 if may else 0)
+            await page.goto("about:blank")

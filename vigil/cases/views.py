@@ -105,6 +105,9 @@ class ActionView(BaseModel):
     """Whom the rule keeps from approving it, whatever their role: ``proposer``, ``reader`` (see ``handled_by``)."""
     handled_by: dict[str, str] = Field(default_factory=dict)
     """Who handled it: ``proposer`` (the analyst who wrote last when it was decided), ``reader`` (who read it back)."""
+    disguised: list[str] = Field(default_factory=list)
+    """What disguised the customer's text it was asked for in (look-alike letters, invisible characters...): it was
+    read as it looks, and only the strictest approver may approve it. Empty: nothing did."""
 
 
 class ProgressView(BaseModel):
@@ -254,7 +257,10 @@ class CaseViews:
             commitments=[CommitmentView.model_validate(c, from_attributes=True) for c in promised],
             actions=[
                 ActionView.model_validate(a, from_attributes=True).model_copy(
-                    update={"handled_by": dict(a.facts.get("_people") or {})}
+                    update={
+                        "handled_by": dict(a.facts.get("_people") or {}),
+                        "disguised": list((a.facts.get("_request") or {}).get("disguise") or []),
+                    }
                 )
                 for a in suggested
             ],

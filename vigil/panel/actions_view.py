@@ -90,6 +90,8 @@ class ActionCard:
     """What the system answered once it ran (or why it failed), compact."""
     may_approve: bool
     may_reject: bool
+    disguised: str | None = None
+    """"used letters of another script that look Latin": what disguised the customer's request, in words."""
     kept_out: str | None = None
     """Why the reader may not approve it though their role may ("ana read back this action; another person
     approves it"): the rule's separation of duties."""
@@ -194,6 +196,7 @@ def card_of(
         may_approve=may_approve,
         may_reject=open_,
         kept_out=refused[1].split(": ", 1)[-1] if refused and refused[0] == "same_person" else None,
+        disguised=" and ".join(a.disguised) or None,
     )
 
 
