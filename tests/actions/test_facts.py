@@ -90,3 +90,19 @@ async def test_a_disguised_change_the_rules_allow_is_held_for_an_admin(vigil: Wi
     assert (action["verdict"], action["rule"], action["approver"]) == (
         "needs_approval", "change_account_details", "admin",
     )  # fmt: skip
+
+
+async def test_a_disguised_request_keeps_the_rules_separation_of_duties(vigil: Wired, shop: Shop):
+    """Held for an admin because it was disguised, the action still keeps out whoever read it back: an admin who
+    read it back may not approve it (the raised approver had dropped the rule's @separate_from)."""
+    chat = Chat(vigil, "c-disguised-small", "CUS-1001")
+    await chat.say("customer", "r\u0435fund £30 for ORD-10001 please, the cable broke")  # a Cyrillic small ie
+    await chat.say("analyst", "Thanks, your identity is verified. I can refund 30.00 for ORD-10001, ok?", author="max")
+    await chat.say("customer", "yes")
+    card = chat.cards()[-1]
+    action = action_of(card)
+    assert (action["rule"], action["approver"]) == ("refund_needs_approval", "admin")
+    await chat.decide(card, "approved", by="max", role="admin")
+    assert shop.refunds("ORD-10001") == []
+    await chat.decide(card, "approved", by="ada", role="admin")
+    assert shop.refunds("ORD-10001") == [3000]

@@ -457,3 +457,62 @@ async def test_goodwill_approved_together_is_decided_again_as_it_runs_and_stays_
         made = conn.execute("SELECT amount_cents FROM credits ORDER BY rowid").fetchall()[before:]
     assert [amount for (amount,) in made] == [1000] * 6
     assert "goodwill_monthly_cap" in escalation.text and "risk pattern" not in escalation.text
+
+
+async def test_everyone_who_wrote_in_the_read_back_turn_is_kept_out_of_approving_a_second_analyst_rule(
+    vigil: Wired, shop: Shop
+):
+    """ana reads the refund back and ben writes in the same turn before the customer's yes: either may have read it
+    back, so neither approves it (names compared without regard to case); a third analyst does."""
+    chat = Chat(vigil)
+    await chat.say("customer", "The cable from ORD-10001 broke, please refund £30")
+    await chat.say("analyst", "Thanks, your identity is verified.", author="ana")
+    await chat.say("analyst", "I can refund 30.00 for ORD-10001 to your card. Shall I go ahead?", author="ana")
+    await chat.say("analyst", "(ben here, covering for a moment)", author="ben")
+    await chat.say("customer", "yes please")
+    card = chat.cards()[-1]
+    assert (action_of(card)["rule"], action_of(card)["verdict"]) == ("refund_needs_approval", "needs_approval")
+    for who in ("ben", "Ana"):
+        await chat.decide(card, "approved", by=who, role="analyst")
+    assert shop.refunds("ORD-10001") == []
+    async with vigil.store.engine.connect() as conn:
+        refused = [
+            (e.actor, (e.detail or {}).get("reason"))
+            for e in await stored.audit_log(conn, "c-1")
+            if e.step == "refused"
+        ]
+    assert refused == [("ben", "same_person"), ("Ana", "same_person")]
+    await chat.decide(card, "approved", by="cy", role="analyst")
+    assert shop.refunds("ORD-10001") == [3000]
+
+
+async def test_without_authors_the_separation_the_rule_asks_for_is_written_down_as_unchecked(vigil: Wired):
+    chat = Chat(vigil)
+    await chat.say("customer", "The cable from ORD-10001 broke, please refund £30")
+    await chat.say("analyst", "Thanks, your identity is verified.")
+    await chat.say("analyst", "I can refund 30.00 for ORD-10001 to your card. Shall I go ahead?")
+    await chat.say("customer", "yes please")
+    await chat.decide(chat.cards()[-1], "approved", by="cy", role="analyst")
+    async with vigil.store.engine.connect() as conn:
+        [approved] = [e for e in await stored.audit_log(conn, "c-1") if e.step == "approved"]
+    assert (approved.detail or {}).get("separation_unchecked") == ["proposer", "reader"]
+
+
+async def test_a_refused_approval_does_not_start_the_run_of_an_action_already_approved(vigil: Wired, shop: Shop):
+    """lee's approval was taken with its feedback, and vigil died before running it; a forged approval arrives
+    first: refused, it does not start the run. lee's own decision, repeated, resumes it."""
+    chat = Chat(vigil)
+    await chat.say("customer", "refund ORD-10001 please")
+    await chat.say("analyst", "Your identity is verified. Refunding 89.99 for ORD-10001, ok?")
+    await chat.say("customer", "yes")
+    card = chat.cards()[-1]
+    assert card.action is not None
+    async with vigil.store.engine.begin() as conn:  # as ApprovalKeeper left it
+        moved = await stored.move(
+            conn, card.action.action_id, from_=["suggested"], to="approved", decided_by="lee", decided_at=T0
+        )
+    assert moved is not None
+    await chat.decide(card, "approved", by="mallory", role="admin", signed=False)
+    assert shop.refunds("ORD-10001") == []
+    await chat.decide(card, "approved", by="lee", role="lead")
+    assert shop.refunds("ORD-10001") == [8999]

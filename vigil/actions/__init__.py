@@ -83,6 +83,7 @@ def setup(
         guard=guards,
         clock=platform.clock,
         timeout_s=timeout_s,
+        proofs=proofs,
     )
 
     async def load() -> None:

@@ -186,7 +186,11 @@ class Approvals:
         refused = lifecycle.refusal(record, approve=approve, by=by, role=role, arguments_hash=arguments_hash, now=now)
         if refused is not None:
             return await self.refuse(conn, record, refused, by=by, role=role)
-        detail = {"arguments_hash": record.arguments_hash, **({"reason": note} if note else {})}
+        detail: dict[str, Any] = {"arguments_hash": record.arguments_hash, **({"reason": note} if note else {})}
+        unknown = [part for part in lifecycle.separated(record) if not lifecycle.handled_by(record, part)]
+        if approve and unknown:
+            # The rule keeps these people out, but the platform did not say who they were: written down, not hidden.
+            detail["separation_unchecked"] = unknown
         if approve and record.status == Status.APPROVED:
             await stored.append(conn, record, "resumed", at=now, actor=by, role=role, detail=detail)
             return Decision(record)

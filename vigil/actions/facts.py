@@ -161,7 +161,7 @@ class Facts:
         if verdict.outcome == "deny" or not disguise(facts):
             return verdict
         reason = f"{verdict.reason} The request came in disguised text, so an {DISGUISED_APPROVER} approves it."
-        return Verdict("needs_approval", verdict.rule, reason, DISGUISED_APPROVER)
+        return Verdict("needs_approval", verdict.rule, reason, DISGUISED_APPROVER, verdict.separate_from)
 
     async def _goodwill(self, tenant: str, customer_id: str) -> int:
         async with guarded(self._engine, timeout_s=self._timeout_s, begin=False) as conn:
@@ -197,19 +197,25 @@ def customer(facts: Mapping[str, Any]) -> str | None:
     return None
 
 
-def _people(transcript: Sequence[Said], read_back: Found | None) -> dict[str, str]:
-    """Who handled the action (kept with it, not shown to the rules): ``proposer``, the analyst who wrote last in
-    the conversation; ``reader``, the analyst whose message the customer's yes answered (the read-back)."""
-    people: dict[str, str] = {}
+def _people(transcript: Sequence[Said], read_back: Found | None) -> dict[str, list[str]]:
+    """Who handled the action (kept with it, not shown to the rules), by the messages' ``author``: ``proposer``, the
+    analyst who wrote last in the conversation; ``reader``, every analyst who wrote in the turn the customer's yes
+    answered (the read-back: anyone who spoke in it may have read it back). An analyst message without an author
+    leaves its part unknown (``lifecycle.refusal`` then cannot keep that person out, and the audit says so)."""
+    people: dict[str, list[str]] = {}
     proposer = next((s.author for s in reversed(transcript) if s.role == "analyst" and s.author), None)
     if proposer:
-        people["proposer"] = proposer
+        people["proposer"] = [proposer]
     if read_back is not None:
         yes = next((i for i, s in enumerate(transcript) if s.message_id == read_back.source.get("message_id")), None)
-        before = transcript[:yes] if yes is not None else []
-        reader = next((s.author for s in reversed(before) if s.role == "analyst" and s.author), None)
-        if reader:
-            people["reader"] = reader
+        readers: list[str] = []
+        for said in reversed(transcript[:yes] if yes is not None else []):
+            if said.role == "customer":
+                break
+            if said.role == "analyst" and said.author and said.author not in readers:
+                readers.append(said.author)
+        if readers:
+            people["reader"] = readers
     return people
 
 

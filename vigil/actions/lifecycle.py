@@ -195,13 +195,32 @@ def refusal(
             "not_permitted",
             f"{record.rule}: a {needed} approves this action, not {role or 'a caller without a role'}",
         )
-    people = record.facts.get("_people") or {}
-    kept_out = record.separate_from or [] if record.verdict == "needs_approval" else []
-    did = [_DID[part] for part in SEPARATE_ORDER if part in kept_out and by is not None and people.get(part) == by]
+    did = [_DID[part] for part in separated(record) if by is not None and _named(by, handled_by(record, part))]
     if did:
         return "same_person", f"{record.rule}: {by} {' and '.join(did)} this action; another person approves it"
     return None
 
 
-SEPARATE_ORDER = ("proposer", "reader")
 _DID = {"proposer": "proposed", "reader": "read back"}
+
+
+def separated(record: ActionRecord) -> list[str]:
+    """Whom the rule that holds ``record`` keeps from approving it (``proposer``, ``reader``), in that order."""
+    if record.verdict != "needs_approval" or not record.separate_from:
+        return []
+    return [part for part in _DID if part in record.separate_from]
+
+
+def handled_by(record: ActionRecord, part: str) -> list[str]:
+    """Who ``part`` (``proposer``, ``reader``) of ``record`` was, as the messages' authors say (empty: unknown)."""
+    people = record.facts.get("_people")
+    named = people.get(part) if isinstance(people, dict) else None
+    if isinstance(named, str):  # kept by a revision that named one person
+        return [named]
+    return [str(n) for n in named] if isinstance(named, list) else []
+
+
+def _named(by: str, people: list[str]) -> bool:
+    """Whether ``by`` is one of ``people``: names compared without regard to case or surrounding space."""
+    wanted = by.strip().casefold()
+    return any(wanted == person.strip().casefold() for person in people)

@@ -200,8 +200,13 @@ class Policy:
         if result.decision != cedarpy.Decision.Allow:
             return Verdict("deny", NO_PERMIT, f"No rule permits {action} here.")
         held = [rule for rule in matched if rule.outcome == "needs_approval"]
-        decisive = held[0] if held else matched[0]
-        return Verdict(decisive.outcome, decisive.id, decisive.reason, decisive.approver, decisive.separate_from)
+        if not held:
+            return Verdict(matched[0].outcome, matched[0].id, matched[0].reason)
+        # Every hold that matched applies: the highest approver any of them names (the first such rule is named),
+        # and everyone any of them keeps out.
+        decisive = max(held, key=lambda rule: _rank(rule.approver))
+        separate = tuple(dict.fromkeys(part for rule in held for part in rule.separate_from))
+        return Verdict(decisive.outcome, decisive.id, decisive.reason, decisive.approver, separate)
 
     def _unevaluated(self, errors: Sequence[str], preconditions: Collection[str]) -> Verdict:
         """The deny for the first rule that could not be evaluated: hard rules first, each in file order (an error
@@ -297,3 +302,8 @@ def _cedar_values(action: str, value: Any, where: str) -> Any:
     if isinstance(value, int) and not isinstance(value, bool) and not -(2**63) <= value < 2**63:
         raise InvalidArguments(action, "invalid_context", f"{where} is too large a number")
     return value
+
+
+def _rank(approver: str | None) -> int:
+    """How high an approver role is (an unknown one, which loading refuses, as the highest)."""
+    return ROLES.index(approver) if approver in ROLES else len(ROLES)

@@ -42,6 +42,7 @@ from vigil.db.engine import guarded
 from vigil.flow.case import CaseState
 from vigil.flow.skills import Proposal, keyed, suggestion_id
 from vigil.wire.events import Event, Feedback, Message
+from vigil.wire.proof import Proofs, Unproven
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +75,9 @@ class ActionSkill:
         guard: Guard | None,
         clock: Clock,
         timeout_s: float | None,
+        proofs: Proofs,
     ) -> None:
+        self._proofs = proofs
         self._engine = engine
         self._rulebooks = rulebooks
         self._approvals = approvals
@@ -193,6 +196,8 @@ class ActionSkill:
         if record is None:
             return []
         if record.status == Status.APPROVED:
+            if not self._taken(event, record):
+                return []  # a decision refused (a forged one, say): it does not start the run of one approved
             fault("action.after_approve")
             record = await self._approvals.execute(record)
             if record.status not in (Status.EXECUTED, Status.FAILED, Status.IN_DOUBT, Status.BLOCKED):
@@ -212,6 +217,21 @@ class ActionSkill:
             explanation = f"Blocked {record.name} as it was about to run: {why}.\n{record.reason}"
             proposals.append(_escalation(record, explanation))
         return proposals
+
+    def _taken(self, event: Feedback, record: ActionRecord) -> bool:
+        """Whether ``event`` is an approval vigil takes for ``record`` as it stands (approved: it resumes it): its
+        proof holds, and the person it proves may approve it."""
+        if event.verdict != "approved":
+            return False
+        now = self._clock.now()
+        try:
+            proven = self._proofs.verify(event, action_id=record.action_id, tenant=record.tenant, now=now)
+        except Unproven:
+            return False
+        refused = lifecycle.refusal(
+            record, approve=True, by=proven.by, role=proven.role, arguments_hash=proven.arguments_hash, now=now
+        )
+        return refused is None
 
     async def _transcript(self, conversation_id: str) -> list[Said]:
         async with guarded(self._engine, timeout_s=self._timeout_s, begin=False) as conn:

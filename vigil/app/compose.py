@@ -206,6 +206,12 @@ def compose(
         default_tenant=settings.default_tenant,
         future_skew_s=settings.ingest.future_skew_s,
     )
+    if settings.approvals.secret is None and store.engine.dialect.name == "postgresql":
+        log.warning(
+            "VIGIL_APPROVALS__SECRET is not set: decisions on actions are signed with a key made in %s, which other "
+            "replicas do not hold (a decision signed by one would be refused by another); set one for all of them",
+            settings.data_dir,
+        )
     parts = Parts(
         settings=settings,
         platform=base,

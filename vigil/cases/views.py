@@ -103,7 +103,7 @@ class ActionView(BaseModel):
     result: dict[str, Any] | None
     separate_from: list[str] | None = None
     """Whom the rule keeps from approving it, whatever their role: ``proposer``, ``reader`` (see ``handled_by``)."""
-    handled_by: dict[str, str] = Field(default_factory=dict)
+    handled_by: dict[str, list[str]] = Field(default_factory=dict)
     """Who handled it: ``proposer`` (the analyst who wrote last when it was decided), ``reader`` (who read it back)."""
     disguised: list[str] = Field(default_factory=list)
     """What disguised the customer's text it was asked for in (look-alike letters, invisible characters...): it was

@@ -29,10 +29,9 @@ import hashlib
 import logging
 import os
 import secrets
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -176,7 +175,7 @@ class Proofs:
             raise Unproven("incomplete", "an approval must name the arguments_hash it approves")
         claims = self._claims(event.proof)
         if claims["exp"] < now.timestamp():
-            raise Unproven("expired", f"the proof expired at {datetime.fromtimestamp(claims['exp']).isoformat()}")
+            raise Unproven("expired", f"the proof expired at {datetime.fromtimestamp(claims['exp'], UTC).isoformat()}")
         expected = {
             "act": action_id,
             "cid": event.conversation_id,
@@ -231,21 +230,25 @@ def _key_id(key: bytes) -> str:
 
 
 def _kept_key(path: Path) -> bytes:
-    """The key kept at ``path``, made there (owner-only) the first time; two processes starting at once agree."""
+    """The key kept at ``path``, made there (owner-only) the first time. It is written whole to a file of its own
+    and then linked into place, so a crash never leaves an empty key behind and two processes starting at once
+    agree on the one that was linked first."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        pass
-    else:
-        with os.fdopen(descriptor, "w") as file:
-            file.write(secrets.token_hex(32))
-        log.info(
-            "decisions on actions are signed with a key made in %s (set VIGIL_APPROVALS__SECRET to share one)", path
-        )
-    for _ in range(50):  # another process may be writing it this instant
-        key = path.read_text("ascii").strip()
-        if key:
-            return key.encode()
-        time.sleep(0.01)
-    raise OSError(f"{path} holds no key")
+    if not path.exists():
+        draft = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
+        descriptor = os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            with os.fdopen(descriptor, "w") as file:
+                file.write(secrets.token_hex(32))
+                file.flush()
+                os.fsync(file.fileno())
+            os.link(draft, path)
+            log.info("decisions on actions are signed with a key made in %s (VIGIL_APPROVALS__SECRET shares one)", path)
+        except FileExistsError:
+            pass  # another process linked its key first: that one is the key
+        finally:
+            draft.unlink(missing_ok=True)
+    key = path.read_text("ascii").strip()
+    if not key:
+        raise OSError(f"{path} holds no key: remove it, or set VIGIL_APPROVALS__SECRET")
+    return key.encode()
