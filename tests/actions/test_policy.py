@@ -220,3 +220,28 @@ def test_a_rule_that_does_not_fit_the_schema_stops_the_load_at_its_line(mistake:
 def test_a_schema_that_is_not_cedar_stops_the_load_naming_it():
     with pytest.raises(RulebookError, match=r"rules\.cedarschema: not a Cedar schema"):
         Policy(RULES, source="rules.cedar", schema="entity Role", schema_source="rules.cedarschema")
+
+
+def test_when_several_holds_match_the_highest_approver_and_everyone_they_keep_out_apply():
+    """A second-analyst rule and a lead rule both match a refund: a lead approves it, and the analyst who proposed
+    it is still kept out (the first hold in file order alone had decided both)."""
+    text = """
+@id("needs_second_analyst")
+@outcome("needs_approval")
+@approver("analyst")
+@separate_from("proposer")
+@reason("A second analyst approves refunds.")
+permit(principal, action == Action::"refund_order", resource);
+
+@id("needs_lead_over_50")
+@outcome("needs_approval")
+@approver("lead")
+@reason("A lead approves refunds over £50.")
+permit(principal, action == Action::"refund_order", resource)
+when { context.args.amount_cents > 5000 };
+"""
+    policy = Policy(text, source="rules.cedar")
+    large = policy.decide("refund_order", {"args": {"amount_cents": 8999}}, tenant="acme")
+    assert (large.rule, large.approver, large.separate_from) == ("needs_lead_over_50", "lead", ("proposer",))
+    small = policy.decide("refund_order", {"args": {"amount_cents": 3000}}, tenant="acme")
+    assert (small.rule, small.approver, small.separate_from) == ("needs_second_analyst", "analyst", ("proposer",))
