@@ -204,6 +204,9 @@ def forged(chat: Chat, card: dict[str, Any], kind: str, other: dict[str, Any]) -
     if kind == "replayed for another action":
         real = chat.decision(other, "approved", by="lee", role="lead")  # lee's genuine approval of the other refund
         return chat.decision(card, "approved", by="lee", role="lead") | {"proof": real["proof"]}
+    if kind == "replayed for other arguments":
+        # A genuine approval of these arguments, sent again naming other ones (the attacker's own hash).
+        return chat.decision(card, "approved", by="lee", role="lead") | {"arguments_hash": "0" * 64}
     if kind == "a role the signer does not hold":
         # ana's client signed her decision as an analyst; the event claims she is an admin.
         return chat.decision(card, "approved", by="ana", role="analyst") | {"role": "admin"}
@@ -212,14 +215,15 @@ def forged(chat: Chat, card: dict[str, Any], kind: str, other: dict[str, Any]) -
 
 FORGERIES = (
     "unsigned admin", "unsigned lead without a hash", "signed without a hash", "another key", "expired",
-    "another tenant's lead", "replayed for another action", "a role the signer does not hold",
+    "another tenant's lead", "replayed for another action", "replayed for other arguments",
+    "a role the signer does not hold",
 )  # fmt: skip
 
 
 async def test_a_decision_on_the_stream_is_believed_only_as_its_proof_says_and_forgeries_are_refused_and_audited(
     daemon: Daemon,
 ):
-    waiting = [await refund_to_approve(daemon, 20 + n, "89.99", rule="large_refund_needs_lead") for n in range(9)]
+    waiting = [await refund_to_approve(daemon, 20 + n, "89.99", rule="large_refund_needs_lead") for n in range(10)]
     *targets, (other_chat, other_order, other) = waiting
     await daemon.send(
         [forged(chat, card, kind, other) for kind, (chat, _, card) in zip(FORGERIES, targets, strict=True)]
