@@ -274,8 +274,9 @@ class Pipeline:
         by its kind's gates (with no event), then stored and published as an event's suggestions are.
 
         ``key`` names what is said (a timer and its stage): the same key makes the same suggestion, so a job that
-        says it twice (it fired again after a crash) publishes the same suggestion id. Returns the suggestion, or
-        None when a gate kept it quiet.
+        says it twice (it fired again after a crash) publishes the same suggestion id, with what was stored first.
+        Returns the suggestion as published under that id (as made now, if that id was already out), or None when
+        a gate kept it quiet.
         """
         decision = await self._backoff.retry(
             "consulting the gate", partial(self._gates[proposal.kind].review, proposal, None, None)
@@ -292,8 +293,9 @@ class Pipeline:
             in_reply_to=in_reply_to,
             latency_ms=0.0,
         )
-        await self._publish(await self._stored([suggestion]), received)
-        return suggestion
+        stored = await self._stored([suggestion])
+        await self._publish(stored, received)
+        return stored[0] if stored else suggestion  # what went out under its id (the copy stored first), or was out
 
     def _timely(self, suggestions: list[Suggestion], event: Event, superseded: Callable[[], bool]) -> list[Suggestion]:
         """The suggestions each kind's gates still find timely, in their order."""
