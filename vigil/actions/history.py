@@ -76,20 +76,9 @@ async def recheck(
     if matched is None:
         return None
     pattern, description, explanation = matched
-    blocked = await stored.move(
-        conn,
-        record.action_id,
-        from_=lifecycle.sources(Trigger.GUARDED, Status.BLOCKED),
-        to=Status.BLOCKED,
-        verdict="blocked",
-        rule=pattern,
-        reason=description,
-        decided_at=now,
+    return await _blocked_at_claim(
+        conn, record, now, rule=pattern, reason=description, detail={"pattern": pattern}, explanation=explanation
     )
-    if blocked is not None:
-        detail = {"pattern": pattern, "when": "claim", "explanation": explanation}
-        await stored.append(conn, blocked, "blocked", at=now, actor=VIGIL, detail=detail)
-    return blocked
 
 
 async def recheck_goodwill(
@@ -116,23 +105,46 @@ async def recheck_goodwill(
     )
     if verdict.outcome != "deny":
         return None
+    explanation = (
+        f"The customer has had {given / 100:.2f} in goodwill in the last 30 days since this was suggested "
+        f"(it saw {int(seen.get('last_30_days_cents') or 0) / 100:.2f}): {verdict.reason}"
+    )
+    return await _blocked_at_claim(
+        conn,
+        record,
+        now,
+        rule=verdict.rule,
+        reason=verdict.reason,
+        detail={"rule": verdict.rule},
+        explanation=explanation,
+    )
+
+
+async def _blocked_at_claim(
+    conn: AsyncConnection,
+    record: ActionRecord,
+    now: datetime,
+    *,
+    rule: str,
+    reason: str,
+    detail: dict[str, Any],
+    explanation: str,
+) -> ActionRecord | None:
+    """Move an approved ``record`` to ``blocked`` by ``rule`` as it is claimed, with the step in its audit log; the
+    action as blocked, or None when it was no longer approved."""
     blocked = await stored.move(
         conn,
         record.action_id,
         from_=lifecycle.sources(Trigger.GUARDED, Status.BLOCKED),
         to=Status.BLOCKED,
         verdict="blocked",
-        rule=verdict.rule,
-        reason=verdict.reason,
+        rule=rule,
+        reason=reason,
         decided_at=now,
     )
     if blocked is not None:
-        explanation = (
-            f"The customer has had {given / 100:.2f} in goodwill in the last 30 days since this was suggested "
-            f"(it saw {int(seen.get('last_30_days_cents') or 0) / 100:.2f}): {verdict.reason}"
-        )
-        detail = {"rule": verdict.rule, "when": "claim", "explanation": explanation}
-        await stored.append(conn, blocked, "blocked", at=now, actor=VIGIL, detail=detail)
+        step = {**detail, "when": "claim", "explanation": explanation}
+        await stored.append(conn, blocked, "blocked", at=now, actor=VIGIL, detail=step)
     return blocked
 
 
