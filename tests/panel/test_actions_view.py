@@ -14,7 +14,8 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-from playwright.async_api import expect
+from fastapi import FastAPI
+from playwright.async_api import Browser, Page, expect
 from prometheus_client import CollectorRegistry
 
 from tests.actions.systems import Shop, shop  # noqa: F401 (a fixture)
@@ -197,6 +198,28 @@ class IntoPipeline:
         await self.vigil.send(value)
 
 
+def panel_over(vigil: Wired) -> FastAPI:
+    """The panel over ``vigil``'s stores, its decisions fed into ``vigil``'s pipeline and signed with its key."""
+    return panel_app(
+        views=vigil.views,
+        metrics=Metrics(CollectorRegistry()),
+        clock=vigil.clock,
+        feed=vigil.feed,
+        outboxes=[IntoPipeline(vigil)],
+        panel=PanelSettings(auth="tokens", users=USERS),
+        proofs=vigil.parts.proofs,
+    )
+
+
+async def signed_in(browser: Browser, url: str, who: str) -> Page:
+    """A new page of ``browser``, signed in as ``who`` with their token, on conversation c-1."""
+    page = await browser.new_page(viewport={"width": 1366, "height": 900})
+    await page.goto(f"{url}/login?next=/panel/conversations/c-1")
+    await page.get_by_label("Your access token").fill(TOKENS[who])
+    await page.get_by_role("button", name="Sign in").click()
+    return page
+
+
 @pytest.fixture
 async def acting_vigil(tmp_path: Path, shop: Shop) -> AsyncIterator[Wired]:  # noqa: F811
     systems = {name: {"base_url": shop.url, "timeout_s": 5} for name in ("orders", "billing", "crm")}
@@ -226,21 +249,10 @@ async def test_in_the_browser_an_analyst_may_approve_only_their_own_and_a_lead_a
     cards = {c.action.model_dump()["name"]: c.action.model_dump() for c in chat.cards() if c.action}
     refund, credit = cards["refund_order"], cards["issue_credit"]
     assert (refund["approver"], credit["approver"]) == ("lead", "analyst")
-    app = panel_app(
-        views=vigil.views,
-        metrics=Metrics(CollectorRegistry()),
-        clock=vigil.clock,
-        feed=vigil.feed,
-        outboxes=[IntoPipeline(vigil)],
-        panel=PanelSettings(auth="tokens", users=USERS),
-        proofs=vigil.parts.proofs,  # the panel signs with the daemon's key
-    )
+    app = panel_over(vigil)
     async with served(app) as url, chromium() as browser:
         for who in ("ana", "lia"):
-            page = await browser.new_page(viewport={"width": 1366, "height": 900})
-            await page.goto(f"{url}/login?next=/panel/conversations/c-1")
-            await page.get_by_label("Your access token").fill(TOKENS[who])
-            await page.get_by_role("button", name="Sign in").click()
+            page = await signed_in(browser, url, who)
             await expect(page.locator("body[data-live=on]")).to_have_count(1, timeout=SEEN)
             held = page.locator(f'.action-card[data-action-id="{refund["action_id"]}"]')
             mine = page.locator(f'.action-card[data-action-id="{credit["action_id"]}"]')
@@ -292,21 +304,10 @@ async def test_in_the_browser_a_disguised_request_says_so_and_only_an_admin_may_
         "admin",
         ["used letters of another script that look Latin"],
     )
-    app = panel_app(
-        views=vigil.views,
-        metrics=Metrics(CollectorRegistry()),
-        clock=vigil.clock,
-        feed=vigil.feed,
-        outboxes=[IntoPipeline(vigil)],
-        panel=PanelSettings(auth="tokens", users=USERS),
-        proofs=vigil.parts.proofs,
-    )
+    app = panel_over(vigil)
     async with served(app) as url, chromium() as browser:
         for who, may in (("lia", False), ("ada", True)):
-            page = await browser.new_page(viewport={"width": 1366, "height": 900})
-            await page.goto(f"{url}/login?next=/panel/conversations/c-1")
-            await page.get_by_label("Your access token").fill(TOKENS[who])
-            await page.get_by_role("button", name="Sign in").click()
+            page = await signed_in(browser, url, who)
             card = page.locator(f'.action-card[data-action-id="{refund["action_id"]}"]')
             await expect(card.locator(".disguised")).to_contain_text(
                 "used letters of another script that look Latin; it was read as it looks, and only an admin may"
