@@ -48,7 +48,8 @@ def test_each_line_gets_its_verdict_in_order(demo: Rulebook):
         "change_account_details",
     ]
     assert [v["approver"] for v in verdicts] == ["analyst", None, None, None]
-    assert all(set(v) == {"verdict", "rule", "reason", "approver"} and v["reason"] for v in verdicts)
+    assert [v["separate_from"] for v in verdicts] == [["proposer", "reader"], [], [], []]
+    assert all(set(v) == {"verdict", "rule", "reason", "approver", "separate_from"} and v["reason"] for v in verdicts)
 
 
 def test_a_large_refund_shows_that_a_lead_must_approve_it(demo: Rulebook):
@@ -58,6 +59,7 @@ def test_a_large_refund_shows_that_a_lead_must_approve_it(demo: Rulebook):
         "rule": "large_refund_needs_lead",
         "reason": "A refund over £50 moves a lot of money: a lead approves it.",
         "approver": "lead",
+        "separate_from": [],
     }
 
 

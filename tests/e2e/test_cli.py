@@ -228,12 +228,14 @@ def test_policy_check_prints_a_verdict_a_line_and_fails_on_a_line_that_is_not_a_
             "reason": "A verified customer may change their address, contact e-mail, two-factor set-up and payment "
             "methods.",
             "approver": None,
+            "separate_from": [],
         },
         {
             "verdict": "deny",
             "rule": "goodwill_over_limit",
             "reason": "A goodwill credit over £100 is the complaints team's decision, not the chat's.",
             "approver": None,
+            "separate_from": [],
         },
     ]
     requests.write_text("{}\n", encoding="utf-8")

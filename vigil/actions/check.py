@@ -12,7 +12,8 @@ in which conversation, for which customer)::
      "at": "2026-10-02T09:30:00Z", "conversation_id": "c-81", "customer_id": "BW-100001"}
 
 Output, one JSON object a line, in the same order: ``{"verdict": "allow"|"needs_approval"|"deny"|"blocked",
-"rule", "reason", "approver"}``: ``approver`` is the role that must approve a ``needs_approval`` (else null); a
+"rule", "reason", "approver", "separate_from"}``: ``approver`` is the role that must approve a ``needs_approval``
+(else null), ``separate_from`` whom the rule keeps from approving it (``proposer``, ``reader``; else empty); a
 ``blocked`` line completes a risk pattern (``rule``) with earlier lines, which ``reason`` lists. A line that is not
 a request is denied under the rule ``invalid_request`` with what is wrong, so the output stays line for line with
 the input.
@@ -59,14 +60,21 @@ class Checked:
     rule: str
     reason: str
     approver: str | None = None
+    separate_from: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, verdict: Verdict) -> Checked:
-        return cls(verdict.outcome, verdict.rule, verdict.reason, verdict.approver)
+        return cls(verdict.outcome, verdict.rule, verdict.reason, verdict.approver, verdict.separate_from)
 
-    def to_json(self) -> dict[str, str | None]:
-        """The documented output line: ``{verdict, rule, reason, approver}``."""
-        return {"verdict": self.verdict, "rule": self.rule, "reason": self.reason, "approver": self.approver}
+    def to_json(self) -> dict[str, str | list[str] | None]:
+        """The documented output line: ``{verdict, rule, reason, approver, separate_from}``."""
+        return {
+            "verdict": self.verdict,
+            "rule": self.rule,
+            "reason": self.reason,
+            "approver": self.approver,
+            "separate_from": list(self.separate_from),
+        }
 
 
 def check(rulebook: Rulebook, lines: Iterable[str]) -> Iterator[Checked]:
