@@ -43,6 +43,12 @@ class KnowledgeSettings(BaseModel):
         "sentences', a title ranking and the sum of an entry's top passages (cross_validated; docs/evaluation.md).",
     )
 
+    reranker: Literal["fusion", "learned"] = Field(
+        default="fusion",
+        description="Who orders the first candidates: the fusion and its near-miss check (fusion), or a logistic "
+        "model fitted on labelled questions over their scores (learned; docs/evaluation.md).",
+    )
+
     @field_validator("paths")
     @classmethod
     def _paths_exist(cls, paths: list[Path]) -> list[Path]:

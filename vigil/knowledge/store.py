@@ -23,7 +23,7 @@ import logging
 from collections import OrderedDict, defaultdict
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -36,13 +36,14 @@ from vigil.core.clock import Clock, SystemClock
 from vigil.core.errors import EntryConflict, KnowledgeError, KnowledgeUnavailable, StartupError
 from vigil.db.engine import guarded, migrate, open_engine, upsert
 from vigil.db.settings import DatabaseSettings
-from vigil.knowledge import ranking
+from vigil.knowledge import ranking, reranking
 from vigil.knowledge.batching import Batcher, MicroBatcher
 from vigil.knowledge.documents import Entry, EntryKind, Passage, discover, read
 from vigil.knowledge.embedding import Embedder, Vectors, embedder_for
 from vigil.knowledge.fusion import CROSS_VALIDATED, Rankings, Recipe, entry_scores, passage_scores, sentences
 from vigil.knowledge.lexical import LexicalIndex
 from vigil.knowledge.ranking import Candidate, rerank, rrf_share
+from vigil.knowledge.reranking import SHORTLIST, Reranker
 from vigil.knowledge.settings import KnowledgeSettings, RankingName
 from vigil.knowledge.tables import ENTRY, PASSAGE
 from vigil.knowledge.vectors import VectorCollection, VectorHit, connect
@@ -292,10 +293,12 @@ class KnowledgeStore:
         batch_max: int = 32,
         embedding_workers: int = 1,
         ranking: RankingName = "hybrid",
+        reranker: Reranker | None = None,
     ) -> None:
         self._engine = engine
         self._ranking: RankingName = ranking
         self._recipe = RECIPES[ranking]
+        self._reranker = reranker
         self._embedder = embedder
         self._queries = MicroBatcher(embedder, wait_s=batch_wait_s, max_batch=batch_max, workers=embedding_workers)
         # Vector searches are batched too, per collection and filter; they leave as soon as Chroma is free (no
@@ -784,6 +787,11 @@ class KnowledgeStore:
         return self._ranking
 
     @property
+    def reranked(self) -> bool:
+        """Whether the learned re-ranker orders the fusion's first candidates (``VIGIL_KNOWLEDGE__RERANKER``)."""
+        return self._reranker is not None
+
+    @property
     def engine(self) -> AsyncEngine:
         """The database the entries are in (the miner writes its records in the same transactions)."""
         return self._engine
@@ -850,11 +858,14 @@ class KnowledgeStore:
             dense={h.id: h.similarity for h in dense},
             bm25={h.passage_id: h.score for h in lexical},
         )
-        hits = _fuse(snapshot, query, scores, questions, k, kinds, tenant, recipe=self._recipe, titles=titles)
+        shortlist = max(k, SHORTLIST) if self._reranker is not None else k
+        hits = _fuse(snapshot, query, scores, questions, shortlist, kinds, tenant, recipe=self._recipe, titles=titles)
+        if self._reranker is not None:
+            hits = [replace(hits[i], score=p) for i, p in self._reranker.order(query, hits)]
         if snapshot.expiring:  # an entry that expired since the indexes were built is not served
             now = self._clock.now()
             hits = [h for h in hits if not _expired(snapshot.entries[h.entry_id], now)]
-        return hits
+        return hits[:k]
 
     async def _sentence_rankings(
         self,
@@ -1127,6 +1138,7 @@ def open_knowledge_store(
         batch_max=knowledge.batch_max,
         embedding_workers=knowledge.embedding_workers,
         ranking=knowledge.ranking,
+        reranker=reranking.MODEL if knowledge.reranker == "learned" else None,
     )
 
 
