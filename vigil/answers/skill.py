@@ -31,6 +31,7 @@ from vigil.wire.events import Event, Message, SourceRef, SuggestionKind
 MODELS: dict[RankingName, Logistic] = {
     "hybrid": Logistic(weights=(7.903, -2.109, -0.099, 2.251, 1.678, 1.740, -0.088), bias=-3.669),
     "cross_validated": Logistic(weights=(7.569, -2.121, 0.158, 1.927, 1.104, 1.684, -0.029), bias=-3.863),
+    "adaptive": Logistic(weights=(7.903, -2.109, -0.099, 2.251, 1.678, 1.740, -0.088), bias=-3.669),
 }
 MODEL = MODELS["hybrid"]
 SOURCES = 3

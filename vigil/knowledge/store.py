@@ -54,8 +54,16 @@ T = TypeVar("T")
 CANDIDATES = 50
 HYBRID = Recipe()
 """Dense and BM25 of the whole query, RRF k 5, dense weight 0.7, an entry where its best passage is."""
-RECIPES: dict[RankingName, Recipe] = {"hybrid": HYBRID, "cross_validated": CROSS_VALIDATED}
-"""The passage fusions ``VIGIL_KNOWLEDGE__RANKING`` names (``vigil.knowledge.fusion``; docs/evaluation.md)."""
+RECIPES: dict[RankingName, tuple[Recipe, Recipe]] = {
+    "hybrid": (HYBRID, HYBRID),
+    "cross_validated": (CROSS_VALIDATED, CROSS_VALIDATED),
+    "adaptive": (HYBRID, CROSS_VALIDATED),
+}
+"""The passage fusions ``VIGIL_KNOWLEDGE__RANKING`` names (``vigil.knowledge.fusion``; docs/evaluation.md): the
+recipe for a short message and the one for a message of ``LONG`` sentences or more."""
+LONG = 3
+"""How many sentences make a message long: a chat question is one or two; a situation, or a pasted conversation,
+is several, and the request may be in any of them (``fusion.sentences``)."""
 SERVED_CONFIDENCE = 0.4
 """An entry is searched when it is active and trusted at least this much: a mined entry whose cases mostly ended
 badly (the miner's confidence, vigil/mining/miner.py) is kept for review, not served."""
@@ -297,7 +305,7 @@ class KnowledgeStore:
     ) -> None:
         self._engine = engine
         self._ranking: RankingName = ranking
-        self._recipe = RECIPES[ranking]
+        self._short, self._long = RECIPES[ranking]
         self._reranker = reranker
         self._embedder = embedder
         self._queries = MicroBatcher(embedder, wait_s=batch_wait_s, max_batch=batch_max, workers=embedding_workers)
@@ -761,7 +769,7 @@ class KnowledgeStore:
         version = await self._version()
         lexical = await asyncio.to_thread(LexicalIndex, [r.id for r in rows], [r.text for r in rows])
         # The titles' own BM25 index only for a recipe that weighs titles: the default one never reads it.
-        titled = [h for h in heads if self._recipe.title_weight > 0]
+        titled = [h for h in heads if max(self._short.title_weight, self._long.title_weight) > 0]
         titles = await asyncio.to_thread(LexicalIndex, [h.id for h in titled], [h.title for h in titled])
         self._snapshot = _Snapshot(
             lexical=lexical,
@@ -785,6 +793,13 @@ class KnowledgeStore:
         """How search fuses passages (``VIGIL_KNOWLEDGE__RANKING``): the answer skill's confidence model is fitted
         for each."""
         return self._ranking
+
+    def _recipe_for(self, query: str) -> Recipe:
+        """The fusion for ``query``: the long-message recipe from ``LONG`` sentences on (only counted when the two
+        differ)."""
+        if self._long is self._short or len(sentences(query)) < LONG:
+            return self._short
+        return self._long
 
     @property
     def reranked(self) -> bool:
@@ -832,6 +847,7 @@ class KnowledgeStore:
         Only global entries and those of ``tenant`` are searched (None: global entries only).
         """
         snapshot = self._snapshot
+        recipe = self._recipe_for(query)
         vector = await self.embed(query) if vector is None else vector
         # Both collections at once (each search joins its collection's batch), and BM25 meanwhile.
         nearest = [
@@ -849,17 +865,17 @@ class KnowledgeStore:
                 search.cancel()  # nothing, once done; one left running if the other or BM25 failed
         dense, questions = found[0], (found[1] if len(found) > 1 else [])
         whole = Rankings([h.id for h in dense], [h.passage_id for h in lexical])
-        parts = await self._sentence_rankings(snapshot, query, whole, kinds, tenant)
+        parts = await self._sentence_rankings(snapshot, query, whole, kinds, tenant, recipe)
         titles: list[str] = []
-        if self._recipe.title_weight > 0:
+        if recipe.title_weight > 0:
             titles = [h.passage_id for h in snapshot.titles.search(query, CANDIDATES, only=snapshot.title_mask(tenant))]
         scores = _Scores(
-            passages=passage_scores(whole, parts, self._recipe),
+            passages=passage_scores(whole, parts, recipe),
             dense={h.id: h.similarity for h in dense},
             bm25={h.passage_id: h.score for h in lexical},
         )
         shortlist = max(k, SHORTLIST) if self._reranker is not None else k
-        hits = _fuse(snapshot, query, scores, questions, shortlist, kinds, tenant, recipe=self._recipe, titles=titles)
+        hits = _fuse(snapshot, query, scores, questions, shortlist, kinds, tenant, recipe=recipe, titles=titles)
         if self._reranker is not None:
             hits = [replace(hits[i], score=p) for i, p in self._reranker.order(query, hits)]
         if snapshot.expiring:  # an entry that expired since the indexes were built is not served
@@ -874,10 +890,11 @@ class KnowledgeStore:
         whole: Rankings,
         kinds: Sequence[EntryKind] | None,
         tenant: str | None,
+        recipe: Recipe,
     ) -> list[Rankings]:
         """Each sentence's dense and BM25 rankings, when the recipe weighs sentences (none otherwise). A query that
         is one sentence is its own: its rankings are the whole query's, not searched again."""
-        if self._recipe.sentence_weight <= 0:
+        if recipe.sentence_weight <= 0:
             return []
         split = sentences(query)
         if len(split) == 1 and split[0] == " ".join(query.split()):
