@@ -16,12 +16,13 @@ from vigil.cases.store import CaseStore
 from vigil.core.clock import ManualClock
 from vigil.knowledge.store import KnowledgeStore
 from vigil.knowledge.tables import VERDICT
-from vigil.knowledge.verdicts import FULL, HALF_LIFE_S, HORIZON_S, SIGNS, SIMILAR, Verdict, record, term
+from vigil.knowledge.verdicts import FULL, HALF_LIFE_S, HORIZON_S, SIGNS, SIMILAR, Verdict, opposed, record, term
 
 NOW = datetime(2026, 12, 6, 9, 0, tzinfo=UTC)
 WRONG = "faq-leave-without-number"  # STAC: for leaving without the number
 ASKED = "I want to leave brightwave but keep my mobile number"  # needs a PAC: the FAQ is the opposite
 AGAIN = "I'm leaving Brightwave but want to keep my mobile number"  # the next customer, same need (cosine 0.96)
+OPPOSITE = "I want to leave Brightwave mobile but I don't need my number"  # what the FAQ is for (cosine 0.94 to ASKED)
 
 # --- the formula ---
 
@@ -49,6 +50,12 @@ def test_a_verdict_counts_more_the_nearer_its_question_and_the_newer_it_is():
     assert term([1.0], [-1.0], [HALF_LIFE_S]) == pytest.approx(-0.5 / 1.5)
     # Received on a replica whose clock is ahead: as new, not more than new.
     assert term([1.0], [-1.0], [-3600.0]) == term([1.0], [-1.0], [0.0])
+
+
+def test_a_question_that_negates_what_the_judged_one_says_asks_the_opposite():
+    assert opposed(OPPOSITE, ASKED) and opposed(ASKED, OPPOSITE)
+    assert not opposed(AGAIN, ASKED)
+    assert not opposed("My router light is flashing amber", ASKED)  # nothing shared: not opposed, only unrelated
 
 
 # --- in the store ---
@@ -134,6 +141,15 @@ async def test_a_dismissal_leaves_unrelated_questions_as_they_were(store: CaseSt
     await judge(store, ASKED, WRONG, "dismissed")
     await knowledge.refresh_if_changed()
     assert [await knowledge.search(q, 5, tenant="brightwave") for q in unrelated] == before
+
+
+async def test_a_dismissal_does_not_reach_a_question_asking_the_opposite(store: CaseStore, knowledge: KnowledgeStore):
+    # The model puts them at cosine 0.94; the words say one keeps the number and the other does not need it.
+    before = await knowledge.search(OPPOSITE, 5, tenant="brightwave")
+    assert before[0].entry_id == WRONG  # right for this one
+    await judge(store, ASKED, WRONG, "dismissed")
+    await knowledge.refresh_if_changed()
+    assert await knowledge.search(OPPOSITE, 5, tenant="brightwave") == before
 
 
 async def test_an_acceptance_raises_the_entry_for_similar_questions(store: CaseStore, knowledge: KnowledgeStore):

@@ -868,7 +868,7 @@ class KnowledgeStore:
         shown = max(k, ranking.RERANK) if judged else k
         hits = _fuse(snapshot, query, scores, questions, shown, kinds, tenant, recipe=self._recipe, titles=titles)
         if judged:
-            hits = _judged(hits, self._verdicts.terms(tenant, vector, [h.entry_id for h in hits]))[:k]
+            hits = _judged(hits, self._verdicts.terms(tenant, query, vector, [h.entry_id for h in hits]))[:k]
         if snapshot.expiring:  # an entry that expired since the indexes were built is not served
             now = self._clock.now()
             hits = [h for h in hits if not _expired(snapshot.entries[h.entry_id], now)]

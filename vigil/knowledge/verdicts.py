@@ -10,8 +10,9 @@ Each replica holds the verdicts of the last ``HORIZON_S`` in memory, per tenant,
 refresh (at start-up, then with the knowledge's, every ``refresh_interval_s``) reads the verdicts received since the
 last one, embeds the questions not yet embedded in one batch and writes their vectors back, so the answer path never
 embeds a verdict. A search for a tenant then asks ``terms`` how its candidates were judged on questions like the
-query, and ``term`` turns those verdicts into one number per entry in -1..1: the store moves the entry's score by
-``MOVE`` times it (``KnowledgeStore.search``), and the hit carries it (``Hit.verdict``) for the answer's confidence.
+query (near in meaning and not asking the opposite, ``opposed``), and ``term`` turns those verdicts into one number
+per entry in -1..1: the store moves the entry's score by ``MOVE`` times it (``KnowledgeStore.search``), and the hit
+carries it (``Hit.verdict``) for the answer's confidence.
 
 Why these constants (the verdicts are too few yet to fit them; they are set from the bundled model's cosines on the
 Brightwave help centre): paraphrases of one need sit at cosine 0.85 to 0.98 ("I want to leave brightwave but keep
@@ -40,6 +41,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from vigil.core.clock import Clock
 from vigil.db.engine import upsert
 from vigil.knowledge.embedding import Vectors
+from vigil.knowledge.ranking import polarities
 from vigil.knowledge.tables import VERDICT
 
 log = logging.getLogger(__name__)
@@ -135,11 +137,21 @@ def term(similarities: npt.ArrayLike, signs: npt.ArrayLike, ages_s: npt.ArrayLik
     return float(np.sum(weight * sign) / (np.sum(weight * np.abs(sign)) + prior))
 
 
+def opposed(query: str, judged: str) -> bool:
+    """Whether one question negates a word the other says ("I don't need my number" against "keep my number"): then
+    they ask opposite things however near their vectors (the model barely sees negation: those two are at cosine
+    0.94), and a verdict on one says nothing of the other. Polarities as the near-miss stage reads them
+    (``ranking.polarities``)."""
+    mine, theirs = polarities(query), polarities(judged)
+    return any(polarity * theirs[word] < 0 for word, polarity in mine.items() if word in theirs)
+
+
 @dataclass(frozen=True, slots=True)
 class _Held:
     """A verdict as the memory holds it."""
 
     key: tuple[str, str]
+    question: str
     entry_id: str
     sign: float
     received_at: float
@@ -192,9 +204,9 @@ class VerdictMemory:
         """Whether ``tenant`` has any verdict held (a search for it then asks ``terms``)."""
         return tenant is not None and tenant in self._state.tenants
 
-    def terms(self, tenant: str | None, vector: Vectors, entry_ids: Iterable[str]) -> dict[str, float]:
-        """For each of ``entry_ids`` judged by ``tenant`` on a question like the one of ``vector`` (cosine at least
-        ``SIMILAR``), its ``term``; the others are left out."""
+    def terms(self, tenant: str | None, query: str, vector: Vectors, entry_ids: Iterable[str]) -> dict[str, float]:
+        """For each of ``entry_ids`` judged by ``tenant`` on a question like ``query`` (of ``vector``: cosine at
+        least ``SIMILAR``, and not ``opposed``), its ``term``; the others are left out."""
         held = self._state.tenants.get(tenant) if tenant is not None else None
         if held is None:
             return {}
@@ -202,7 +214,7 @@ class VerdictMemory:
         wanted = set(entry_ids)
         near: dict[str, list[int]] = defaultdict(list)
         for i in np.flatnonzero(similarities >= SIMILAR):
-            if held.entry_ids[i] in wanted:
+            if held.entry_ids[i] in wanted and not opposed(query, held.held[i].question):
                 near[held.entry_ids[i]].append(int(i))
         now = self._clock.now().timestamp()
         return {
@@ -223,7 +235,14 @@ class VerdictMemory:
             rows = (await conn.execute(sa.select(VERDICT).where(VERDICT.c.received_at > since))).all()
         new = [r for r in rows if (r.conversation_id, r.feedback_id) not in state.keys and r.verdict in SIGNS]
         learned = [
-            _Held((r.conversation_id, r.feedback_id), r.entry_id, SIGNS[r.verdict], r.received_at.timestamp(), v)
+            _Held(
+                (r.conversation_id, r.feedback_id),
+                r.question,
+                r.entry_id,
+                SIGNS[r.verdict],
+                r.received_at.timestamp(),
+                v,
+            )
             for r, v in zip(new, await self._vectors(new), strict=True)
         ]
         horizon = now.timestamp() - HORIZON_S
