@@ -20,6 +20,8 @@ from vigil.knowledge.store import KnowledgeStore
 from vigil.knowledge.tables import ENTRY
 from vigil.mining.miner import Miner
 from vigil.mining.settings import MinerSettings
+from vigil.panel.display import Display
+from vigil.panel.review import reviewed
 from vigil.wire.events import Event, SourceRef, Suggestion, parse
 
 START = datetime(2026, 12, 6, 9, 0, tzinfo=UTC)
@@ -111,8 +113,13 @@ async def test_an_edit_becomes_an_faq_waiting_for_review_with_where_it_came_from
         "c-1-s1",
         "sam.k",
     )
-    # The review page sets it beside the entry it would replace.
-    assert row.provenance["conflicts_with"] == ["faq-leave-without-number"]
+    # The review page links the conversation, shows the question and the reply as sent, and sets it beside the entry
+    # it would replace.
+    [original] = await knowledge.governed(ids=["faq-leave-without-number"])
+    shown = reviewed(dict(row._mapping), Display(), START, {original["id"]: reviewed(original, Display(), START)})
+    assert shown.kept is not None and shown.kept.href == "/panel/conversations/c-1"
+    assert shown.kept.problem == ASKED and shown.kept.steps == (row.body,)
+    assert [r.id for r in shown.rivals] == ["faq-leave-without-number"]
     assert all(h.entry_id != row.id for h in await knowledge.search(ASKED, 5, tenant="brightwave"))
 
 

@@ -76,7 +76,19 @@ async def since_mark(conn: AsyncConnection, *, limit: int = 5_000) -> Edits:
     candidate entry yet."""
     mark = await conn.scalar(sa.select(MINER_MARK.c.at).where(MINER_MARK.c.name == MARK))
     query = (
-        sa.select(VERDICT, MESSAGE.c.author)
+        sa.select(
+            VERDICT.c.conversation_id,
+            VERDICT.c.feedback_id,
+            VERDICT.c.tenant,
+            VERDICT.c.entry_id,
+            VERDICT.c.question,
+            VERDICT.c.text,
+            VERDICT.c.message_id,
+            VERDICT.c.suggestion_id,
+            VERDICT.c.by,
+            VERDICT.c.received_at,
+            MESSAGE.c.author,
+        )
         .select_from(
             VERDICT.outerjoin(
                 MESSAGE,
