@@ -1,12 +1,18 @@
 """Verdicts teach, measured: one analyst's verdict on one Brightwave phrasing, and what it does to the others.
 
     python -m bench.eval_verdicts --split tune
+    python -m bench.eval_verdicts --split tune --similar 0.6    # a verdict counting from cosine 0.6 (to 0.75)
 
 For each phrasing of the split (``bench/data/brightwave-phrasings.jsonl``, the halves of ``bench.eval_phrasings``)
 whose first hit is wrong, an analyst dismisses that answer; for each whose first hit is right, one accepts it. Each
 verdict is given alone, in a tenant of its own, and then every other answerable phrasing of the split is searched
 for that tenant. Reported, separately for the phrasings of the same entry (other customers with the same need) and
 for the rest: how many first hits the verdict fixed (wrong to right), broke (right to wrong) or changed otherwise.
+
+The phrasings were written to be many customers' different ways of asking: of the tune half's 3,828 pairs, one is
+at cosine 0.75 or more, where a verdict starts to count. So this measures what verdicts must not do (move other
+questions' answers) more than what they are for (the next customer asking the same way, as
+``tests/knowledge/test_verdicts.py`` shows); ``--similar`` shows what a lower threshold would do.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from typing import Any
 
 from bench.eval_phrasings import help_centre, phrasings
 from bench.knowledge_env import knowledge_store
+from vigil.knowledge import verdicts
 from vigil.knowledge.store import KnowledgeStore
 from vigil.knowledge.verdicts import Verdict, record
 
@@ -90,10 +97,13 @@ async def measure(split: str) -> dict[str, Counter[str]]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--split", choices=("tune", "test", "all"), default="tune")
+    parser.add_argument("--similar", type=float, default=verdicts.SIMILAR, help="the cosine a verdict counts from")
     args = parser.parse_args()
+    verdicts.FULL += args.similar - verdicts.SIMILAR  # the same ramp, moved
+    verdicts.SIMILAR = args.similar
     started = time.perf_counter()
     effects = asyncio.run(measure(args.split))
-    print(f"split {args.split} ({time.perf_counter() - started:.0f} s)")
+    print(f"split {args.split}, verdicts from cosine {verdicts.SIMILAR} ({time.perf_counter() - started:.0f} s)")
     print("| verdict, on | searches | fixed | broke | changed otherwise | unchanged |")
     print("|---|---:|---:|---:|---:|---:|")
     for name, counts in effects.items():
