@@ -188,6 +188,17 @@ async def test_a_verdict_received_twice_counts_once(store: CaseStore, knowledge:
     assert next(h for h in hits if h.entry_id == WRONG).verdict == pytest.approx(-0.5, abs=0.01)
 
 
+async def test_a_verdict_stamped_a_little_before_the_last_one_learned_is_learned_too(
+    store: CaseStore, knowledge: KnowledgeStore
+):
+    # Another replica, its clock a minute behind, stores a verdict after this one has learned a later one.
+    await judge(store, "how do I get my PAC", "faq-get-pac", "accepted", n=1)
+    assert await knowledge.refresh_if_changed()
+    await judge(store, ASKED, WRONG, "dismissed", n=2, received_at=NOW - timedelta(minutes=1))
+    assert await knowledge.refresh_if_changed()
+    assert await first(knowledge, AGAIN) != WRONG
+
+
 async def test_old_verdicts_weigh_less_and_are_forgotten(store: CaseStore, tmp_path: Path, embedder):  # type: ignore[no-untyped-def]
     clock = ManualClock(NOW)
     knowledge = await _opened(store, tmp_path / "chroma", embedder, clock)
