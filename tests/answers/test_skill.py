@@ -14,7 +14,7 @@ from tests.conftest import help_centre, open_knowledge
 from vigil.answers.intervention import InterventionPolicy, similarity
 from vigil.answers.questions import asks_yes_or_no
 from vigil.answers.settings import AnswerSettings
-from vigil.answers.skill import AnswerSkill, extract, fit_to_question
+from vigil.answers.skill import AnswerSkill, extract, fit_to_question, judged
 from vigil.cases.store import CaseStore, Earlier
 from vigil.core.clock import ManualClock
 from vigil.flow.case import CaseState
@@ -205,6 +205,14 @@ def test_extract_keeps_the_sentences_that_answer():
     )
     text = extract("how do I scan the eSIM QR code on iPhone", passage, 120)
     assert "Scan the QR code" in text and "cases" not in text and len(text) <= 120
+
+
+def test_the_stated_confidence_drops_for_an_entry_dismissed_on_similar_questions_and_rises_for_an_accepted_one():
+    # Hit.verdict: -0.5 is one dismissal on the same question (vigil/knowledge/verdicts.py).
+    assert judged(0.977, 0.0) == 0.977
+    assert judged(0.977, -0.5) < 0.9 < judged(0.977, -0.25) < 0.977 < judged(0.977, 0.5)
+    assert judged(0.977, -2 / 3) < judged(0.977, -0.5)
+    assert judged(0.5, -1.0) < 0.02 and judged(0.5, 1.0) > 0.98
 
 
 def test_similarity_is_word_overlap():

@@ -25,10 +25,12 @@ def setup(
     store: CaseStore,
     knowledge: KnowledgeStore,
 ) -> Capability:
-    """When enabled, the answer skill, gated by the intervention policy; the LLM metrics in any case."""
+    """When enabled, the answer skill, gated by the intervention policy, and the analysts' verdicts on its answers
+    kept for the knowledge to learn from; the LLM metrics in any case."""
     from vigil.answers.drafting import Drafter
     from vigil.answers.intervention import InterventionPolicy
     from vigil.answers.skill import AnswerSkill
+    from vigil.answers.verdicts import VerdictKeeper
     from vigil.llm.metrics import LlmMetrics
 
     metrics = LlmMetrics(platform.registry)
@@ -45,6 +47,7 @@ def setup(
                 )
             ]
         },
+        keepers=[VerdictKeeper()],
         closing=[drafter.aclose],
     )
 

@@ -4,7 +4,9 @@ One ranking: the skill answers from the knowledge store's first hit, exactly wha
 (``vigil/knowledge/ranking.py``). When that is an FAQ and the skill is confident, the FAQ's answer goes out whole;
 otherwise an extractive answer: the best passage, trimmed to the sentences that answer the question. Confidence is
 a calibrated probability (``calibration.py``), not a raw similarity, and it weighs whether the words that tell the
-first candidates apart side with the answer: a near miss the words contradict is not stated with confidence.
+first candidates apart side with the answer: a near miss the words contradict is not stated with confidence. Nor is
+an entry the tenant's analysts dismissed for questions like this one (``judged``): search has already ranked it
+lower for that (``vigil/knowledge/verdicts.py``), and where it is first all the same, it is stated less surely.
 """
 
 from __future__ import annotations
@@ -35,6 +37,11 @@ MODELS: dict[RankingName, Logistic] = {
 }
 MODEL = MODELS["hybrid"]
 SOURCES = 3
+VERDICT_LOGIT = 4.0
+"""How far the analysts' verdict on the first hit's entry (``Hit.verdict``, -1..1) moves the stated confidence, in
+log-odds: one dismissal of it on the same question (-0.5) takes 0.977 to 0.85, two (-0.67) to 0.74. Set, not fitted:
+the labelled phrasings have no verdicts yet. When ``bench.calibrate`` has some, ``Hit.verdict`` becomes a feature of
+``MODELS`` and this term goes."""
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(*])|\n+")
 _WORD = re.compile(r"[a-z0-9]+")
@@ -63,6 +70,15 @@ def features(hits: Sequence[Hit]) -> tuple[float, float, float, float, float, fl
         float(top.kind == "faq" and top.question >= ranking.QUESTION_FIRST),
         float(top.kind == "faq"),
     )
+
+
+def judged(confidence: float, verdict: float) -> float:
+    """``confidence`` moved by ``VERDICT_LOGIT`` times ``verdict`` in log-odds: lower for an entry the tenant's
+    analysts dismissed on questions like this one, higher for one they accepted; unchanged with no verdict (0)."""
+    if verdict == 0.0:
+        return confidence
+    p = min(max(confidence, 1e-9), 1.0 - 1e-9)
+    return 1.0 / (1.0 + math.exp(-(math.log(p / (1.0 - p)) + VERDICT_LOGIT * verdict)))
 
 
 def _similarity(hit: Hit) -> float:
@@ -98,7 +114,7 @@ class AnswerSkill:
         if not hits:
             return ()
         top = hits[0]
-        confidence = self._model.probability(features(hits))
+        confidence = judged(self._model.probability(features(hits)), top.verdict)
         if top.kind == "faq" and confidence >= self._settings.faq_confidence:
             source = SourceRef(kind="faq", id=top.entry_id, title=top.title, score=round(top.score, 4))
             answer = top.passage.split("\n", 1)[-1]  # an FAQ's one passage is its question, then its answer

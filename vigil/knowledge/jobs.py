@@ -14,7 +14,8 @@ REFRESH = "knowledge-refresh"
 
 
 def refresh_job(store: KnowledgeStore, interval_s: float) -> Job:
-    """Every ``interval_s``, pick up what another process (``vigil kb import``, the miner) changed in the knowledge.
+    """Every ``interval_s``, pick up what another process (``vigil kb import``, the miner) changed in the knowledge,
+    and the analysts' verdicts on answers received since (``vigil.knowledge.verdicts``).
 
     Not durable: every replica rebuilds its own in-memory indexes. Coalesced: only the latest of several windows due
     at once is worth running.
@@ -22,6 +23,6 @@ def refresh_job(store: KnowledgeStore, interval_s: float) -> Job:
 
     async def refresh(due: datetime) -> None:
         if await store.refresh_if_changed():
-            log.info("knowledge changed; indexes rebuilt")
+            log.info("knowledge or analysts' verdicts changed; indexes rebuilt")
 
     return Job(name=REFRESH, run=refresh, every_s=interval_s, coalesce=True)

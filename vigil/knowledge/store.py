@@ -47,6 +47,7 @@ from vigil.knowledge.reranking import SHORTLIST, Reranker
 from vigil.knowledge.settings import KnowledgeSettings, RankingName
 from vigil.knowledge.tables import ENTRY, PASSAGE
 from vigil.knowledge.vectors import VectorCollection, VectorHit, connect
+from vigil.knowledge.verdicts import MOVE, VerdictMemory
 
 log = logging.getLogger(__name__)
 
@@ -103,6 +104,9 @@ class Hit:
     """For an FAQ, cosine similarity of its nearest question or alternate (0 if not among the nearest)."""
     agreement: float = 0.0
     """How far the words that tell the first candidates apart side with this entry (``ranking.agreement``)."""
+    verdict: float = 0.0
+    """How the tenant's analysts judged answers from this entry to questions like this one, in -1 (dismissed) .. 1
+    (accepted); 0 when none did (``verdicts.term``). The score is already moved by it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -324,6 +328,12 @@ class KnowledgeStore:
         self._collections: _Collections | None = None
         self._snapshot = _Snapshot()
         self._lock = asyncio.Lock()
+        self._verdicts = VerdictMemory(
+            connect=lambda begin: self._database(begin=begin),
+            embed_many=self.embed_many,
+            embedder=embedder.name,
+            clock=clock,
+        )
 
     async def open(self) -> None:
         """Connect to Chroma, load the embedding model, and build the in-memory indexes from SQL.
@@ -677,11 +687,14 @@ class KnowledgeStore:
         async with self._lock:
             await self._repair()
             await self._rebuild()
+            await self._verdicts.refresh()
 
     async def refresh_if_changed(self) -> bool:
-        """Refresh when another process changed the knowledge (cheap to call every few seconds)."""
+        """Refresh when another process changed the knowledge, and learn the analysts' verdicts received since the
+        last time (cheap to call every few seconds)."""
         if await self._version() == self._snapshot.version:
-            return False
+            async with self._lock:
+                return await self._verdicts.refresh()
         await self.refresh()
         return True
 
@@ -874,10 +887,16 @@ class KnowledgeStore:
             dense={h.id: h.similarity for h in dense},
             bm25={h.passage_id: h.score for h in lexical},
         )
-        shortlist = max(k, SHORTLIST) if self._reranker is not None else k
-        hits = _fuse(snapshot, query, scores, questions, shortlist, kinds, tenant, recipe=recipe, titles=titles)
+        # With verdicts to weigh, the shortlist whole: one the analysts dismissed may fall below the fifth.
+        judged = self._verdicts.holds(tenant)
+        shown = max(k, ranking.RERANK) if judged else k
+        if self._reranker is not None:
+            shown = max(shown, SHORTLIST)
+        hits = _fuse(snapshot, query, scores, questions, shown, kinds, tenant, recipe=recipe, titles=titles)
         if self._reranker is not None:
             hits = [replace(hits[i], score=p) for i, p in self._reranker.order(query, hits)]
+        if judged:
+            hits = _judged(hits, self._verdicts.terms(tenant, query, vector, [h.entry_id for h in hits]))
         if snapshot.expiring:  # an entry that expired since the indexes were built is not served
             now = self._clock.now()
             hits = [h for h in hits if not _expired(snapshot.entries[h.entry_id], now)]
@@ -1072,6 +1091,18 @@ def _fuse(
             )
         )
     return hits
+
+
+def _judged(hits: Sequence[Hit], terms: Mapping[str, float]) -> list[Hit]:
+    """``hits`` with each one's verdict term (``verdicts.term``) on it and its score moved by ``MOVE`` times it, in
+    the order of the moved scores (unmoved hits keep their order)."""
+    if not terms:
+        return list(hits)
+    moved = [
+        replace(h, score=h.score + MOVE * terms[h.entry_id], verdict=terms[h.entry_id]) if h.entry_id in terms else h
+        for h in hits
+    ]
+    return sorted(moved, key=lambda h: -h.score)
 
 
 def _first_passages(rows: Sequence[Any]) -> dict[str, str]:
