@@ -14,7 +14,8 @@ from tests.conftest import help_centre, open_knowledge
 from vigil.answers.intervention import InterventionPolicy, similarity
 from vigil.answers.questions import asks_yes_or_no
 from vigil.answers.settings import AnswerSettings
-from vigil.answers.skill import AnswerSkill, extract, fit_to_question
+from vigil.answers.skill import AnswerSkill, fit_to_question
+from vigil.answers.snippets import extract
 from vigil.cases.store import CaseStore, Earlier
 from vigil.core.clock import ManualClock
 from vigil.flow.case import CaseState
@@ -203,7 +204,7 @@ def test_extract_keeps_the_sentences_that_answer():
         "Setting up an eSIM: Installing on an iPhone\nConnect to Wi-Fi first. Open Settings > Mobile Service > "
         "Add eSIM. Scan the QR code from your email. Our shops are open until 8pm. We also sell cases."
     )
-    text = extract("how do I scan the eSIM QR code on iPhone", passage, 120)
+    text = extract("how do I scan the eSIM QR code on iPhone", passage, 120).text
     assert "Scan the QR code" in text and "cases" not in text and len(text) <= 120
 
 
