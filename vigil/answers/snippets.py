@@ -23,7 +23,7 @@ _HYPHEN = re.compile(r"(?<=[a-z])-(?=[a-z])")
 _ITEM = re.compile(r"^(?:[-*•]|\d+[.)])\s+")
 _NUMBER = re.compile(r"\d")
 _EMPHASIS = re.compile(r"\*\*[^*]+\*\*|`[^`]+`|\b[A-Z]{2,}[A-Z0-9]*\b|\S\s>\s\S")
-_FIRST_WORDS = re.compile(r"[A-Za-z']+")
+_FIRST_WORDS = re.compile(r"[A-Za-z][A-Za-z']*")
 STOP = frozenset(
     "a an the and or but if of to in on at by for with from is are was were be been being do does did i you we my "
     "your our it its this that these those can could would will should shall may might must how what when where why "
@@ -86,7 +86,8 @@ def _is_step(sentence: str) -> bool:
     first = _FIRST_WORDS.findall(sentence[:60])
     if not first or sentence.rstrip().endswith("?"):
         return False
-    opener, second = first[0].lower(), (first[1].lower() if len(first) > 1 else "")
+    # "We're", "It's": the pronoun is what opens the sentence.
+    opener, second = first[0].lower().split("'")[0], (first[1].lower() if len(first) > 1 else "")
     return opener not in _OPENERS and opener not in _VERBS and second not in _VERBS
 
 
