@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from vigil.answers import followups, snippets
 from vigil.answers.calibration import Logistic
@@ -103,10 +103,14 @@ class _Said:
 
 @dataclass(frozen=True, slots=True)
 class _Answer:
-    """A proposal, and what the part of the entry it was drawn from is about (the passage's first line)."""
+    """A proposal, what the part of the entry it was drawn from is about (the passage's first line), and the hits
+    it cites (the one it was drawn from first)."""
 
     proposal: Proposal
     about: str
+    cited: Sequence[Hit]
+    matched: bool = False
+    """An FAQ matched with confidence, said as written (never redrafted)."""
 
 
 class AnswerSkill:
@@ -142,7 +146,7 @@ class AnswerSkill:
         said = await self._said(event, question)
         first = await self._answer(question, hits, 0)
         if said is None or (hits[0].kind, hits[0].entry_id) not in said.cited or not said.new:
-            return (first.proposal,)
+            return (await self._drafted(question, first),)
         # The first source was cited already, and the question is not asked again in the same words (the gate saw
         # to that): what it asks anew may be in another part of that source, or in the next source not cited yet,
         # if that is good enough. Otherwise the first source's answer goes to the gate, which says why it is not said.
@@ -152,7 +156,7 @@ class AnswerSkill:
             answer = await self._answer(question, hits, index, said=said)
             good = answer.proposal.confidence >= self._settings.min_confidence
             if good and said.answers_anew(answer, self._settings.max_similarity):
-                return (answer.proposal,)
+                return (await self._drafted(question, answer),)
         return (first.proposal,)
 
     async def _said(self, event: Event, question: str) -> _Said | None:
@@ -194,24 +198,37 @@ class AnswerSkill:
                     sources=(source,),
                     why=f"matches the FAQ “{top.title}”",
                 )
-                return _Answer(proposal, about)
+                return _Answer(proposal, about, (top,), matched=True)
             if len(answer) <= self._settings.max_chars:
                 text = answer
         if not text:
             snippet = await self._snippet(question, top, before)
             text, about = snippet.text, snippet.about
         sources = tuple(SourceRef(kind=h.kind, id=h.entry_id, title=h.title, score=round(h.score, 4)) for h in cited)
-        text = fit_to_question(question, text)
         # The card's one number is the calibrated confidence: a raw similarity beside it reads as a second one.
-        why = f"from “{top.title}”"
-        if self._drafter is not None and self._drafter.enabled and confidence >= self._settings.min_confidence:
-            # Only answers the gate would let through are worth a model call; on any failure the extract stands.
-            draft = await self._drafter.draft(question, [DraftSource(h.entry_id, h.title, h.passage) for h in cited])
-            if draft is not None:
-                text, why = draft.text, drafted_why(draft)
-        return _Answer(
-            Proposal(kind="answer", text=text, confidence=round(confidence, 4), sources=sources, why=why), about
+        proposal = Proposal(
+            kind="answer",
+            text=fit_to_question(question, text),
+            confidence=round(confidence, 4),
+            sources=sources,
+            why=f"from “{top.title}”",
         )
+        return _Answer(proposal, about, cited)
+
+    async def _drafted(self, question: str, answer: _Answer) -> Proposal:
+        """``answer``'s proposal, written by the LLM from the hits it cites when drafting is on and the gate would
+        let it through (only those are worth a model call); on any failure, or for an FAQ matched with confidence,
+        the extract or the FAQ stands."""
+        proposal = answer.proposal
+        drafter = self._drafter
+        if drafter is None or not drafter.enabled or answer.matched:
+            return proposal
+        if proposal.confidence < self._settings.min_confidence:
+            return proposal
+        draft = await drafter.draft(question, [DraftSource(h.entry_id, h.title, h.passage) for h in answer.cited])
+        if draft is None:
+            return proposal
+        return replace(proposal, text=draft.text, why=drafted_why(draft))
 
     async def _snippet(self, question: str, hit: Hit, said: Sequence[str]) -> snippets.Snippet:
         """The sentences of ``hit``'s entry that best answer ``question``, leaving out what was ``said``: from the
