@@ -116,3 +116,20 @@ async def test_when_the_search_finds_an_articles_introduction_the_answer_is_the_
     skill = AnswerSkill(knowledge, AnswerSettings())  # type: ignore[arg-type]
     (proposal,) = await skill.propose(question, None)
     assert "PAC to 65075" in proposal.text and proposal.sources[0].id == "leaving-mobile-pac-stac"
+
+
+async def test_when_the_search_finds_the_introduction_of_a_troubleshooting_article_the_answer_is_its_steps():
+    # Reported: slow broadband got an article's introduction ("Work through the checks below in order").
+    knowledge = OneArticle(ENTRIES["slow-wifi"], 1)
+    question = Message(
+        type="message",
+        schema_version=1,
+        message_id="m1",
+        conversation_id="c-1",
+        sent_at=datetime(2026, 12, 6, 9, 0, tzinfo=UTC),
+        role="customer",
+        text="my broadband is really slow, what can I do?",
+    )
+    (proposal,) = await AnswerSkill(knowledge, AnswerSettings()).propose(question, None)  # type: ignore[arg-type]
+    assert "Work through the checks below" not in proposal.text
+    assert "- Put the Hub somewhere central" in proposal.text and "- Restart the Hub" in proposal.text
