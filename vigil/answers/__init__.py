@@ -37,16 +37,14 @@ def setup(
     if not settings.enabled:
         return Capability(name="answers")
     drafter = Drafter(llm, metrics=metrics, clock=platform.clock)
+    policy = InterventionPolicy(
+        store=store, clock=platform.clock, settings=settings, implicit=_implicit(settings, knowledge)
+    )
+    # The skill reads what the conversation was told through the gate, which read it for the event already.
     return Capability(
         name="answers",
-        skills=[AnswerSkill(knowledge, settings, drafter=drafter)],
-        gates={
-            "answer": [
-                InterventionPolicy(
-                    store=store, clock=platform.clock, settings=settings, implicit=_implicit(settings, knowledge)
-                )
-            ]
-        },
+        skills=[AnswerSkill(knowledge, settings, drafter=drafter, conversation=policy.earlier)],
+        gates={"answer": [policy]},
         keepers=[VerdictKeeper()],
         closing=[drafter.aclose],
     )
