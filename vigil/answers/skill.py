@@ -31,16 +31,18 @@ from vigil.knowledge.settings import RankingName
 from vigil.knowledge.store import Hit, KnowledgeStore
 from vigil.wire.events import Event, Message, SourceRef, SuggestionKind
 
-# Fitted by `python -m bench.calibrate` (with VIGIL_KNOWLEDGE__RANKING set to each ranking) on the tune half of the
-# team's Brightwave phrasings, held-out FAQ alternates, real off-topic questions and the tau2 banking dev tasks; see
-# docs/evaluation.md. Features: see features(). One model for FAQs and articles (whether the first hit is an FAQ is
-# one of its features), per ranking: what a ranking puts first, and so how often it is right, differs.
+# Fitted by `python -m bench.calibrate` (with VIGIL_KNOWLEDGE__RANKING set to each ranking) on the tune halves of
+# the team's phrasings of two help centres, held-out FAQ alternates, real off-topic questions and the tau2 banking dev
+# tasks; see docs/evaluation.md. Features: see features(). One model for FAQs and articles (whether the first hit is
+# an FAQ is one of its features), per ranking: what a ranking puts first, and so how often it is right, differs.
 MODELS: dict[RankingName, Logistic] = {
-    "hybrid": Logistic(weights=(7.903, -2.109, -0.099, 2.251, 1.678, 1.740, -0.088), bias=-3.669),
-    "cross_validated": Logistic(weights=(7.569, -2.121, 0.158, 1.927, 1.104, 1.684, -0.029), bias=-3.863),
-    "adaptive": Logistic(weights=(7.903, -2.109, -0.099, 2.251, 1.678, 1.740, -0.088), bias=-3.669),
+    "hybrid": Logistic(weights=(7.677, -1.354, -0.232, 2.852, 2.231, 0.131, -0.392, 0.536, 0.901, 0.148), bias=-3.807),
+    "cross_validated": Logistic(
+        weights=(7.755, -1.978, 0.017, 2.669, 1.463, -0.073, -0.614, 0.285, 0.780, 0.724), bias=-3.829
+    ),
+    "adaptive": Logistic(weights=(7.555, -1.842, 0.024, 2.781, 2.745, 0.122, -0.298, 0.643, 0.677, 0.121), bias=-4.055),
 }
-MODEL = MODELS["hybrid"]
+MODEL = MODELS["adaptive"]
 SOURCES = 3
 VERDICT_LOGIT = 4.0
 """How far the analysts' verdict on the first hit's entry (``Hit.verdict``, -1..1) moves the stated confidence, in
@@ -53,12 +55,13 @@ ALTERNATIVES = 2
 _YES_OR_NO = re.compile(r"^(?:yes|no)[.,!]\s+(?=\S)", re.IGNORECASE)
 
 
-def features(hits: Sequence[Hit]) -> tuple[float, float, float, float, float, float, float]:
+def features(hits: Sequence[Hit]) -> tuple[float, ...]:
     """What the confidence model reads from a ranking: the first hit's similarity (an FAQ's nearest question, or
     its passage if nearer; an article's passage), its lead over the second hit's, log(1 + its BM25 score), its
     agreement with the words that tell the first candidates apart, its agreement's lead over the second's, whether
-    it is an FAQ asked nearly word for word (its nearest question at ``ranking.QUESTION_FIRST`` or more), and
-    whether it is an FAQ at all."""
+    it is an FAQ asked nearly word for word (its nearest question at ``ranking.QUESTION_FIRST`` or more), whether
+    it is an FAQ at all, and whether the rankings agree on it: first by its passages' similarity alone, first by
+    BM25 alone, and (an FAQ) the FAQ whose question is nearest among the hits."""
     top = hits[0]
     second = hits[1] if len(hits) > 1 else None
     similarity = _similarity(top)
@@ -70,6 +73,9 @@ def features(hits: Sequence[Hit]) -> tuple[float, float, float, float, float, fl
         top.agreement - (second.agreement if second is not None else 0.0),
         float(top.kind == "faq" and top.question >= ranking.QUESTION_FIRST),
         float(top.kind == "faq"),
+        float(top.dense_rank == 0),
+        float(top.lexical_rank == 0),
+        float(top.kind == "faq" and top.question >= max(h.question for h in hits)),
     )
 
 

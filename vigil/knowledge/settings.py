@@ -38,7 +38,7 @@ class KnowledgeSettings(BaseModel):
     )
     batch_max: int = Field(default=32, ge=1, description="The most questions embedded in one batch.")
     ranking: RankingName = Field(
-        default="hybrid",
+        default="adaptive",
         description="How search fuses passages: the whole query's dense and BM25 rankings (hybrid), or with its "
         "sentences', a title ranking and the sum of an entry's top passages (cross_validated), or hybrid for a "
         "message of one or two sentences and cross_validated for a longer one (adaptive; docs/evaluation.md).",

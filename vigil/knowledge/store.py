@@ -107,6 +107,11 @@ class Hit:
     verdict: float = 0.0
     """How the tenant's analysts judged answers from this entry to questions like this one, in -1 (dismissed) .. 1
     (accepted); 0 when none did (``verdicts.term``). The score is already moved by it."""
+    dense_rank: int | None = None
+    """Where the entry is among the entries ranked by the dense similarity of their best passage alone (0: first;
+    None: not among the dense side's candidates)."""
+    lexical_rank: int | None = None
+    """Where the entry is among the entries ranked by the BM25 score of their best passage alone."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -304,7 +309,7 @@ class KnowledgeStore:
         batch_wait_s: float = 0.003,
         batch_max: int = 32,
         embedding_workers: int = 1,
-        ranking: RankingName = "hybrid",
+        ranking: RankingName = "adaptive",
         reranker: Reranker | None = None,
     ) -> None:
         self._engine = engine
@@ -1068,6 +1073,7 @@ def _fuse(
         order.setdefault(entry_id, len(order))  # an FAQ found by its questions alone, in their order
         text = "\n".join((entry.title, *entry.questions[1:], snapshot.passages[chosen].text))
         candidates.append(Candidate(entry_id, score, text))
+    dense_rank, lexical_rank = _ranks(scores.dense, entry_of), _ranks(scores.bm25, entry_of)
     first = ranking.question_first({e: s for e, s in nearest.items() if e in snapshot.entries})
     shortlist = sorted(candidates, key=lambda c: (c.entry_id != first, -c.fused, order[c.entry_id]))
     shortlist = shortlist[: max(k, ranking.RERANK)]
@@ -1088,9 +1094,21 @@ def _fuse(
                 lexical=scores.bm25.get(passage_id, 0.0),
                 question=nearest.get(ranked.entry_id, 0.0),
                 agreement=ranked.agreement,
+                dense_rank=dense_rank.get(ranked.entry_id),
+                lexical_rank=lexical_rank.get(ranked.entry_id),
             )
         )
     return hits
+
+
+def _ranks(scores: Mapping[str, float], entry_of: Callable[[str], str | None]) -> dict[str, int]:
+    """Each entry's place when entries are ranked by the best of their passages' ``scores`` alone."""
+    ranks: dict[str, int] = {}
+    for passage_id, _ in sorted(scores.items(), key=lambda item: -item[1]):
+        entry_id = entry_of(passage_id)
+        if entry_id is not None and entry_id not in ranks:
+            ranks[entry_id] = len(ranks)
+    return ranks
 
 
 def _judged(hits: Sequence[Hit], terms: Mapping[str, float]) -> list[Hit]:
