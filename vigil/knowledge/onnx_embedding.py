@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import numpy as np
 
 from vigil.core.errors import StartupError
-from vigil.knowledge.embedding import Vectors, bundled_model_path
+from vigil.knowledge.embedding import SHIPPED, Vectors, bundled_model_path
 from vigil.knowledge.onnx_export import OUTPUT, cached_export, default_cache_dir
 
 if TYPE_CHECKING:
@@ -54,7 +54,7 @@ class OnnxEmbedder:
         self._tokenizer: Tokenizer | None = None
         self._inputs: tuple[str, ...] = ()
         self._lock = threading.Lock()
-        self.name = "all-MiniLM-L6-v2" if model_path is None else model_path.name
+        self.name = SHIPPED if model_path is None else model_path.name
         self.dimensions = 384
         self.max_tokens = _DEFAULT_MAX_TOKENS
 

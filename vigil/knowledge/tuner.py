@@ -1,0 +1,136 @@
+"""One tuning run: the served knowledge (and the analysts' verdicts) in, a judged model and its manifest out.
+
+The run holds the miner's lease (``LEASE``), whoever starts it (the scheduled job on any replica, ``vigil kb
+tune``): the miner changes the knowledge a run trains on, and mined cases' vectors are labelled with the model that
+made them, so the two never overlap. It reads the entries from SQL and never touches Chroma: the processes serving
+searches switch to an accepted model themselves (``KnowledgeStore.use_model``), each in its own time.
+
+The shipped model is always the base (a tuned model is never tuned again, which would drift from the words its
+training never covered) and always the yardstick of the gate.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import asdict
+from pathlib import Path
+
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from vigil.core.clock import Clock
+from vigil.flow.leases import Holder, Lease
+from vigil.flow.scheduler import replica_id
+from vigil.knowledge import tuned, tuning
+from vigil.knowledge.documents import Entry
+from vigil.knowledge.embedding import SHIPPED, bundled_model_path
+from vigil.knowledge.onnx_embedding import OnnxEmbedder
+from vigil.knowledge.settings import KnowledgeSettings
+from vigil.knowledge.training import Recipe, fine_tune
+
+log = logging.getLogger(__name__)
+
+LEASE = "miner"
+"""The miner's lease (``vigil.mining.miner.LEASE``; knowledge sits below mining and cannot import it)."""
+VerdictSource = Callable[[], Awaitable[Sequence[tuning.Verdict]]]
+"""Where the analysts' verdicts come from (the feedback the cases store holds; ``vigil.mining.feedback``)."""
+
+
+class Busy(Exception):
+    """The lease is held: the miner or another tuning run is at work (control flow, not a failure)."""
+
+    def __init__(self, holder: Holder) -> None:
+        super().__init__(f"the miner's lease is held by {holder.owner} until {holder.until.isoformat()}")
+        self.holder = holder
+
+
+async def tune_with_lease(
+    entries: Callable[[], Awaitable[Sequence[Entry]]],
+    settings: KnowledgeSettings,
+    *,
+    data_dir: Path,
+    engine: AsyncEngine,
+    clock: Clock,
+    verdicts: VerdictSource | None = None,
+) -> tuned.Manifest:
+    """``tune`` while holding the miner's lease.
+
+    Raises:
+        Busy: another holds the lease; nothing was done.
+    """
+    lease = Lease(engine, LEASE, owner=replica_id(), clock=clock, duration_s=settings.tune_budget_s + 900.0)
+    holder = await lease.take()
+    if holder is not None:
+        raise Busy(holder)
+    try:
+        found = await verdicts() if verdicts is not None else ()
+        return await tune(await entries(), settings, data_dir=data_dir, clock=clock, verdicts=found)
+    finally:
+        await lease.free()
+
+
+async def tune(
+    entries: Sequence[Entry],
+    settings: KnowledgeSettings,
+    *,
+    data_dir: Path,
+    clock: Clock,
+    verdicts: Sequence[tuning.Verdict] = (),
+) -> tuned.Manifest:
+    """Tune the shipped model on ``entries`` and ``verdicts``, judge it on the held-back questions against the
+    shipped one, and record the run (``tuned.record``): the pointer moves only if the gate accepts the model."""
+    started = time.monotonic()
+    base = settings.model_path or bundled_model_path()
+    plan = tuning.plan(entries, verdicts)
+    corpus = tuning.Corpus.of([e for e in entries if e.passages])
+    shipped = OnnxEmbedder(base, cache_dir=settings.onnx_cache, threads=settings.tune_threads or 1)
+    await asyncio.to_thread(shipped.load)
+    passages = await asyncio.to_thread(shipped.embed, corpus.texts)
+    asked = await asyncio.to_thread(shipped.embed, [p.question for p in plan.train])
+    held = [p.question for p in plan.held_back]
+    before = tuning.score(plan.held_back, await asyncio.to_thread(shipped.embed, held), corpus, passages)
+    rows = tuning.examples(plan.train, asked, corpus, passages)
+    version = tuned.new_version(base.name if settings.model_path else SHIPPED, clock.now())
+    folder = tuned.model_folder(data_dir, version)
+    log.info("tuning %s on %d examples (%d held back)", version, len(rows), len(plan.held_back))
+    try:
+        trained = await fine_tune(base, rows, folder, tuned.onnx_dir(data_dir), _recipe(settings))
+        candidate = OnnxEmbedder(folder, cache_dir=tuned.onnx_dir(data_dir), threads=settings.tune_threads or 1)
+        await asyncio.to_thread(candidate.load)
+        after = tuning.score(
+            plan.held_back,
+            await asyncio.to_thread(candidate.embed, held),
+            corpus,
+            await asyncio.to_thread(candidate.embed, corpus.texts),
+        )
+    except BaseException:
+        tuned.discard(folder)
+        raise
+    decision = tuning.decide(before, after, margin=settings.tune_margin)
+    manifest = tuned.Manifest(
+        version=version,
+        accepted=decision.accepted,
+        reason=decision.reason,
+        base=base.name if settings.model_path else SHIPPED,
+        base_hash=await asyncio.to_thread(tuned.weights_hash, base),
+        created_at=clock.now().isoformat(),
+        seconds=round(time.monotonic() - started, 1),
+        counts={**plan.counts, "examples": len(rows), "passages": len(corpus.ids)},
+        training=asdict(trained),
+        shipped=asdict(before),
+        tuned=asdict(after),
+    )
+    await asyncio.to_thread(tuned.record, data_dir, manifest)
+    log.info("tuned model %s %s: %s", version, "accepted" if decision.accepted else "rejected", decision.reason)
+    return manifest
+
+
+def _recipe(settings: KnowledgeSettings) -> Recipe:
+    return Recipe(
+        epochs=settings.tune_epochs,
+        batch_size=settings.tune_batch_size,
+        budget_s=settings.tune_budget_s,
+        threads=settings.tune_threads or 1,
+    )
