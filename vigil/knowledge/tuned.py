@@ -115,7 +115,7 @@ def record(data_dir: Path, manifest: Manifest) -> None:
         _write(folder / CURRENT, manifest)
         _prune(data_dir, keep=manifest.version)
     else:
-        discard(model_folder(data_dir, manifest.version))
+        _remove(data_dir, manifest.version)
     _write(folder / LAST_RUN, manifest)
 
 
@@ -138,11 +138,15 @@ def _prune(data_dir: Path, *, keep: str) -> None:
     versions = sorted(p.stem for p in folder.glob("*.json") if p.name not in (CURRENT, LAST_RUN))
     old = [v for v in versions if v != keep][: max(0, len(versions) - _KEEP)]
     for version in old:
-        discard(model_folder(data_dir, version))
-        with contextlib.suppress(FileNotFoundError):
-            (folder / f"{version}.json").unlink()
-        for export in onnx_dir(data_dir).glob(f"{version}-*.onnx"):
-            export.unlink(missing_ok=True)
+        _remove(data_dir, version)
+
+
+def _remove(data_dir: Path, version: str) -> None:
+    """A model's folder, manifest and exports."""
+    discard(model_folder(data_dir, version))
+    (models_dir(data_dir) / f"{version}.json").unlink(missing_ok=True)
+    for export in onnx_dir(data_dir).glob(f"{version}-*.onnx"):
+        export.unlink(missing_ok=True)
 
 
 def discard(folder: Path) -> None:

@@ -1,0 +1,77 @@
+"""A real tuning run, in process: a few training steps on a small knowledge set, the export, the gate, the record."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.conftest import make_settings
+from vigil.core.clock import SystemClock
+from vigil.knowledge import tuned
+from vigil.knowledge.documents import Entry, Passage
+from vigil.knowledge.embedding import SHIPPED, embedder_for
+from vigil.knowledge.tuner import tune
+from vigil.knowledge.tuning import Verdict
+
+# Loading torch and the model in a child process, a few steps, an ONNX export, then both models judged: ~1 minute
+# alone, more on a loaded machine.
+pytestmark = pytest.mark.timeout(600)
+
+TOPICS = [
+    ("bill", "When is my bill taken?", "what day do you take payment", "when does the direct debit leave"),
+    ("router", "How do I reset my router?", "router frozen", "hold the reset button"),
+    ("move", "I am moving house", "new address", "taking broadband to a new home"),
+    ("sim", "My SIM card is not working", "no signal on my new sim", "sim says invalid"),
+    ("roam", "Can I use my phone abroad?", "roaming charges in spain", "data in france"),
+    ("cancel", "How do I cancel my contract?", "leave brightwave", "end my plan early"),
+    ("speed", "My broadband is slow", "internet crawling tonight", "speed much lower than promised"),
+    ("email", "How do I change my email address?", "update contact email", "wrong email on account"),
+    ("pay", "How can I pay my bill?", "pay by card", "settle what I owe"),
+    ("lost", "My phone was stolen", "lost my mobile", "block my stolen handset"),
+    ("tv", "How do I add TV channels?", "add sports package", "more channels on my box"),
+    ("engineer", "When will the engineer arrive?", "engineer appointment time", "technician visit slot"),
+]
+
+
+def faqs() -> list[Entry]:
+    return [
+        Entry(
+            id=f"faq-{key}",
+            kind="faq",
+            title=question,
+            body=f"Here is what to do about: {question.lower()}",
+            origin="test",
+            questions=(question, *alternates),
+            passages=(Passage(f"faq-{key}#1", None, f"{question}\nHere is what to do about: {question.lower()}"),),
+        )
+        for key, question, *alternates in TOPICS
+    ]
+
+
+async def test_a_tuning_run_trains_exports_judges_and_records_its_decision(tmp_path: Path):
+    settings = make_settings(tmp_path=tmp_path).knowledge.model_copy(
+        update={"tune_epochs": 1, "tune_batch_size": 8, "tune_threads": 2}
+    )
+    verdicts = [Verdict("do you take the money on the first", "faq-bill", accepted=True)]
+    manifest = await tune(faqs(), settings, data_dir=tmp_path, clock=SystemClock(), verdicts=verdicts)
+
+    assert manifest.counts["held_back"] == len(TOPICS)  # one alternate of each FAQ, never trained on
+    assert manifest.counts["verdicts_accepted"] == 1
+    assert manifest.training["steps"] >= 3 and manifest.training["first_loss"] > 0
+    assert manifest.shipped["probes"] == manifest.tuned["probes"] == len(TOPICS)  # both judged, the tuned one by ONNX
+    assert manifest.base == SHIPPED and len(manifest.base_hash) == 16
+    assert tuned.last_run(tmp_path) == manifest  # the decision is recorded, kept or not
+    if manifest.accepted:
+        assert tuned.current(tmp_path) == manifest
+        model = embedder_for(settings, tmp_path)  # what every process on this data dir now serves
+        assert model.name == manifest.version
+        model.load()
+        vectors = model.embed(["my router is frozen", "roaming in spain"])
+        assert vectors.shape == (2, 384) and np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    else:
+        assert tuned.current(tmp_path) is None
+        assert not tuned.model_folder(tmp_path, manifest.version).exists()
+        assert list(tuned.onnx_dir(tmp_path).glob(f"{manifest.version}-*")) == []
+        assert embedder_for(settings, tmp_path).name == SHIPPED
