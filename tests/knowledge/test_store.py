@@ -337,6 +337,22 @@ async def test_a_new_model_serves_from_vectors_of_its_own_and_never_compares_acr
     await reopened.close()
 
 
+async def test_repair_re_embeds_a_vector_made_from_content_the_entry_no_longer_has(
+    knowledge: KnowledgeStore, tmp_path: Path, embedder
+):  # type: ignore[no-untyped-def]
+    # As a process on another model leaves it: the entry changed in SQL, this model's vector of it did not.
+    await knowledge.upsert([faq("faq-pay", "How do I pay?", [])])
+    collection = VectorCollection(connect(path=tmp_path / "chroma", url=None), "vigil-passages")
+    digest = collection.get(["faq-pay#1"])["faq-pay#1"]["digest"]
+    collection.upsert(
+        ["faq-pay#1"], embedder.embed(["my parcel is late"]), [{"entry_id": "faq-pay", "tenant": "", "digest": "old"}]
+    )
+    await knowledge.refresh()
+    assert collection.get(["faq-pay#1"])["faq-pay#1"]["digest"] == digest
+    (hit,) = await knowledge.search("How do I pay?", 1)
+    assert hit.entry_id == "faq-pay" and hit.dense > 0.99
+
+
 async def test_repair_restores_missing_question_vectors_and_removes_strays(
     store: CaseStore, knowledge: KnowledgeStore, tmp_path: Path, embedder
 ):  # type: ignore[no-untyped-def]

@@ -182,10 +182,12 @@ class _VectorIds:
 
 @dataclass(frozen=True, slots=True)
 class _Owner:
-    """Whose a vector is: the entry it belongs to, and the ``tenant`` tag it must carry in Chroma."""
+    """Whose a vector is: the entry it belongs to, and the ``tenant`` tag and the entry's ``digest`` it must carry
+    in Chroma."""
 
     entry_id: str
     tag: str
+    digest: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -660,7 +662,10 @@ class KnowledgeStore:
                 collections.passages.upsert,
                 [p.id for _, p in passages],
                 vectors,
-                [{"entry_id": e.id, "kind": e.kind, "tenant": _tenant_tag(e.tenant)} for e, _ in passages],
+                [
+                    {"entry_id": e.id, "kind": e.kind, "tenant": _tenant_tag(e.tenant), "digest": e.digest}
+                    for e, _ in passages
+                ],
             )
         questions = [(e, n, q) for e in changed for n, q in enumerate(e.questions)]
         if questions:
@@ -669,7 +674,7 @@ class KnowledgeStore:
                 collections.questions.upsert,
                 [_question_id(e.id, n) for e, n, _ in questions],
                 vectors,
-                [{"entry_id": e.id, "tenant": _tenant_tag(e.tenant)} for e, _, _ in questions],
+                [{"entry_id": e.id, "tenant": _tenant_tag(e.tenant), "digest": e.digest} for e, _, _ in questions],
             )
 
     async def _vectors(self, texts: list[str], known: Mapping[str, Vectors], embedder: Embedder) -> Vectors:
@@ -761,24 +766,31 @@ class KnowledgeStore:
 
     async def _repair(self, model: _Model | None = None) -> None:
         """Make both vector collections (``model``'s: the serving one's by default) hold exactly what SQL records:
-        strays removed; entries with a vector missing, or tagged with another tenant (or none, as before tenants),
-        embedded again."""
+        strays removed; entries with a vector missing, tagged with another tenant (or none, as before tenants), or
+        made from other content (its digest; a vector from before digests were recorded passes), embedded again.
+
+        The digest matters where two models' collections are both written (a Chroma server, replicas switching):
+        an entry changed by a process on one model is re-embedded in the other's at its next refresh."""
         model = model or self._model
         collections = self._open(model)
         async with self._database() as conn:
             passage_rows = (
                 await conn.execute(
-                    sa.select(PASSAGE.c.id, PASSAGE.c.entry_id, ENTRY.c.tenant).join(
+                    sa.select(PASSAGE.c.id, PASSAGE.c.entry_id, ENTRY.c.tenant, ENTRY.c.digest).join(
                         ENTRY, ENTRY.c.id == PASSAGE.c.entry_id
                     )
                 )
             ).all()
             entry_rows = (
-                await conn.execute(sa.select(ENTRY.c.id, ENTRY.c.questions, ENTRY.c.question_vectors, ENTRY.c.tenant))
+                await conn.execute(
+                    sa.select(ENTRY.c.id, ENTRY.c.questions, ENTRY.c.question_vectors, ENTRY.c.tenant, ENTRY.c.digest)
+                )
             ).all()
-        passages = {row.id: _Owner(row.entry_id, _tenant_tag(row.tenant)) for row in passage_rows}
+        passages = {row.id: _Owner(row.entry_id, _tenant_tag(row.tenant), row.digest) for row in passage_rows}
         questions = {
-            q: _Owner(row.id, _tenant_tag(row.tenant)) for row in entry_rows for q in _stored_question_ids(row)
+            q: _Owner(row.id, _tenant_tag(row.tenant), row.digest)
+            for row in entry_rows
+            for q in _stored_question_ids(row)
         }
         missing: set[str] = set()
         for collection, wanted in ((collections.passages, passages), (collections.questions, questions)):
@@ -790,7 +802,9 @@ class KnowledgeStore:
             missing |= {
                 owner.entry_id
                 for item, owner in wanted.items()
-                if item not in present or present[item].get("tenant") != owner.tag
+                if item not in present
+                or present[item].get("tenant") != owner.tag
+                or present[item].get("digest", owner.digest) != owner.digest
             }
         if missing:
             log.warning("re-embedding %d knowledge entries whose vectors were missing or out of date", len(missing))
