@@ -119,8 +119,9 @@ def test_tune_prints_the_gate_and_what_it_decided_and_search_serves_the_decision
     assert tuning.returncode == 0, tuning.stderr
     lines = tuning.stdout.splitlines()
     assert "24 examples (36 FAQ questions, 0 article headings and sentences" in lines[0]
-    assert lines[1].startswith("12 held-back questions")
-    assert lines[2].split()[:2] == ["shipped", "model"] and lines[3].split()[:2] == ["tuned", "model"]
+    assert lines[1].startswith("12 held-back questions   as served (the gate)   by the model alone")
+    assert lines[3].split()[:2] == ["shipped", "model"] and lines[4].split()[:2] == ["tuned", "model"]
+    assert len(lines[3].split()) == len(lines[4].split()) == 6  # hit@1 and MRR, as served and alone
     manifest = json.loads((tmp_path / "data" / "models" / "last-run.json").read_text())
     assert lines[-1].startswith("accepted" if manifest["accepted"] else "rejected")
     assert manifest["shipped"]["probes"] == manifest["tuned"]["probes"] == 12

@@ -52,7 +52,8 @@ def faqs() -> list[Entry]:
 
 async def test_a_tuning_run_trains_exports_judges_and_records_its_decision(tmp_path: Path):
     settings = make_settings(tmp_path=tmp_path).knowledge.model_copy(
-        update={"tune_epochs": 1, "tune_batch_size": 8, "tune_threads": 2}
+        # A Chroma server that is not there: the run judges on throwaway stores of its own, never on the shared one.
+        update={"tune_epochs": 1, "tune_batch_size": 8, "tune_threads": 2, "chroma_url": "http://127.0.0.1:9"}
     )
     verdicts = [Verdict("do you take the money on the first", "faq-bill", accepted=True)]
     manifest = await tune(faqs(), settings, data_dir=tmp_path, clock=SystemClock(), verdicts=verdicts)
@@ -60,7 +61,9 @@ async def test_a_tuning_run_trains_exports_judges_and_records_its_decision(tmp_p
     assert manifest.counts["held_back"] == len(TOPICS)  # one alternate of each FAQ, never trained on
     assert manifest.counts["verdicts_accepted"] == 1
     assert manifest.training["steps"] >= 3 and manifest.training["first_loss"] > 0
-    assert manifest.shipped["probes"] == manifest.tuned["probes"] == len(TOPICS)  # both judged, the tuned one by ONNX
+    # Both judged as served and by themselves, the tuned one on its ONNX export.
+    assert manifest.shipped["probes"] == manifest.tuned["probes"] == len(TOPICS)
+    assert manifest.alone["shipped"]["probes"] == manifest.alone["tuned"]["probes"] == len(TOPICS)
     assert manifest.base == SHIPPED and len(manifest.base_hash) == 16
     assert tuned.last_run(tmp_path) == manifest  # the decision is recorded, kept or not
     if manifest.accepted:

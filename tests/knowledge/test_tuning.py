@@ -17,7 +17,9 @@ from vigil.knowledge.tuning import (
     decide,
     examples,
     plan,
+    rank_score,
     score,
+    without_held_back,
 )
 
 
@@ -195,3 +197,19 @@ def test_a_tuned_model_that_gets_fewer_first_answers_right_is_not_kept_whatever_
 def test_too_few_held_back_questions_judge_nothing():
     decision = decide(Score(0.0, 0.0, MIN_PROBES - 1), Score(1.0, 1.0, MIN_PROBES - 1), margin=0.0)
     assert not decision.accepted and "too few" in decision.reason
+
+
+def test_the_search_that_judges_sees_each_faq_without_its_held_back_alternate():
+    bill = faq("faq-bill", "When is my bill taken?", "what day do you take payment", "when does the dd come out")
+    split = plan([bill, ROUTER])
+    (judged_bill, judged_router) = without_held_back([bill, ROUTER], split.held_back)
+    held = split.held_back[0].question
+    assert held not in judged_bill.questions and len(judged_bill.questions) == 2
+    assert judged_router == ROUTER  # a held-back heading stays in its passage: it is the article's own text
+
+
+def test_as_served_a_probe_scores_by_where_its_entry_is_in_the_ranking():
+    probes = [Pair("a", "bill"), Pair("b", "late"), Pair("c", "router")]
+    found = rank_score(probes, [["bill", "late"], ["bill", "router", "late"], ["bill"]])
+    assert found.probes == 3
+    assert (found.hit_at_1, found.mrr) == pytest.approx((1 / 3, (1 + 1 / 3 + 0) / 3))

@@ -53,8 +53,11 @@ class Manifest:
     counts: dict[str, int] = field(default_factory=dict)
     training: dict[str, Any] = field(default_factory=dict)
     shipped: dict[str, float] = field(default_factory=dict)
-    """The shipped model's hit@1, MRR and probe count on the held-back questions; ``tuned`` the tuned one's."""
+    """The shipped model's hit@1, MRR and probe count on the held-back questions, as served (the store's whole
+    search: what the gate decides by); ``tuned`` the tuned one's."""
     tuned: dict[str, float] = field(default_factory=dict)
+    alone: dict[str, dict[str, float]] = field(default_factory=dict)
+    """The same of each model by itself (``shipped``, ``tuned``): every entry ranked by its best passage's cosine."""
 
     @classmethod
     def parse(cls, raw: dict[str, Any]) -> Manifest:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import tempfile
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict
@@ -21,6 +22,7 @@ from pathlib import Path
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from vigil.core.clock import Clock
+from vigil.db.settings import DatabaseSettings
 from vigil.flow.leases import Holder, Lease
 from vigil.flow.scheduler import replica_id
 from vigil.knowledge import tuned, tuning
@@ -28,9 +30,13 @@ from vigil.knowledge.documents import Entry
 from vigil.knowledge.embedding import SHIPPED, bundled_model_path
 from vigil.knowledge.onnx_embedding import OnnxEmbedder
 from vigil.knowledge.settings import KnowledgeSettings
+from vigil.knowledge.store import standalone
 from vigil.knowledge.training import Recipe, fine_tune
 
 log = logging.getLogger(__name__)
+
+_RANKED = 10
+"""How deep the judging search ranks (an entry below it counts 0 in the MRR)."""
 
 LEASE = "miner"
 """The miner's lease (``vigil.mining.miner.LEASE``; knowledge sits below mining and cannot import it)."""
@@ -90,8 +96,10 @@ async def tune(
     passages = await asyncio.to_thread(shipped.embed, corpus.texts)
     asked = await asyncio.to_thread(shipped.embed, [p.question for p in plan.train])
     held = [p.question for p in plan.held_back]
-    before = tuning.score(plan.held_back, await asyncio.to_thread(shipped.embed, held), corpus, passages)
+    alone = tuning.score(plan.held_back, await asyncio.to_thread(shipped.embed, held), corpus, passages)
     rows = tuning.examples(plan.train, asked, corpus, passages)
+    judged = tuning.without_held_back(entries, plan.held_back)
+    before = await _as_served(settings, None, judged, plan.held_back)
     version = tuned.new_version(base.name if settings.model_path else SHIPPED, clock.now())
     folder = tuned.model_folder(data_dir, version)
     log.info("tuning %s on %d examples (%d held back)", version, len(rows), len(plan.held_back))
@@ -99,12 +107,13 @@ async def tune(
         trained = await fine_tune(base, rows, folder, tuned.onnx_dir(data_dir), _recipe(settings))
         candidate = OnnxEmbedder(folder, cache_dir=tuned.onnx_dir(data_dir), threads=settings.tune_threads or 1)
         await asyncio.to_thread(candidate.load)
-        after = tuning.score(
+        alone_after = tuning.score(
             plan.held_back,
             await asyncio.to_thread(candidate.embed, held),
             corpus,
             await asyncio.to_thread(candidate.embed, corpus.texts),
         )
+        after = await _as_served(settings, folder, judged, plan.held_back, onnx_cache=tuned.onnx_dir(data_dir))
     except BaseException:
         tuned.discard(folder)
         raise
@@ -121,10 +130,38 @@ async def tune(
         training=asdict(trained),
         shipped=asdict(before),
         tuned=asdict(after),
+        alone={"shipped": asdict(alone), "tuned": asdict(alone_after)},
     )
     await asyncio.to_thread(tuned.record, data_dir, manifest)
     log.info("tuned model %s %s: %s", version, "accepted" if decision.accepted else "rejected", decision.reason)
     return manifest
+
+
+async def _as_served(
+    settings: KnowledgeSettings,
+    model: Path | None,
+    entries: Sequence[Entry],
+    probes: Sequence[tuning.Pair],
+    *,
+    onnx_cache: Path | None = None,
+) -> tuning.Score:
+    """How well the knowledge store's whole search, on ``model`` (None: the one tuned from), ranks each probe's
+    entry: a throwaway store (SQLite and embedded Chroma in a temporary folder) holding ``entries``."""
+    chosen = settings.model_copy(
+        update={
+            "model_path": model or settings.model_path,
+            "onnx_cache": onnx_cache if model is not None else settings.onnx_cache,
+            "tuned": False,
+            "embedding_threads": settings.tune_threads or 1,
+            "paths": [],
+            "chroma_url": None,  # never a shared server: this store is thrown away
+        }
+    )
+    with tempfile.TemporaryDirectory(prefix="vigil-tune-") as folder:
+        async with standalone(chosen, DatabaseSettings(), data_dir=Path(folder)) as store:
+            await store.upsert(entries)
+            rankings = [[hit.entry_id for hit in await store.search(p.question, _RANKED)] for p in probes]
+    return tuning.rank_score(probes, rankings)
 
 
 def _recipe(settings: KnowledgeSettings) -> Recipe:
