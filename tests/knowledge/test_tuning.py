@@ -70,13 +70,22 @@ def test_an_faq_with_two_or_more_alternates_holds_one_alternate_back_and_trains_
     assert len(split.held_back) == 1
     held = split.held_back[0]
     assert held.question in bill.questions[1:] and held.entry_id == "faq-bill"  # never the question itself
-    assert sorted(p.question for p in split.train) == sorted(set(bill.questions) - {held.question})
+    (kept,) = set(bill.questions[1:]) - {held.question}
+    # Each question is asked for the FAQ's passage; the alternate kept is also pulled towards the FAQ's question.
+    assert sorted((p.question, p.target or "") for p in split.train) == sorted(
+        [(bill.questions[0], ""), (kept, ""), (kept, bill.questions[0])]
+    )
     assert all(p.passage_id == "faq-bill#1" for p in split.train)
 
 
 def test_an_faq_with_one_alternate_is_all_trained_on():
     split = plan([faq("faq-pay", "How do I pay?", "pay my bill")])
-    assert split.held_back == [] and [p.question for p in split.train] == ["How do I pay?", "pay my bill"]
+    assert split.held_back == []
+    assert [(p.question, p.target) for p in split.train] == [
+        ("How do I pay?", None),
+        ("pay my bill", None),
+        ("pay my bill", "How do I pay?"),
+    ]
 
 
 def test_the_same_knowledge_holds_back_the_same_questions():
@@ -153,6 +162,13 @@ def test_an_entry_an_analyst_dismissed_for_the_question_is_its_negative():
     passages = unit([1, 0, 0], [0.9, 0.45, 0], [0.6, 0.8, 0], [0.1, 0, 1])
     (row,) = examples([Pair("q", "bill", None, ("router",))], unit([1, 0, 0]), CORPUS, passages)
     assert row.negative == "router passage"
+
+
+def test_an_alternate_pulled_towards_its_faqs_question_has_that_question_as_its_positive():
+    passages = unit([1, 0, 0], [0.9, 0.45, 0], [0.6, 0.8, 0], [0, 0, 1])
+    pair = Pair("when do you take the money", "bill", "bill#1", target="When is my bill taken?")
+    (row,) = examples([pair], unit([1, 0.05, 0]), CORPUS, passages)
+    assert (row.positive, row.negative) == ("When is my bill taken?", "late passage one")
 
 
 def test_without_a_known_passage_the_positive_is_the_entrys_passage_nearest_the_question():

@@ -403,9 +403,10 @@ def tune_report(manifest: Manifest) -> str:
     """What ``vigil kb tune`` prints: what it trained on, the gate's numbers, and what it decided."""
     counts, training = manifest.counts, manifest.training
     lines = [
-        f"{manifest.version}: {counts.get('examples', 0)} examples ({counts.get('faq_questions', 0)} FAQ questions, "
+        f"{manifest.version}: {counts.get('examples', 0)} examples from {counts.get('faq_questions', 0)} FAQ "
+        f"questions ({counts.get('faq_pairs', 0)} alternates also with their FAQ's question), "
         f"{counts.get('article_anchors', 0)} article headings and sentences, {counts.get('verdicts_accepted', 0)} "
-        f"accepted and {counts.get('verdicts_dismissed', 0)} dismissed answers); {training.get('steps', 0)} steps, "
+        f"accepted and {counts.get('verdicts_dismissed', 0)} dismissed answers; {training.get('steps', 0)} steps, "
         f"{training.get('epochs', 0)} epochs; {manifest.seconds:.0f} s in all",
         f"{counts.get('held_back', 0)} held-back questions   as served (the gate)   by the model alone",
         f"{'':24}hit@1    MRR          hit@1    MRR",

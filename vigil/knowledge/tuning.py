@@ -52,12 +52,15 @@ class Verdict:
 @dataclass(frozen=True, slots=True)
 class Pair:
     """A question and the entry that answers it; ``passage_id`` when a passage of it is known to be the answer (else
-    the entry's passage nearest to the question is); ``avoid``, entries an analyst said do not answer it."""
+    the entry's passage nearest to the question is); ``avoid``, entries an analyst said do not answer it; ``target``,
+    a text of the entry to pull the question towards instead of a passage (an FAQ's own question, for an
+    alternate: the store matches questions with questions too)."""
 
     question: str
     entry_id: str
     passage_id: str | None = None
     avoid: tuple[str, ...] = ()
+    target: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,13 +114,15 @@ def plan(entries: Sequence[Entry], verdicts: Sequence[Verdict] = ()) -> Plan:
     for entry in known.values():
         for pair, probe in _entry_pairs(entry):
             (held if probe else train).append(pair)
-            counts["faq_questions" if entry.questions else "article_anchors"] += 1
+            kind = "article_anchors" if not entry.questions else "faq_questions" if pair.target is None else "faq_pairs"
+            counts[kind] += 1
     for pair, probe in _verdict_pairs(verdicts, known):
         (held if probe else train).append(pair)
         counts["verdicts_accepted"] += 1
     counts["verdicts_dismissed"] = sum(1 for v in verdicts if not v.accepted and v.entry_id in known)
     trained = {p.question.casefold() for p in train}
     held = [p for p in _unique(held) if p.question.casefold() not in trained]
+    train = [p for p in train if p.target is None or p.target.casefold() != p.question.casefold()]
     counts["held_back"] = len(held)
     counts["train"] = len(train)
     return Plan(train=train, held_back=held, counts=dict(counts))
@@ -130,6 +135,8 @@ def _entry_pairs(entry: Entry) -> Iterable[tuple[Pair, bool]]:
         held = 1 + _hashed(entry.id) % (len(entry.questions) - 1) if len(entry.questions) >= 3 else -1
         for n, question in enumerate(entry.questions):
             yield Pair(question, entry.id, first), n == held
+            if n > 0 and n != held:
+                yield Pair(question, entry.id, first, target=entry.questions[0]), False
         return
     yield Pair(entry.title, entry.id, first), False
     for passage in entry.passages:
@@ -205,7 +212,8 @@ def examples(pairs: Sequence[Pair], questions: Vectors, corpus: Corpus, passages
         positive = own[int(np.argmax(sims[own]))] if pair.passage_id is None else corpus.ids.index(pair.passage_id)
         negative = _negative(sims, positive, pair, corpus, by_entry)
         if negative is not None:
-            out.append(Example(pair.question, corpus.texts[positive], corpus.texts[negative], pair.entry_id))
+            text = pair.target if pair.target is not None else corpus.texts[positive]
+            out.append(Example(pair.question, text, corpus.texts[negative], pair.entry_id))
     return out
 
 
