@@ -118,12 +118,13 @@ def test_tune_prints_the_gate_and_what_it_decided_and_search_serves_the_decision
     tuning = vigil(tmp_path, "tune", VIGIL_KNOWLEDGE__TUNE_EPOCHS="1", VIGIL_KNOWLEDGE__TUNE_BATCH_SIZE="8")
     assert tuning.returncode == 0, tuning.stderr
     lines = tuning.stdout.splitlines()
+    manifest = json.loads((tmp_path / "data" / "models" / "last-run.json").read_text())
     # 12 FAQs of 3 questions, one alternate each held back: 24 pairs with the answer, 12 alternates with the question.
     assert "36 examples from 36 FAQ questions (12 alternates also with their FAQ's question), 0 article" in lines[0]
-    assert lines[1].startswith("12 held-back questions   as served (the gate)   by the model alone")
+    assert lines[1] == "12 held-back questions: as served (the gate) and by the model alone"
+    assert lines[2].split() == ["hit@1", "MRR", "hit@1", "MRR"]
     assert lines[3].split()[:2] == ["shipped", "model"] and lines[4].split()[:2] == ["tuned", "model"]
-    assert len(lines[3].split()) == len(lines[4].split()) == 6  # hit@1 and MRR, as served and alone
-    manifest = json.loads((tmp_path / "data" / "models" / "last-run.json").read_text())
+    assert float(lines[3].split()[2]) == round(manifest["shipped"]["hit_at_1"], 3)
     assert lines[-1].startswith("accepted" if manifest["accepted"] else "rejected")
     assert manifest["shipped"]["probes"] == manifest["tuned"]["probes"] == 12
     current = tmp_path / "data" / "models" / "current.json"

@@ -408,14 +408,14 @@ def tune_report(manifest: Manifest) -> str:
         f"{counts.get('article_anchors', 0)} article headings and sentences, {counts.get('verdicts_accepted', 0)} "
         f"accepted and {counts.get('verdicts_dismissed', 0)} dismissed answers; {training.get('steps', 0)} steps, "
         f"{training.get('epochs', 0)} epochs; {manifest.seconds:.0f} s in all",
-        f"{counts.get('held_back', 0)} held-back questions   as served (the gate)   by the model alone",
-        f"{'':24}hit@1    MRR          hit@1    MRR",
+        f"{counts.get('held_back', 0)} held-back questions: as served (the gate) and by the model alone",
+        f"  {'':15}{'hit@1':>7}{'MRR':>7}{'hit@1':>12}{'MRR':>7}",
         *(
-            f"  {name} model{'':8}{served.get('hit_at_1', 0):.3f}  {served.get('mrr', 0):.3f}"
-            f"        {alone.get('hit_at_1', 0):.3f}  {alone.get('mrr', 0):.3f}"
+            f"  {name:15}{served.get('hit_at_1', 0):7.3f}{served.get('mrr', 0):7.3f}"
+            f"{alone.get('hit_at_1', 0):12.3f}{alone.get('mrr', 0):7.3f}"
             for name, served, alone in (
-                ("shipped", manifest.shipped, manifest.alone.get("shipped", {})),
-                ("tuned  ", manifest.tuned, manifest.alone.get("tuned", {})),
+                ("shipped model", manifest.shipped, manifest.alone.get("shipped", {})),
+                ("tuned model", manifest.tuned, manifest.alone.get("tuned", {})),
             )
         ),
     ]
