@@ -36,7 +36,7 @@ _REPORT = "training.json"
 class Recipe:
     """How to train: the optimiser's and the loop's settings, and the CPU threads to train on."""
 
-    epochs: int = 2
+    epochs: int = 1
     batch_size: int = 32
     learning_rate: float = 2e-5
     warmup: float = 0.1
