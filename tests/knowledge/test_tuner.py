@@ -8,12 +8,15 @@ import numpy as np
 import pytest
 
 from tests.conftest import make_settings
+from vigil.cases.store import CaseStore
 from vigil.core.clock import SystemClock
+from vigil.flow.leases import Lease
 from vigil.knowledge import tuned
 from vigil.knowledge.documents import Entry, Passage
 from vigil.knowledge.embedding import SHIPPED, embedder_for
-from vigil.knowledge.tuner import tune
+from vigil.knowledge.tuner import LEASE, Busy, tune, tune_with_lease
 from vigil.knowledge.tuning import Verdict
+from vigil.mining.miner import LEASE as MINER_LEASE
 
 # Loading torch and the model in a child process, a few steps, an ONNX export, then both models judged: ~1 minute
 # alone, more on a loaded machine.
@@ -78,3 +81,20 @@ async def test_a_tuning_run_trains_exports_judges_and_records_its_decision(tmp_p
         assert not tuned.model_folder(tmp_path, manifest.version).exists()
         assert list(tuned.onnx_dir(tmp_path).glob(f"{manifest.version}-*")) == []
         assert embedder_for(settings, tmp_path).name == SHIPPED
+
+
+async def test_a_run_waits_for_no_miner_it_finds_the_miners_lease_held_and_does_nothing(
+    store: CaseStore, tmp_path: Path
+):
+    assert LEASE == MINER_LEASE  # one lease: the miner and tuning never overlap, whoever starts either
+    miner = Lease(store.engine, MINER_LEASE, owner="replica-2", clock=SystemClock(), duration_s=600.0)
+    assert await miner.take() is None
+
+    async def entries() -> list[Entry]:
+        raise AssertionError("a run that cannot take the lease reads nothing")
+
+    settings = make_settings(tmp_path=tmp_path).knowledge
+    with pytest.raises(Busy, match="held by replica-2"):
+        await tune_with_lease(entries, settings, data_dir=tmp_path, engine=store.engine, clock=SystemClock())
+    assert tuned.last_run(tmp_path) is None
+    await miner.free()
