@@ -6,8 +6,9 @@
 The skill answers from the ranking's first hit (``vigil/knowledge/ranking.py``) and states the probability of one
 logistic model over ``skill.features`` of the ranking (whether the first hit is an FAQ is one of them). Each example
 below is one query's ranking, labelled by whether its first hit is right:
-- the tune half of the team's Brightwave phrasings (``bench.eval_phrasings.split_of``; right: the first hit is one
-  of the entries that answer it; never, for the ones the help centre does not answer); the test half is left for
+- the tune half of the team's phrasings of both help centres, Brightwave's (with the near-miss traps) and
+  Ferncastle's (``bench.eval_phrasings.suites``, ``split_of``; right: the first hit is one of the entries that answer
+  it; never, for the ones the help centre does not answer); the test half is left for
   ``python -m bench.eval_phrasings --split test``;
 - held-out alternates: the last alternate of every Brightwave FAQ with three or more is removed from the index and
   asked (right: the first hit is its FAQ; left out when the first hit is an article, which may answer it too);
@@ -34,7 +35,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.eval_phrasings import held_out_faqs, help_centre, phrasings, split_of
+from bench.eval_phrasings import held_out_faqs, help_centre, suites
 from bench.eval_questions import load as load_labelled
 from bench.eval_questions import split_of as thread_split
 from bench.knowledge_env import BANKING, banking_documents, knowledge_store
@@ -46,7 +47,7 @@ from vigil.knowledge.store import KnowledgeStore
 KNOWLEDGE = Path(__file__).resolve().parent.parent / "knowledge"
 OFF_TOPIC = "off-topic IRC questions"
 BANKING_TASKS = "tau2 banking dev tasks"
-PHRASINGS_TUNE = "Brightwave phrasings, tune half"
+PHRASINGS_TUNE = "phrasings, tune half (Brightwave and Ferncastle)"
 L2 = 0.3
 
 
@@ -77,18 +78,21 @@ async def example(knowledge: KnowledgeStore, query: str, right: set[str], source
 
 async def examples() -> list[Example]:
     found: list[Example | None] = []
+    for suite in suites():
+        async with knowledge_store() as knowledge:
+            await knowledge.upsert(suite.entries())
+            for row in suite.rows("tune"):
+                found.append(
+                    await example(
+                        knowledge,
+                        row["text"],
+                        set(row["answer_ids"]),
+                        PHRASINGS_TUNE,
+                        f"{suite.name}:{suite.target(row)}",
+                    )
+                )
     async with knowledge_store() as knowledge:
         await knowledge.upsert(help_centre())
-        for row in phrasings("tune"):
-            found.append(
-                await example(
-                    knowledge,
-                    row["text"],
-                    set(row["answer_ids"]),
-                    PHRASINGS_TUNE,
-                    split_of(row) + ":" + (row["answer_ids"][0] if row["answer_ids"] else row["id"]),
-                )
-            )
         for n, question in enumerate(off_topic_questions()):
             found.append(await example(knowledge, question, set(), OFF_TOPIC, f"irc-{n}"))
     indexed, held_out = held_out_faqs()

@@ -471,8 +471,8 @@ async def test_the_cross_validated_ranking_prefers_an_entry_that_several_passage
         "Hi. I ordered the eSIM yesterday evening. The email arrived with a QR code. My phone froze halfway "
         "through scanning it and now it says the code is invalid."
     )
-    firsts = {}
-    for ranking in ("hybrid", "cross_validated"):
+    firsts, short = {}, {}
+    for ranking in ("hybrid", "cross_validated", "adaptive"):
         knowledge = open_knowledge_store(
             KnowledgeSettings(ranking=ranking),  # type: ignore[arg-type]
             store.engine,
@@ -486,9 +486,13 @@ async def test_the_cross_validated_ranking_prefers_an_entry_that_several_passage
             if ranking == "hybrid":
                 await knowledge.upsert(help_centre())
             firsts[ranking] = (await knowledge.search(message, 5))[0].entry_id
+            short[ranking] = [h.entry_id for h in await knowledge.search("my esim code says invalid, why?", 5)]
         finally:
             await knowledge.close()
-    assert firsts == {"hybrid": "faq-esim-code-invalid", "cross_validated": "esim-setup"}
+    # The adaptive ranking reads a message of three sentences or more as the cross-validated one does, and a short
+    # one as the hybrid does.
+    assert firsts == {"hybrid": "faq-esim-code-invalid", "cross_validated": "esim-setup", "adaptive": "esim-setup"}
+    assert short["adaptive"] == short["hybrid"]
 
 
 async def test_the_answer_skill_answers_a_conversation_from_its_tenants_knowledge(tenanted: KnowledgeStore):

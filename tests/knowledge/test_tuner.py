@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
 import pytest
+import sqlalchemy as sa
 
 from tests.conftest import make_settings
 from vigil.cases.store import CaseStore
@@ -14,7 +16,8 @@ from vigil.flow.leases import Lease
 from vigil.knowledge import tuned
 from vigil.knowledge.documents import Entry, Passage
 from vigil.knowledge.embedding import SHIPPED, embedder_for
-from vigil.knowledge.tuner import LEASE, Busy, tune, tune_with_lease
+from vigil.knowledge.tables import VERDICT
+from vigil.knowledge.tuner import LEASE, Busy, stored_verdicts, tune, tune_with_lease
 from vigil.knowledge.tuning import Verdict
 from vigil.mining.miner import LEASE as MINER_LEASE
 
@@ -98,3 +101,33 @@ async def test_a_run_waits_for_no_miner_it_finds_the_miners_lease_held_and_does_
         await tune_with_lease(entries, settings, data_dir=tmp_path, engine=store.engine, clock=SystemClock())
     assert tuned.last_run(tmp_path) is None
     await miner.free()
+
+
+async def test_a_run_learns_from_the_verdicts_the_knowledge_keeps_newest_first(store: CaseStore):
+    at = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
+    said = [("accepted", "faq-bill"), ("edited", "faq-pay"), ("dismissed", "faq-late"), ("approved", "faq-x")]
+    async with store.engine.begin() as conn:
+        await conn.execute(
+            sa.insert(VERDICT),
+            [
+                {
+                    "conversation_id": "c-1",
+                    "feedback_id": f"f-{n}",
+                    "tenant": "brightwave",
+                    "entry_id": entry,
+                    "verdict": verdict,
+                    "question": f"question {n}",
+                    "suggestion_id": f"s-{n}",
+                    "message_id": f"m-{n}",
+                    "at": at + timedelta(minutes=n),
+                    "received_at": at + timedelta(minutes=n),
+                }
+                for n, (verdict, entry) in enumerate(said)
+            ],
+        )
+    assert await stored_verdicts(store.engine) == [
+        Verdict("question 2", "faq-late", accepted=False),
+        Verdict("question 1", "faq-pay", accepted=True),  # an edited answer's entry answered the question too
+        Verdict("question 0", "faq-bill", accepted=True),
+    ]
+    assert await stored_verdicts(store.engine, limit=1) == [Verdict("question 2", "faq-late", accepted=False)]

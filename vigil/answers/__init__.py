@@ -25,26 +25,27 @@ def setup(
     store: CaseStore,
     knowledge: KnowledgeStore,
 ) -> Capability:
-    """When enabled, the answer skill, gated by the intervention policy; the LLM metrics in any case."""
+    """When enabled, the answer skill, gated by the intervention policy, and the analysts' verdicts on its answers
+    kept for the knowledge to learn from; the LLM metrics in any case."""
     from vigil.answers.drafting import Drafter
     from vigil.answers.intervention import InterventionPolicy
     from vigil.answers.skill import AnswerSkill
+    from vigil.answers.verdicts import VerdictKeeper
     from vigil.llm.metrics import LlmMetrics
 
     metrics = LlmMetrics(platform.registry)
     if not settings.enabled:
         return Capability(name="answers")
     drafter = Drafter(llm, metrics=metrics, clock=platform.clock)
+    policy = InterventionPolicy(
+        store=store, clock=platform.clock, settings=settings, implicit=_implicit(settings, knowledge)
+    )
+    # The skill reads what the conversation was told through the gate, which read it for the event already.
     return Capability(
         name="answers",
-        skills=[AnswerSkill(knowledge, settings, drafter=drafter)],
-        gates={
-            "answer": [
-                InterventionPolicy(
-                    store=store, clock=platform.clock, settings=settings, implicit=_implicit(settings, knowledge)
-                )
-            ]
-        },
+        skills=[AnswerSkill(knowledge, settings, drafter=drafter, conversation=policy.earlier)],
+        gates={"answer": [policy]},
+        keepers=[VerdictKeeper()],
         closing=[drafter.aclose],
     )
 

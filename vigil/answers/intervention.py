@@ -2,9 +2,10 @@
 
 An analyst's attention is the scarce thing. vigil answers only a customer message that asks something, on a case
 that is not closed, and not a question it has already answered in the conversation (the customer asking again, in
-much the same words); it never cites the same source twice in a conversation nor says something too close to what
-it already said; and it drops a suggestion that would arrive after the analyst answered or the customer wrote
-again, or that is about a message too old to matter. Each silence has its reason.
+much the same words); it cites a source it already cited in the conversation only for what the customer had not
+asked and vigil had not said (``followups.py``), and never says something too close to what it already said; and
+it drops a suggestion that would arrive after the analyst answered or the customer wrote again, or that is about a
+message too old to matter. Each silence has its reason.
 
 There is no quiet time after an answer: a follow-up with an answer of its own is answered however soon it comes
 (issue 11: one that matched an FAQ at 0.998 was silenced because an answer had gone out 7 s earlier). A burst of
@@ -16,6 +17,7 @@ from __future__ import annotations
 import re
 from collections import OrderedDict
 
+from vigil.answers import followups
 from vigil.answers.needs import ImplicitRequestDetector
 from vigil.answers.questions import classify
 from vigil.answers.settings import AnswerSettings
@@ -24,7 +26,7 @@ from vigil.core.clock import Clock
 from vigil.flow.case import CaseState
 from vigil.flow.gates import Decision
 from vigil.flow.skills import Proposal
-from vigil.wire.events import Event, Message, Suggestion, SuggestionKind
+from vigil.wire.events import Event, Message, SuggestionKind
 
 _WORDS = re.compile(r"\w+")
 # Words that carry no subject: a question's other words say what it is about (a re-ask often adds "again", "sorry",
@@ -95,7 +97,13 @@ class InterventionPolicy:
         if proposal.kind != "answer" or event is None:
             return Decision.allow()
         earlier = await self._recent(event)
-        return _fresh(proposal, [e.suggestion for e in earlier], self._settings.max_similarity)
+        question = event.text if isinstance(event, Message) else ""
+        return _fresh(proposal, question, earlier, self._settings.max_similarity)
+
+    async def earlier(self, event: Event) -> list[Earlier]:
+        """What was said in ``event``'s conversation before it, with the questions it answered: the same read the
+        gate makes for the event (the answer skill looks at it to answer a follow-up from what was not said)."""
+        return await self._recent(event)
 
     async def _recent(self, event: Event) -> list[Earlier]:
         """The conversation's latest suggestions before ``event``, with their questions (read once per event)."""
@@ -134,12 +142,17 @@ def _asks_again(question: str, earlier: Earlier, max_overlap: float) -> bool:
     return len(words & subject(earlier.asked)) / len(words) >= max_overlap
 
 
-def _fresh(proposal: Proposal, earlier: list[Suggestion], max_similarity: float) -> Decision:
+def _fresh(proposal: Proposal, question: str, earlier: list[Earlier], max_similarity: float) -> Decision:
     """Refuse an answer drawn from a source already used in the conversation (its first source is the one it
-    was drawn from), or a text too close to an earlier suggestion."""
-    used = {(s.sources[0].kind, s.sources[0].id) for s in earlier if s.sources}
-    if proposal.sources and (proposal.sources[0].kind, proposal.sources[0].id) in used:
-        return Decision.silence("repeated_source")
-    if any(similarity(proposal.text, s.text) >= max_similarity for s in earlier):
+    was drawn from) unless it speaks to something the question asks that was neither asked nor said before and is
+    not mostly what that source already said; and refuse a text too close to an earlier suggestion."""
+    if proposal.sources:
+        source = (proposal.sources[0].kind, proposal.sources[0].id)
+        if source in followups.cited(earlier) and (
+            not followups.speaks_to(proposal.text, followups.new_words(question, earlier))
+            or followups.said_share(proposal.text, followups.said_from(source, earlier)) >= max_similarity
+        ):
+            return Decision.silence("repeated_source")
+    if any(similarity(proposal.text, e.suggestion.text) >= max_similarity for e in earlier):
         return Decision.silence("similar_to_earlier")
     return Decision.allow()

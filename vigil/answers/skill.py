@@ -1,22 +1,29 @@
 """The answer skill: the customer asked something; suggest the answer, with its sources.
 
 One ranking: the skill answers from the knowledge store's first hit, exactly what `vigil kb search` lists first
-(``vigil/knowledge/ranking.py``). When that is an FAQ and the skill is confident, the FAQ's answer goes out whole;
-otherwise an extractive answer: the best passage, trimmed to the sentences that answer the question. Confidence is
+(``vigil/knowledge/ranking.py``). When that is an FAQ, its answer goes out whole if the skill is confident or the
+answer is short; otherwise the sentences of the entry that answer the question (``snippets.py``). In a
+conversation, a follow-up whose first hit was cited already is answered from what that source has not said or from
+the next source not cited (``followups.py``). Confidence is
 a calibrated probability (``calibration.py``), not a raw similarity, and it weighs whether the words that tell the
-first candidates apart side with the answer: a near miss the words contradict is not stated with confidence.
+first candidates apart side with the answer: a near miss the words contradict is not stated with confidence. Nor is
+an entry the tenant's analysts dismissed for questions like this one (``judged``): search has already ranked it
+lower for that (``vigil/knowledge/verdicts.py``), and where it is first all the same, it is stated less surely.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, replace
 
+from vigil.answers import followups, snippets
 from vigil.answers.calibration import Logistic
 from vigil.answers.drafting import Drafter, DraftSource, drafted_why
 from vigil.answers.questions import asks_yes_or_no
 from vigil.answers.settings import AnswerSettings
+from vigil.cases.store import Earlier
 from vigil.flow.case import CaseState
 from vigil.flow.skills import Proposal
 from vigil.knowledge import ranking
@@ -31,17 +38,19 @@ from vigil.wire.events import Event, Message, SourceRef, SuggestionKind
 MODELS: dict[RankingName, Logistic] = {
     "hybrid": Logistic(weights=(7.903, -2.109, -0.099, 2.251, 1.678, 1.740, -0.088), bias=-3.669),
     "cross_validated": Logistic(weights=(7.569, -2.121, 0.158, 1.927, 1.104, 1.684, -0.029), bias=-3.863),
+    "adaptive": Logistic(weights=(7.903, -2.109, -0.099, 2.251, 1.678, 1.740, -0.088), bias=-3.669),
 }
 MODEL = MODELS["hybrid"]
 SOURCES = 3
+VERDICT_LOGIT = 4.0
+"""How far the analysts' verdict on the first hit's entry (``Hit.verdict``, -1..1) moves the stated confidence, in
+log-odds: one dismissal of it on the same question (-0.5) takes 0.977 to 0.85, two (-0.67) to 0.74. Set, not fitted:
+the labelled phrasings have no verdicts yet. When ``bench.calibrate`` has some, ``Hit.verdict`` becomes a feature of
+``MODELS`` and this term goes."""
+ALTERNATIVES = 2
+"""Hits looked at beyond the cited ones, for a follow-up whose first hits were cited already in the conversation."""
 
-_SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(*])|\n+")
-_WORD = re.compile(r"[a-z0-9]+")
 _YES_OR_NO = re.compile(r"^(?:yes|no)[.,!]\s+(?=\S)", re.IGNORECASE)
-_STOP = frozenset(
-    "a an the and or but if of to in on at by for with from is are was were be been do does did i you we my your "
-    "our it this that can could would will how what when where why which who me us please hi hello there".split()
-)
 
 
 def features(hits: Sequence[Hit]) -> tuple[float, float, float, float, float, float, float]:
@@ -64,8 +73,61 @@ def features(hits: Sequence[Hit]) -> tuple[float, float, float, float, float, fl
     )
 
 
+def judged(confidence: float, verdict: float) -> float:
+    """``confidence`` moved by ``VERDICT_LOGIT`` times ``verdict`` in log-odds: lower for an entry the tenant's
+    analysts dismissed on questions like this one, higher for one they accepted; unchanged with no verdict (0)."""
+    if verdict == 0.0:
+        return confidence
+    p = min(max(confidence, 1e-9), 1.0 - 1e-9)
+    return 1.0 / (1.0 + math.exp(-(math.log(p / (1.0 - p)) + VERDICT_LOGIT * verdict)))
+
+
 def _similarity(hit: Hit) -> float:
     return max(hit.dense, hit.question)
+
+
+Conversation = Callable[[Event], Awaitable[Sequence[Earlier]]]
+"""What was said in an event's conversation before it (``InterventionPolicy.earlier``: the gate's own read)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Said:
+    """The conversation so far, as the skill needs it: its answers, the sources they cited and the question's new
+    words (``followups.new_words``)."""
+
+    earlier: Sequence[Earlier]
+    cited: set[tuple[str, str]]
+    new: set[str]
+
+    def before(self, hit: Hit) -> list[str]:
+        """What the conversation's answers drawn from ``hit``'s entry said."""
+        return followups.said_from((hit.kind, hit.entry_id), self.earlier)
+
+    def answers_anew(self, answer: _Answer, max_similarity: float) -> bool:
+        """Whether ``answer`` answers what the question asks anew: it is about one of the question's new words (its
+        FAQ's question, or its article's title or section heading, names it), says it, and is not mostly what its
+        source already said. Being about the new word, not merely mentioning it, is what tells "and Turkey?" after
+        an answer about Spain from a re-ask in other words, whose new words the next entries may happen to use."""
+        proposal = answer.proposal
+        source = (proposal.sources[0].kind, proposal.sources[0].id)
+        said = followups.said_from(source, self.earlier)
+        return (
+            bool(self.new & snippets.words(answer.about))
+            and followups.speaks_to(proposal.text, self.new)
+            and followups.said_share(proposal.text, said) < max_similarity
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class _Answer:
+    """A proposal, what the part of the entry it was drawn from is about (the passage's first line), and the hits
+    it cites (the one it was drawn from first)."""
+
+    proposal: Proposal
+    about: str
+    cited: Sequence[Hit]
+    matched: bool = False
+    """An FAQ matched with confidence, said as written (never redrafted)."""
 
 
 class AnswerSkill:
@@ -81,11 +143,13 @@ class AnswerSkill:
         *,
         model: Logistic | None = None,
         drafter: Drafter | None = None,
+        conversation: Conversation | None = None,
     ) -> None:
         self._knowledge = knowledge
         self._drafter = drafter
         self._settings = settings
         self._model = model if model is not None else MODELS[knowledge.ranking]
+        self._conversation = conversation
 
     async def propose(self, event: Event, case: CaseState | None) -> Sequence[Proposal]:
         if not isinstance(event, Message):
@@ -93,55 +157,115 @@ class AnswerSkill:
         question = event.text
         # The conversation's tenant sees the global knowledge and its own, never another tenant's.
         tenant = case.tenant if case is not None else event.tenant
-        hits = await self._knowledge.search(question, SOURCES, tenant=tenant)
+        hits = await self._knowledge.search(question, SOURCES + ALTERNATIVES, tenant=tenant)
         if not hits:
             return ()
-        top = hits[0]
-        confidence = self._model.probability(features(hits))
-        if top.kind == "faq" and confidence >= self._settings.faq_confidence:
-            source = SourceRef(kind="faq", id=top.entry_id, title=top.title, score=round(top.score, 4))
+        said = await self._said(event, question)
+        first = await self._answer(question, hits, 0)
+        if said is None or (hits[0].kind, hits[0].entry_id) not in said.cited or not said.new:
+            return (await self._drafted(question, first),)
+        # The first source was cited already, and the question is not asked again in the same words (the gate saw
+        # to that): what it asks anew may be in another part of that source, or in the next source not cited yet,
+        # if that is good enough. Otherwise the first source's answer goes to the gate, which says why it is not said.
+        for index, hit in enumerate(hits):
+            if index and (hit.kind, hit.entry_id) in said.cited:
+                continue
+            answer = await self._answer(question, hits, index, said=said)
+            good = answer.proposal.confidence >= self._settings.min_confidence
+            if good and said.answers_anew(answer, self._settings.max_similarity):
+                return (await self._drafted(question, answer),)
+        return (first.proposal,)
+
+    async def _said(self, event: Event, question: str) -> _Said | None:
+        """The conversation's earlier answers, if it has any (and the skill was given a way to read them)."""
+        if self._conversation is None:
+            return None
+        earlier = followups.answers(await self._conversation(event))
+        if not earlier:
+            return None
+        return _Said(earlier, followups.cited(earlier), followups.new_words(question, earlier))
+
+    async def _answer(self, question: str, hits: Sequence[Hit], index: int, *, said: _Said | None = None) -> _Answer:
+        """The answer from ``hits[index]``; what its entry already said in the conversation is not said again.
+
+        Its confidence: for the first hit, the calibrated probability that it is right. For a later one (the hits
+        before it were cited already, and do not answer what the question asks anew), the probability that it is
+        right as the first of the hits from it on, given that the ones before it are not: one entry answers a
+        question, so that is its probability over the share the ruled-out hits leave, ``p / (1 - p_before)``, an
+        approximation (the model was fitted on first hits; a later hit's own probability stands in for its share).
+
+        An FAQ confidently matched goes out whole; below that confidence it still goes out whole when it is short
+        enough (it was written to be read whole: a cut one loses half its answer); otherwise the sentences of the
+        entry that answer the question (``snippets.py``)."""
+        top, cited = hits[index], [*hits[index:], *hits[:index]][:SOURCES]
+        confidence = self._model.probability(features(hits[index:]))
+        if index:
+            ruled_out = sum(self._model.probability(features(hits[i:])) for i in range(index))
+            confidence = min(1.0, confidence / max(1.0 - ruled_out, confidence, 1e-9))
+        confidence = judged(confidence, top.verdict)
+        before = said.before(top) if said is not None else []
+        text, about = "", top.passage.split("\n", 1)[0]
+        if top.kind == "faq" and not before:
             answer = top.passage.split("\n", 1)[-1]  # an FAQ's one passage is its question, then its answer
-            return (
-                Proposal(
+            if confidence >= self._settings.faq_confidence:
+                source = SourceRef(kind="faq", id=top.entry_id, title=top.title, score=round(top.score, 4))
+                proposal = Proposal(
                     kind="answer",
                     text=fit_to_question(question, answer),
                     confidence=round(confidence, 4),
                     sources=(source,),
                     why=f"matches the FAQ “{top.title}”",
-                ),
-            )
-        sources = tuple(SourceRef(kind=h.kind, id=h.entry_id, title=h.title, score=round(h.score, 4)) for h in hits)
-        text = fit_to_question(question, extract(question, top.passage, self._settings.max_chars))
+                )
+                return _Answer(proposal, about, (top,), matched=True)
+            if len(answer) <= self._settings.max_chars:
+                text = answer
+        if not text:
+            snippet = await self._snippet(question, top, before)
+            text, about = snippet.text, snippet.about
+        sources = tuple(SourceRef(kind=h.kind, id=h.entry_id, title=h.title, score=round(h.score, 4)) for h in cited)
         # The card's one number is the calibrated confidence: a raw similarity beside it reads as a second one.
-        why = f"from “{top.title}”"
-        if self._drafter is not None and self._drafter.enabled and confidence >= self._settings.min_confidence:
-            # Only answers the gate would let through are worth a model call; on any failure the extract stands.
-            draft = await self._drafter.draft(question, [DraftSource(h.entry_id, h.title, h.passage) for h in hits])
-            if draft is not None:
-                text, why = draft.text, drafted_why(draft)
-        return (Proposal(kind="answer", text=text, confidence=round(confidence, 4), sources=sources, why=why),)
+        proposal = Proposal(
+            kind="answer",
+            text=fit_to_question(question, text),
+            confidence=round(confidence, 4),
+            sources=sources,
+            why=f"from “{top.title}”",
+        )
+        return _Answer(proposal, about, cited)
 
+    async def _drafted(self, question: str, answer: _Answer) -> Proposal:
+        """``answer``'s proposal, written by the LLM from the hits it cites when drafting is on and the gate would
+        let it through (only those are worth a model call); on any failure, or for an FAQ matched with confidence,
+        the extract or the FAQ stands."""
+        proposal = answer.proposal
+        drafter = self._drafter
+        if drafter is None or not drafter.enabled or answer.matched:
+            return proposal
+        if proposal.confidence < self._settings.min_confidence:
+            return proposal
+        draft = await drafter.draft(question, [DraftSource(h.entry_id, h.title, h.passage) for h in answer.cited])
+        if draft is None:
+            return proposal
+        return replace(proposal, text=draft.text, why=drafted_why(draft))
 
-def extract(question: str, passage: str, max_chars: int) -> str:
-    """The run of consecutive sentences of ``passage`` that best answers ``question``, within ``max_chars``."""
-    body = passage.split("\n", 1)[1] if "\n" in passage else passage  # drop the "Title: heading" line
-    sentences = [s.strip() for s in _SENTENCE.split(body) if s.strip()]
-    if not sentences:
-        return passage[:max_chars]
-    wanted = _content_words(question)
-    scores = [len(wanted & _content_words(s)) for s in sentences]
-    best: tuple[float, int, int] = (-1.0, 0, 1)
-    for start in range(len(sentences)):
-        length, total, end = 0, 0.0, start
-        while end < len(sentences) and length + len(sentences[end]) <= max_chars:
-            length += len(sentences[end]) + 1
-            total += scores[end] * (0.85 ** (end - start))
-            end += 1
-        if end > start and total > best[0]:
-            best = (total, start, end)
-    _, start, end = best
-    text = " ".join(sentences[start:end])
-    return text if text else sentences[0][:max_chars]
+    async def _snippet(self, question: str, hit: Hit, said: Sequence[str]) -> snippets.Snippet:
+        """The sentences of ``hit``'s entry that best answer ``question``, leaving out what was ``said``: from the
+        passage the search found, or from another passage of an article that answers it better. The search finds
+        the passage nearest to the question, which may be an introduction that repeats its words; the answer may
+        be under a heading further down."""
+        limit = self._settings.max_chars
+        entry = await self._knowledge.entry(hit.entry_id) if hit.kind != "faq" else None
+        if entry is None or len(entry.passages) < 2:
+            return snippets.extract(question, hit.passage, limit, title=hit.title, said=said)
+        # Words every section states tell none of them apart: which section answers is told by the others.
+        weights = snippets.word_weights(question, [p.text for p in entry.passages])
+        best = snippets.extract(question, hit.passage, limit, title=hit.title, said=said, weights=weights)
+        for passage in entry.passages:
+            if passage.id != hit.passage_id:
+                other = snippets.extract(question, passage.text, limit, title=hit.title, said=said, weights=weights)
+                if other.worth > best.worth:
+                    best = other
+        return best
 
 
 def fit_to_question(question: str, answer: str) -> str:
@@ -151,7 +275,3 @@ def fit_to_question(question: str, answer: str) -> str:
         return answer
     rest = _YES_OR_NO.sub("", answer, count=1)
     return rest[0].upper() + rest[1:] if rest != answer else answer
-
-
-def _content_words(text: str) -> set[str]:
-    return {w[:6] for w in _WORD.findall(text.lower()) if w not in _STOP and len(w) > 1}

@@ -375,7 +375,6 @@ async def _kb_govern(args: argparse.Namespace, settings: Settings) -> int:
 async def _kb_tune(args: argparse.Namespace, settings: Settings) -> int:
     from vigil.knowledge.store import standalone
     from vigil.knowledge.tuner import Busy, tune_with_lease
-    from vigil.mining.feedback import answer_verdicts
 
     knowledge_settings = settings.knowledge
     if knowledge_settings.tune_threads is None:  # nothing else to serve here: every core trains
@@ -390,7 +389,6 @@ async def _kb_tune(args: argparse.Namespace, settings: Settings) -> int:
                 data_dir=settings.data_dir,
                 engine=knowledge.engine,
                 clock=SystemClock(),
-                verdicts=partial(answer_verdicts, knowledge.engine),
             )
         except Busy as busy:
             print(f"vigil: {busy}; try again then", file=sys.stderr)

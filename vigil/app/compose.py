@@ -10,7 +10,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass, field
-from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry
@@ -33,7 +32,6 @@ from vigil.flow.scheduler import Job, Scheduler
 from vigil.flow.skills import Skill
 from vigil.knowledge.embedding import Embedder
 from vigil.knowledge.store import KnowledgeStore, open_knowledge_store
-from vigil.mining.feedback import answer_verdicts
 from vigil.transport.select import Transports
 from vigil.wire.proof import Proofs
 
@@ -86,7 +84,7 @@ CAPABILITIES: tuple[tuple[str, Callable[[Parts], Capability]], ...] = (
     ("cases", lambda p: cases.setup(p.settings.database, p.platform, store=p.store)),
     ("knowledge", lambda p: knowledge.setup(
         p.settings.knowledge, p.platform, knowledge=p.knowledge, load=p.settings.answers.enabled,
-        data_dir=p.settings.data_dir if p.follows_models else None, verdicts=partial(answer_verdicts, p.store.engine),
+        data_dir=p.settings.data_dir if p.follows_models else None,
     )),
     ("answers", lambda p: answers.setup(
         p.settings.answers, p.settings.llm, p.platform, store=p.store, knowledge=p.knowledge

@@ -14,7 +14,6 @@ from vigil.knowledge.settings import KnowledgeSettings
 if TYPE_CHECKING:
     from vigil.flow.scheduler import Job
     from vigil.knowledge.store import KnowledgeStore
-    from vigil.knowledge.tuner import VerdictSource
 
 
 log = logging.getLogger(__name__)
@@ -29,14 +28,13 @@ def setup(
     knowledge: KnowledgeStore,
     load: bool,
     data_dir: Path | None = None,
-    verdicts: VerdictSource | None = None,
 ) -> Capability:
     """With ``load`` (answers are on): open the store and import ``settings.paths`` at start-up, then pick up
     changes every ``refresh_interval_s`` (a scheduled job). Without it, the store is only read by the panel.
 
     With ``data_dir`` (the store serves the model the settings choose, not one handed in): the refresh also switches
     to the tuned model the data dir names once one is accepted, and with ``tune_interval_s`` a durable job tunes one
-    on the knowledge and the analysts' ``verdicts`` (``vigil.knowledge.tuner``)."""
+    on the knowledge and the analysts' verdicts (``vigil.knowledge.tuner``)."""
     from vigil.knowledge.jobs import refresh_job
 
     if not load:
@@ -61,7 +59,7 @@ def setup(
         checks={"knowledge": knowledge.check},
         jobs=[
             refresh_job(knowledge, settings.refresh_interval_s, follow),
-            *_tuning(settings, platform, knowledge, data_dir, verdicts),
+            *_tuning(settings, platform, knowledge, data_dir),
         ],
         closing=[knowledge.close],
     )
@@ -72,7 +70,6 @@ def _tuning(
     platform: Platform,
     knowledge: KnowledgeStore,
     data_dir: Path | None,
-    verdicts: VerdictSource | None,
 ) -> list[Job]:
     """The scheduled tuning job, when it has an interval and a data dir to write its models to."""
     from vigil.knowledge.jobs import tune_job
@@ -87,6 +84,5 @@ def _tuning(
         data_dir=data_dir,
         engine=knowledge.engine,
         clock=platform.clock,
-        verdicts=verdicts,
     )
     return [tune_job(run, settings.tune_interval_s)]

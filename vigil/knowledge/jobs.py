@@ -21,7 +21,8 @@ TUNE = "knowledge-tune"
 
 def refresh_job(store: KnowledgeStore, interval_s: float, follow: Callable[[], Embedder] | None = None) -> Job:
     """Every ``interval_s``, pick up what another process (``vigil kb import``, the miner) changed in the knowledge,
-    and the model it should serve (``follow``: the settings' choice, a tuned model once one is accepted).
+    the analysts' verdicts on answers received since (``vigil.knowledge.verdicts``), and the model it should serve
+    (``follow``: the settings' choice, a tuned model once one is accepted).
 
     Not durable: every replica rebuilds its own in-memory indexes. Coalesced: only the latest of several windows due
     at once is worth running.
@@ -38,7 +39,7 @@ def refresh_job(store: KnowledgeStore, interval_s: float, follow: Callable[[], E
                     refused.add(wanted.name)
                     log.exception("cannot serve the model %s; keeping %s", wanted.name, store.embedder_name)
         if await store.refresh_if_changed():
-            log.info("knowledge changed; indexes rebuilt")
+            log.info("knowledge or analysts' verdicts changed; indexes rebuilt")
 
     return Job(name=REFRESH, run=refresh, every_s=interval_s, coalesce=True)
 

@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, field_validator
 
-RankingName = Literal["hybrid", "cross_validated"]
+RankingName = Literal["hybrid", "cross_validated", "adaptive"]
 
 
 class KnowledgeSettings(BaseModel):
@@ -40,7 +40,14 @@ class KnowledgeSettings(BaseModel):
     ranking: RankingName = Field(
         default="hybrid",
         description="How search fuses passages: the whole query's dense and BM25 rankings (hybrid), or with its "
-        "sentences', a title ranking and the sum of an entry's top passages (cross_validated; docs/evaluation.md).",
+        "sentences', a title ranking and the sum of an entry's top passages (cross_validated), or hybrid for a "
+        "message of one or two sentences and cross_validated for a longer one (adaptive; docs/evaluation.md).",
+    )
+
+    reranker: Literal["fusion", "learned"] = Field(
+        default="fusion",
+        description="Who orders the first candidates: the fusion and its near-miss check (fusion), or a logistic "
+        "model fitted on labelled questions over their scores (learned; docs/evaluation.md).",
     )
 
     tuned: bool = Field(

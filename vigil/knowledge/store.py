@@ -24,7 +24,7 @@ import logging
 from collections import OrderedDict, defaultdict
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -37,16 +37,18 @@ from vigil.core.clock import Clock, SystemClock
 from vigil.core.errors import EntryConflict, KnowledgeError, KnowledgeUnavailable, StartupError
 from vigil.db.engine import guarded, migrate, open_engine, upsert
 from vigil.db.settings import DatabaseSettings
-from vigil.knowledge import ranking
+from vigil.knowledge import ranking, reranking
 from vigil.knowledge.batching import Batcher, MicroBatcher
 from vigil.knowledge.documents import Entry, EntryKind, Passage, discover, read
 from vigil.knowledge.embedding import SHIPPED, Embedder, Vectors, embedder_for
 from vigil.knowledge.fusion import CROSS_VALIDATED, Rankings, Recipe, entry_scores, passage_scores, sentences
 from vigil.knowledge.lexical import LexicalIndex
 from vigil.knowledge.ranking import Candidate, rerank, rrf_share
+from vigil.knowledge.reranking import SHORTLIST, Reranker
 from vigil.knowledge.settings import KnowledgeSettings, RankingName
 from vigil.knowledge.tables import ENTRY, PASSAGE
 from vigil.knowledge.vectors import VectorCollection, VectorHit, collection_names, connect, drop_collection
+from vigil.knowledge.verdicts import MOVE, VerdictMemory
 
 log = logging.getLogger(__name__)
 
@@ -54,8 +56,16 @@ T = TypeVar("T")
 CANDIDATES = 50
 HYBRID = Recipe()
 """Dense and BM25 of the whole query, RRF k 5, dense weight 0.7, an entry where its best passage is."""
-RECIPES: dict[RankingName, Recipe] = {"hybrid": HYBRID, "cross_validated": CROSS_VALIDATED}
-"""The passage fusions ``VIGIL_KNOWLEDGE__RANKING`` names (``vigil.knowledge.fusion``; docs/evaluation.md)."""
+RECIPES: dict[RankingName, tuple[Recipe, Recipe]] = {
+    "hybrid": (HYBRID, HYBRID),
+    "cross_validated": (CROSS_VALIDATED, CROSS_VALIDATED),
+    "adaptive": (HYBRID, CROSS_VALIDATED),
+}
+"""The passage fusions ``VIGIL_KNOWLEDGE__RANKING`` names (``vigil.knowledge.fusion``; docs/evaluation.md): the
+recipe for a short message and the one for a message of ``LONG`` sentences or more."""
+LONG = 3
+"""How many sentences make a message long: a chat question is one or two; a situation, or a pasted conversation,
+is several, and the request may be in any of them (``fusion.sentences``)."""
 SERVED_CONFIDENCE = 0.4
 """An entry is searched when it is active and trusted at least this much: a mined entry whose cases mostly ended
 badly (the miner's confidence, vigil/mining/miner.py) is kept for review, not served."""
@@ -95,6 +105,9 @@ class Hit:
     """For an FAQ, cosine similarity of its nearest question or alternate (0 if not among the nearest)."""
     agreement: float = 0.0
     """How far the words that tell the first candidates apart side with this entry (``ranking.agreement``)."""
+    verdict: float = 0.0
+    """How the tenant's analysts judged answers from this entry to questions like this one, in -1 (dismissed) .. 1
+    (accepted); 0 when none did (``verdicts.term``). The score is already moved by it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,6 +218,8 @@ class _Model:
 
     embedder: Embedder
     queries: MicroBatcher
+    verdicts: VerdictMemory
+    """The analysts' verdicts with their questions' vectors, of this model (a query is compared with them)."""
     collections: _Collections | None = None
     recent: OrderedDict[str, Vectors] = field(default_factory=OrderedDict)
 
@@ -320,14 +335,15 @@ class KnowledgeStore:
         batch_max: int = 32,
         embedding_workers: int = 1,
         ranking: RankingName = "hybrid",
+        reranker: Reranker | None = None,
     ) -> None:
         self._engine = engine
         self._ranking: RankingName = ranking
-        self._recipe = RECIPES[ranking]
+        self._short, self._long = RECIPES[ranking]
+        self._reranker = reranker
         self._batch_wait_s = batch_wait_s
         self._batch_max = batch_max
         self._embedding_workers = embedding_workers
-        self._model = self._serving(embedder)
         # Vector searches are batched too, per collection and filter; they leave as soon as Chroma is free (no
         # window: what gathers while it answers a batch is the next batch).
         self._nearest_batchers: dict[tuple[str, str, int], Batcher[Vectors, list[VectorHit]]] = {}
@@ -340,6 +356,7 @@ class KnowledgeStore:
         self._client: Any = None
         self._snapshot = _Snapshot()
         self._lock = asyncio.Lock()
+        self._model = self._serving(embedder)
 
     async def open(self) -> None:
         """Connect to Chroma, load the embedding model, and build the in-memory indexes from SQL.
@@ -359,10 +376,19 @@ class KnowledgeStore:
         await self.refresh()
 
     def _serving(self, embedder: Embedder) -> _Model:
+        async def embed_many(texts: Sequence[str]) -> Vectors:
+            return await asyncio.to_thread(embedder.embed, list(texts))
+
         return _Model(
             embedder,
             MicroBatcher(
                 embedder, wait_s=self._batch_wait_s, max_batch=self._batch_max, workers=self._embedding_workers
+            ),
+            VerdictMemory(
+                connect=lambda begin: self._database(begin=begin),
+                embed_many=embed_many,
+                embedder=embedder.name,
+                clock=self._clock,
             ),
         )
 
@@ -402,6 +428,7 @@ class KnowledgeStore:
                 await self._drop_collections(keep=model_collections(self._prefix, self._model.embedder.name))
             new.collections = await self._collections_for(embedder)
             await self._repair(new)
+            await new.verdicts.refresh()
             old, self._model = self._model, new
         log.info("knowledge searches now embed with %s (was %s)", embedder.name, old.embedder.name)
         return True
@@ -751,11 +778,14 @@ class KnowledgeStore:
         async with self._lock:
             await self._repair()
             await self._rebuild()
+            await self._model.verdicts.refresh()
 
     async def refresh_if_changed(self) -> bool:
-        """Refresh when another process changed the knowledge (cheap to call every few seconds)."""
+        """Refresh when another process changed the knowledge, and learn the analysts' verdicts received since the
+        last time (cheap to call every few seconds)."""
         if await self._version() == self._snapshot.version:
-            return False
+            async with self._lock:
+                return await self._model.verdicts.refresh()
         await self.refresh()
         return True
 
@@ -855,7 +885,7 @@ class KnowledgeStore:
         version = await self._version()
         lexical = await asyncio.to_thread(LexicalIndex, [r.id for r in rows], [r.text for r in rows])
         # The titles' own BM25 index only for a recipe that weighs titles: the default one never reads it.
-        titled = [h for h in heads if self._recipe.title_weight > 0]
+        titled = [h for h in heads if max(self._short.title_weight, self._long.title_weight) > 0]
         titles = await asyncio.to_thread(LexicalIndex, [h.id for h in titled], [h.title for h in titled])
         self._snapshot = _Snapshot(
             lexical=lexical,
@@ -879,6 +909,18 @@ class KnowledgeStore:
         """How search fuses passages (``VIGIL_KNOWLEDGE__RANKING``): the answer skill's confidence model is fitted
         for each."""
         return self._ranking
+
+    def _recipe_for(self, query: str) -> Recipe:
+        """The fusion for ``query``: the long-message recipe from ``LONG`` sentences on (only counted when the two
+        differ)."""
+        if self._long is self._short or len(sentences(query)) < LONG:
+            return self._short
+        return self._long
+
+    @property
+    def reranked(self) -> bool:
+        """Whether the learned re-ranker orders the fusion's first candidates (``VIGIL_KNOWLEDGE__RERANKER``)."""
+        return self._reranker is not None
 
     @property
     def engine(self) -> AsyncEngine:
@@ -924,6 +966,7 @@ class KnowledgeStore:
         Only global entries and those of ``tenant`` are searched (None: global entries only).
         """
         snapshot, model = self._snapshot, self._model
+        recipe = self._recipe_for(query)
         vector = await self._query_vector(model, query, vector)
         collections = self._open(model)
         # Both collections at once (each search joins its collection's batch), and BM25 meanwhile.
@@ -944,20 +987,29 @@ class KnowledgeStore:
                 search.cancel()  # nothing, once done; one left running if the other or BM25 failed
         dense, questions = found[0], (found[1] if len(found) > 1 else [])
         whole = Rankings([h.id for h in dense], [h.passage_id for h in lexical])
-        parts = await self._sentence_rankings(model, snapshot, query, whole, kinds, tenant)
+        parts = await self._sentence_rankings(model, snapshot, query, whole, kinds, tenant, recipe)
         titles: list[str] = []
-        if self._recipe.title_weight > 0:
+        if recipe.title_weight > 0:
             titles = [h.passage_id for h in snapshot.titles.search(query, CANDIDATES, only=snapshot.title_mask(tenant))]
         scores = _Scores(
-            passages=passage_scores(whole, parts, self._recipe),
+            passages=passage_scores(whole, parts, recipe),
             dense={h.id: h.similarity for h in dense},
             bm25={h.passage_id: h.score for h in lexical},
         )
-        hits = _fuse(snapshot, query, scores, questions, k, kinds, tenant, recipe=self._recipe, titles=titles)
+        # With verdicts to weigh, the shortlist whole: one the analysts dismissed may fall below the fifth.
+        judged = model.verdicts.holds(tenant)
+        shown = max(k, ranking.RERANK) if judged else k
+        if self._reranker is not None:
+            shown = max(shown, SHORTLIST)
+        hits = _fuse(snapshot, query, scores, questions, shown, kinds, tenant, recipe=recipe, titles=titles)
+        if self._reranker is not None:
+            hits = [replace(hits[i], score=p) for i, p in self._reranker.order(query, hits)]
+        if judged:
+            hits = _judged(hits, model.verdicts.terms(tenant, query, vector, [h.entry_id for h in hits]))
         if snapshot.expiring:  # an entry that expired since the indexes were built is not served
             now = self._clock.now()
             hits = [h for h in hits if not _expired(snapshot.entries[h.entry_id], now)]
-        return hits
+        return hits[:k]
 
     async def _query_vector(self, model: _Model, query: str, vector: Vectors | None) -> Vectors:
         """``vector`` if ``model`` made it, else the query embedded by ``model``: a vector handed in from before a
@@ -974,10 +1026,11 @@ class KnowledgeStore:
         whole: Rankings,
         kinds: Sequence[EntryKind] | None,
         tenant: str | None,
+        recipe: Recipe,
     ) -> list[Rankings]:
         """Each sentence's dense and BM25 rankings, when the recipe weighs sentences (none otherwise). A query that
         is one sentence is its own: its rankings are the whole query's, not searched again."""
-        if self._recipe.sentence_weight <= 0:
+        if recipe.sentence_weight <= 0:
             return []
         split = sentences(query)
         if len(split) == 1 and split[0] == " ".join(query.split()):
@@ -1158,6 +1211,18 @@ def _fuse(
     return hits
 
 
+def _judged(hits: Sequence[Hit], terms: Mapping[str, float]) -> list[Hit]:
+    """``hits`` with each one's verdict term (``verdicts.term``) on it and its score moved by ``MOVE`` times it, in
+    the order of the moved scores (unmoved hits keep their order)."""
+    if not terms:
+        return list(hits)
+    moved = [
+        replace(h, score=h.score + MOVE * terms[h.entry_id], verdict=terms[h.entry_id]) if h.entry_id in terms else h
+        for h in hits
+    ]
+    return sorted(moved, key=lambda h: -h.score)
+
+
 def _first_passages(rows: Sequence[Any]) -> dict[str, str]:
     """Each entry's first passage (by id), from the passage rows."""
     first: dict[str, str] = {}
@@ -1239,6 +1304,7 @@ def open_knowledge_store(
         batch_max=knowledge.batch_max,
         embedding_workers=knowledge.embedding_workers,
         ranking=knowledge.ranking,
+        reranker=reranking.MODEL if knowledge.reranker == "learned" else None,
     )
 
 

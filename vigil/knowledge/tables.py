@@ -1,4 +1,5 @@
-"""The knowledge store's SQL tables: entries and their passages (their vectors live in Chroma)."""
+"""The knowledge store's SQL tables: entries and their passages (their vectors live in Chroma), and the analysts'
+verdicts on the answers drawn from them (``verdicts.py``)."""
 
 from __future__ import annotations
 
@@ -51,5 +52,33 @@ class KnowledgePassageRow(SQLModel, table=True):
     text: str = Field(sa_type=sa.Text)
 
 
+class KnowledgeVerdictRow(SQLModel, table=True):
+    """An analyst's verdict on an answer: the question it answered, the entry it cited first, accepted, edited or
+    dismissed. Kept with the feedback event that carries it (``vigil.answers.verdicts``), keyed as that event is."""
+
+    __tablename__ = "knowledge_verdict"
+    __table_args__ = (sa.PrimaryKeyConstraint("conversation_id", "feedback_id", name="knowledge_verdict_pkey"),)
+
+    conversation_id: str = Field(max_length=ID_LENGTH)
+    feedback_id: str = Field(max_length=ID_LENGTH)
+    tenant: str = Field(index=True, max_length=ID_LENGTH)
+    entry_id: str = Field(index=True, max_length=ID_LENGTH)
+    verdict: str = Field(max_length=16)
+    question: str = Field(sa_type=sa.Text)
+    """The customer's message the answer replied to."""
+    text: str | None = Field(default=None, sa_type=sa.Text)
+    """An edit's reply as sent, or a dismissal's reason."""
+    suggestion_id: str = Field(max_length=ID_LENGTH)
+    message_id: str = Field(max_length=ID_LENGTH)
+    by: str | None = Field(default=None, max_length=ID_LENGTH)
+    at: datetime = when(nullable=False)
+    received_at: datetime = when(index=True, nullable=False)
+    """Indexed: a refresh reads the verdicts received since the last (``verdicts.py``); ages are counted from it."""
+    embedder: str | None = Field(default=None, max_length=ID_LENGTH)
+    vector: bytes | None = Field(default=None, sa_column=sa.Column(sa.LargeBinary))
+    """The question's vector (float32, of ``embedder``), written by the first refresh that embeds it; None until."""
+
+
 ENTRY = KnowledgeEntryRow.__table__  # type: ignore[attr-defined]
 PASSAGE = KnowledgePassageRow.__table__  # type: ignore[attr-defined]
+VERDICT = KnowledgeVerdictRow.__table__  # type: ignore[attr-defined]

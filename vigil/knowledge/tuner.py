@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict
 from pathlib import Path
 
+import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from vigil.core.clock import Clock
@@ -31,6 +32,7 @@ from vigil.knowledge.embedding import SHIPPED, bundled_model_path
 from vigil.knowledge.onnx_embedding import OnnxEmbedder
 from vigil.knowledge.settings import KnowledgeSettings
 from vigil.knowledge.store import standalone
+from vigil.knowledge.tables import VERDICT
 from vigil.knowledge.training import Recipe, fine_tune
 
 log = logging.getLogger(__name__)
@@ -40,8 +42,8 @@ _RANKED = 10
 
 LEASE = "miner"
 """The miner's lease (``vigil.mining.miner.LEASE``; knowledge sits below mining and cannot import it)."""
-VerdictSource = Callable[[], Awaitable[Sequence[tuning.Verdict]]]
-"""Where the analysts' verdicts come from (the feedback the cases store holds; ``vigil.mining.feedback``)."""
+VERDICTS = 20_000
+"""The most analysts' verdicts a run learns from: the newest."""
 
 
 class Busy(Exception):
@@ -59,9 +61,8 @@ async def tune_with_lease(
     data_dir: Path,
     engine: AsyncEngine,
     clock: Clock,
-    verdicts: VerdictSource | None = None,
 ) -> tuned.Manifest:
-    """``tune`` while holding the miner's lease.
+    """``tune`` on ``entries`` and the analysts' verdicts the knowledge holds, while holding the miner's lease.
 
     Raises:
         Busy: another holds the lease; nothing was done.
@@ -71,10 +72,24 @@ async def tune_with_lease(
     if holder is not None:
         raise Busy(holder)
     try:
-        found = await verdicts() if verdicts is not None else ()
+        found = await stored_verdicts(engine)
         return await tune(await entries(), settings, data_dir=data_dir, clock=clock, verdicts=found)
     finally:
         await lease.free()
+
+
+async def stored_verdicts(engine: AsyncEngine, *, limit: int = VERDICTS) -> list[tuning.Verdict]:
+    """The newest analysts' verdicts on answers (``vigil.knowledge.verdicts`` keeps them with their questions):
+    accepted and edited answers say their entry answered the question, dismissed ones that it did not."""
+    query = (
+        sa.select(VERDICT.c.question, VERDICT.c.entry_id, VERDICT.c.verdict)
+        .where(VERDICT.c.verdict.in_(["accepted", "edited", "dismissed"]))
+        .order_by(VERDICT.c.received_at.desc())
+        .limit(limit)
+    )
+    async with engine.connect() as conn:
+        rows = (await conn.execute(query)).all()
+    return [tuning.Verdict(r.question, r.entry_id, accepted=r.verdict != "dismissed") for r in rows]
 
 
 async def tune(

@@ -17,11 +17,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 import sqlalchemy as sa
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection
 
-from vigil.cases.tables import FEEDBACK, MESSAGE, SUGGESTION
+from vigil.cases.tables import FEEDBACK, SUGGESTION
 from vigil.db.engine import upsert
-from vigil.knowledge.tuning import Verdict
 from vigil.mining.tables import COUNTED_VERDICT, MINER_MARK
 
 MARK = "feedback"
@@ -100,29 +99,3 @@ async def mark_counted(conn: AsyncConnection, verdicts: Verdicts) -> None:
         {"name": MARK, "at": verdicts.until},
     )
     await conn.execute(sa.delete(COUNTED_VERDICT).where(COUNTED_VERDICT.c.received_at <= verdicts.until - OVERLAP))
-
-
-async def answer_verdicts(engine: AsyncEngine, *, limit: int = 20_000) -> list[Verdict]:
-    """The latest ``limit`` verdicts on answers, each with the customer's question it answered and the entry it
-    was drawn from: what tuning the knowledge's model learns from (``vigil.knowledge.tuning``)."""
-    query = (
-        sa.select(FEEDBACK.c.verdict, SUGGESTION.c.sources, MESSAGE.c.text)
-        .join(SUGGESTION, SUGGESTION.c.suggestion_id == FEEDBACK.c.suggestion_id)
-        .join(
-            MESSAGE,
-            sa.and_(
-                MESSAGE.c.conversation_id == SUGGESTION.c.conversation_id,
-                MESSAGE.c.message_id == SUGGESTION.c.in_reply_to,
-            ),
-        )
-        .where(SUGGESTION.c.kind == "answer", FEEDBACK.c.verdict.in_(sorted(GOOD | BAD)))
-        .order_by(FEEDBACK.c.received_at.desc())
-        .limit(limit)
-    )
-    async with engine.connect() as conn:
-        rows = (await conn.execute(query)).all()
-    return [
-        Verdict(question=row.text, entry_id=str(row.sources[0]["id"]), accepted=row.verdict in GOOD)
-        for row in rows
-        if row.sources and row.sources[0].get("id")
-    ]

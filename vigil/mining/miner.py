@@ -30,7 +30,7 @@ from vigil.flow.scheduler import replica_id
 from vigil.knowledge.documents import Entry, Passage
 from vigil.knowledge.store import MINED, SUPERSEDED_BY, EntryStatus, Governance, KnowledgeStore
 from vigil.knowledge.tables import ENTRY
-from vigil.mining import faqs, feedback, select
+from vigil.mining import edits, faqs, feedback, select
 from vigil.mining.distil import Distilled, distil
 from vigil.mining.merge import Cluster, Clusters, Member, passage_text, representative
 from vigil.mining.settings import MinerSettings
@@ -64,6 +64,8 @@ class Report:
     """Cases that joined an entry other cases had made."""
     rewritten: int = 0
     """Cases whose entry the LLM wrote (the others keep their extractive entry)."""
+    edits: int = 0
+    """Analysts' edits of answers proposed as FAQs for review (``vigil.mining.edits``)."""
     busy: Holder | None = None
     """Who was mining already, when this run found the miner's lease taken and mined nothing."""
 
@@ -74,6 +76,7 @@ class Report:
         self.withdrawn += other.withdrawn
         self.entries.update(other.entries)
         self.merged += other.merged
+        self.edits += other.edits
 
     def summary(self) -> str:
         if self.busy is not None:
@@ -87,6 +90,7 @@ class Report:
             f"mined {self.mined} cases ({self.merged} merged into known problems); skipped: {skipped}; "
             f"withdrawn: {self.withdrawn}; entries written: {written}"
             + (f"; {self.rewritten} rewritten by the LLM" if self.rewritten else "")
+            + (f"; {self.edits} analysts' edits proposed for review" if self.edits else "")
         )
 
 
@@ -131,7 +135,9 @@ class Miner:
                 batch = await self._batch(now)
                 report.add(batch)
                 if batch.mined + sum(batch.skipped.values()) < self._settings.batch:
-                    return report
+                    break
+            report.edits = await self._propose_edits()
+            return report
         finally:
             await self._free()
 
@@ -189,6 +195,29 @@ class Miner:
             embedded = {text: vector for _, m in taught for text, vector in m.vectors()}
             await self._knowledge.upsert(entries, governance=governance, also=write, embedded=embedded)
         return report
+
+    async def _propose_edits(self) -> int:
+        """Each analyst's edit of an answer since the last run, as an FAQ waiting for review; how many."""
+        async with self._engine.connect() as conn:
+            read = await edits.since_mark(conn)
+        lease = self._lease
+
+        async def write(conn: AsyncConnection) -> None:
+            await lease.hold(conn)  # first: a run that lost the lease writes nothing
+            await edits.mark_read(conn, read)
+
+        if not read.found:
+            if read.moved:  # all proposed already (read again in the overlap)
+                async with self._engine.begin() as conn:
+                    await write(conn)
+            return 0
+        proposed = [edits.candidate(edit, self._redact) for edit in read.found]
+        await self._knowledge.upsert(
+            [entry for entry, _ in proposed],
+            governance={entry.id: governance for entry, governance in proposed},
+            also=write,
+        )
+        return len(proposed)
 
     async def _taught(
         self, cases: Sequence[select.ClosedCase], now: datetime, report: Report, records: list[dict[str, Any]]
