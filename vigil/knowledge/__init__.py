@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from vigil.flow.capability import Capability, Platform, Step
-from vigil.knowledge.embedding import embedder_for
 from vigil.knowledge.settings import KnowledgeSettings
 
 if TYPE_CHECKING:
@@ -35,6 +34,7 @@ def setup(
     With ``data_dir`` (the store serves the model the settings choose, not one handed in): the refresh also switches
     to the tuned model the data dir names once one is accepted, and with ``tune_interval_s`` a durable job tunes one
     on the knowledge and the analysts' verdicts (``vigil.knowledge.tuner``)."""
+    from vigil.knowledge.embedding import embedder_for
     from vigil.knowledge.jobs import refresh_job
 
     if not load:
