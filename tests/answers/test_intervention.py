@@ -118,6 +118,19 @@ async def test_a_need_stated_as_a_plain_fact_is_heard_by_the_model_the_rules_alo
     assert (await with_model.admit("answer", fact, open_case("c-1"))).speak
 
 
+async def test_once_the_knowledge_serves_a_tuned_model_the_implicit_model_hears_nothing(embedder: RememberingEmbedder):
+    # Its weights were fitted on the shipped model's vectors: read on a tuned model's, they are noise.
+    serving = ["all-MiniLM-L6-v2"]
+
+    async def embed(text: str):  # type: ignore[no-untyped-def]
+        return embedder.embed([text])[0]
+
+    detector = ImplicitRequestDetector(ImplicitRequests.load(), embed, serving=lambda: serving[-1])
+    assert await detector.heard("my landline has had no dial tone since the storm")
+    serving.append("all-MiniLM-L6-v2-tuned-20261206-110243")
+    assert not await detector.heard("my landline has had no dial tone since the storm")
+
+
 async def test_thanks_and_acknowledgements_stay_quiet_with_the_model(store: CaseStore, embedder: RememberingEmbedder):
     policy = InterventionPolicy(
         store=store, clock=ManualClock(NOW), settings=AnswerSettings(), implicit=hearing(embedder)

@@ -17,7 +17,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 VIGIL = Path(sys.executable).parent / "vigil"
 
 
-def vigil(tmp_path: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+def vigil(tmp_path: Path, *args: str, stdin: str | None = None, **settings: str) -> subprocess.CompletedProcess[str]:
     env = {
         "PATH": "/usr/bin:/bin",
         "HOME": str(tmp_path),
@@ -25,6 +25,7 @@ def vigil(tmp_path: Path, *args: str, stdin: str | None = None) -> subprocess.Co
         "VIGIL_LOG_LEVEL": "WARNING",
         # The code under test when it is not the installed one (a checkout on PYTHONPATH).
         **{k: v for k, v in os.environ.items() if k == "PYTHONPATH"},
+        **settings,
     }
     return subprocess.run(
         [str(VIGIL), "kb", *args], cwd=tmp_path, env=env, input=stdin, capture_output=True, text=True, timeout=180
@@ -97,3 +98,37 @@ def test_search_and_stats_per_tenant(tmp_path: Path):
     assert ids() == ["refunds"]  # without a tenant: the global entries only
     assert vigil(tmp_path, "stats").stdout.split() == ["article:", "3", "passages:", "3"]
     assert vigil(tmp_path, "stats", "--tenant", "globex").stdout.split() == ["article:", "2", "passages:", "2"]
+
+
+def test_tune_prints_the_gate_and_what_it_decided_and_search_serves_the_decision(tmp_path: Path):
+    from tests.knowledge.test_tuner import TOPICS
+
+    faqs = tmp_path / "faqs.yaml"
+    faqs.write_text(
+        json.dumps(
+            {
+                "faqs": [
+                    {"id": f"faq-{key}", "question": question, "answer": f"What to do: {question}", "alternates": rest}
+                    for key, question, *rest in TOPICS
+                ]
+            }
+        )
+    )
+    assert vigil(tmp_path, "import", str(faqs)).returncode == 0
+    tuning = vigil(tmp_path, "tune", VIGIL_KNOWLEDGE__TUNE_EPOCHS="1", VIGIL_KNOWLEDGE__TUNE_BATCH_SIZE="8")
+    assert tuning.returncode == 0, tuning.stderr
+    lines = tuning.stdout.splitlines()
+    manifest = json.loads((tmp_path / "data" / "models" / "last-run.json").read_text())
+    # 12 FAQs of 3 questions, one alternate each held back: 24 pairs with the answer, 12 alternates with the question.
+    assert "36 examples from 36 FAQ questions (12 alternates also with their FAQ's question), 0 article" in lines[0]
+    assert lines[1] == "12 held-back questions: as served (the gate) and by the model alone"
+    assert lines[2].split() == ["hit@1", "MRR", "hit@1", "MRR"]
+    assert lines[3].split()[:2] == ["shipped", "model"] and lines[4].split()[:2] == ["tuned", "model"]
+    assert float(lines[3].split()[2]) == round(manifest["shipped"]["hit_at_1"], 3)
+    assert lines[-1].startswith("accepted" if manifest["accepted"] else "rejected")
+    assert manifest["shipped"]["probes"] == manifest["tuned"]["probes"] == 12
+    current = tmp_path / "data" / "models" / "current.json"
+    assert current.is_file() == manifest["accepted"]
+    # Whichever model serves now, search finds a held-back question's FAQ.
+    found = vigil(tmp_path, "search", "roaming charges in spain", "--k", "1", "--json")
+    assert json.loads(found.stdout)[0]["id"] == "faq-roam", found.stderr

@@ -17,7 +17,7 @@ import pytest
 
 from vigil.core.errors import StartupError
 from vigil.knowledge.embedding import SentenceTransformerEmbedder, bundled_model_path
-from vigil.knowledge.onnx_embedding import OnnxEmbedder
+from vigil.knowledge.onnx_embedding import OnnxEmbedder, _max_tokens, _mean_pooled_dimensions
 
 ARTICLES = Path(__file__).parent.parent.parent / "knowledge" / "articles"
 
@@ -181,6 +181,21 @@ def test_a_model_that_is_not_mean_pooled_is_refused(tmp_path: Path):
     with pytest.raises(StartupError, match="mean pooling only"):
         OnnxEmbedder(model, cache_dir=tmp_path / "cache").load()
     assert not (tmp_path / "cache").exists()  # refused before any export
+
+
+def test_a_model_saved_by_sentence_transformers_6_is_read_as_its_config_says(tmp_path: Path):
+    # A tuned model is saved by sentence-transformers 6: one ``pooling_mode``, the length in the tokenizer's config.
+    shipped = bundled_model_path()
+    model = tmp_path / "saved-by-6"
+    shutil.copytree(
+        shipped, model, ignore=shutil.ignore_patterns("*.safetensors", "*.bin", "sentence_bert_config.json")
+    )
+    (model / "1_Pooling" / "config.json").write_text('{"embedding_dimension": 384, "pooling_mode": "cls"}')
+    with pytest.raises(StartupError, match=r"mean pooling only.*pooling_mode_cls_tokens"):
+        OnnxEmbedder(model, cache_dir=tmp_path / "cache").load()
+    (model / "1_Pooling" / "config.json").write_text('{"embedding_dimension": 384, "pooling_mode": "mean"}')
+    (model / "tokenizer_config.json").write_text('{"model_max_length": 200}')
+    assert _mean_pooled_dimensions(model) == 384 and _max_tokens(model) == 200
 
 
 def test_a_missing_model_folder_is_a_startup_error(tmp_path: Path):

@@ -35,11 +35,18 @@ from vigil.db.migrate import alembic_config
 from vigil.dev.broker import free_port
 from vigil.flow.case import CaseState
 from vigil.knowledge.documents import Entry, KnowledgeFileError, Passage
-from vigil.knowledge.embedding import Vectors
+from vigil.knowledge.embedding import Embedder, Vectors
 from vigil.knowledge.lexical import LexicalIndex
 from vigil.knowledge.onnx_embedding import OnnxEmbedder
 from vigil.knowledge.settings import KnowledgeSettings
-from vigil.knowledge.store import EntryConflict, KnowledgeStore, chroma_folder, open_knowledge_store, standalone
+from vigil.knowledge.store import (
+    EntryConflict,
+    KnowledgeStore,
+    chroma_folder,
+    model_collections,
+    open_knowledge_store,
+    standalone,
+)
 from vigil.knowledge.tables import ENTRY
 from vigil.knowledge.vectors import VectorCollection, connect
 from vigil.panel.overview import overview
@@ -276,6 +283,74 @@ async def test_an_faq_updated_to_fewer_alternates_leaves_no_stale_question_vecto
 
     assert await knowledge.remove(["faq-pay"]) == 1
     assert set(questions_in_chroma(tmp_path / "chroma")) == {"faq-other?0"}
+
+
+class Reversed:
+    """The real model with its dimensions reversed: another model as far as vectors go (one's vector compared with
+    the other's is noise), whose vectors agree among themselves as the real model's do."""
+
+    def __init__(self, model: Embedder, name: str) -> None:
+        self._model = model
+        self.name = name
+        self.dimensions = model.dimensions
+
+    def load(self) -> None:
+        self._model.load()
+
+    def embed(self, texts: Sequence[str]) -> Vectors:
+        return np.ascontiguousarray(self._model.embed(texts)[:, ::-1])
+
+
+def collections_in_chroma(path: Path) -> set[str]:
+    return {getattr(c, "name", c) for c in connect(path=path, url=None).list_collections()}
+
+
+async def test_a_new_model_serves_from_vectors_of_its_own_and_never_compares_across_models(
+    store: CaseStore, knowledge: KnowledgeStore, tmp_path: Path, embedder
+):  # type: ignore[no-untyped-def]
+    await knowledge.upsert([faq("faq-pay", "How do I pay?", ["pay my bill"]), faq("faq-late", "My parcel is late", [])])
+    before = await knowledge.embed("How do I pay?")
+    shipped = {"vigil-passages", "vigil-questions"}
+    assert collections_in_chroma(tmp_path / "chroma") == shipped
+
+    assert await knowledge.use_model(Reversed(embedder, "all-MiniLM-L6-v2-tuned-1"))
+    assert knowledge.embedder_name == "all-MiniLM-L6-v2-tuned-1"
+    made = collections_in_chroma(tmp_path / "chroma") - shipped
+    assert made == set(model_collections("vigil", "all-MiniLM-L6-v2-tuned-1"))
+    # A vector embedded before the switch is not compared with the new model's vectors: the question is embedded anew.
+    match = await knowledge.match_faq("How do I pay?", vector=before)
+    assert match is not None and match.entry_id == "faq-pay" and match.similarity > 0.99
+    # What is written from now on is embedded by the new model, into its collections.
+    await knowledge.upsert([faq("faq-move", "I am moving house", ["new address"])])
+    moved = await knowledge.match_faq("new address")
+    assert moved is not None and moved.entry_id == "faq-move" and moved.similarity > 0.99
+    assert not await knowledge.use_model(Reversed(embedder, "all-MiniLM-L6-v2-tuned-1"))  # serving it already
+
+    # A restart on the new model drops the old model's collections (embedded Chroma is this process's alone); back on
+    # the shipped one, its collections are made afresh and hold what changed meanwhile.
+    await knowledge.close()
+    reopened = await open_knowledge(store, tmp_path / "chroma", Reversed(embedder, "all-MiniLM-L6-v2-tuned-1"))
+    assert collections_in_chroma(tmp_path / "chroma") == made
+    assert await reopened.use_model(embedder)
+    moved = await reopened.match_faq("new address")
+    assert moved is not None and moved.entry_id == "faq-move" and moved.similarity > 0.99
+    await reopened.close()
+
+
+async def test_repair_re_embeds_a_vector_made_from_content_the_entry_no_longer_has(
+    knowledge: KnowledgeStore, tmp_path: Path, embedder
+):  # type: ignore[no-untyped-def]
+    # As a process on another model leaves it: the entry changed in SQL, this model's vector of it did not.
+    await knowledge.upsert([faq("faq-pay", "How do I pay?", [])])
+    collection = VectorCollection(connect(path=tmp_path / "chroma", url=None), "vigil-passages")
+    digest = collection.get(["faq-pay#1"])["faq-pay#1"]["digest"]
+    collection.upsert(
+        ["faq-pay#1"], embedder.embed(["my parcel is late"]), [{"entry_id": "faq-pay", "tenant": "", "digest": "old"}]
+    )
+    await knowledge.refresh()
+    assert collection.get(["faq-pay#1"])["faq-pay#1"]["digest"] == digest
+    (hit,) = await knowledge.search("How do I pay?", 1)
+    assert hit.entry_id == "faq-pay" and hit.dense > 0.99
 
 
 async def test_repair_restores_missing_question_vectors_and_removes_strays(

@@ -213,3 +213,17 @@ async def test_old_verdicts_weigh_less_and_are_forgotten(store: CaseStore, tmp_p
         assert await first(knowledge, ASKED) == WRONG
     finally:
         await knowledge.close()
+
+
+async def test_a_dismissal_still_counts_after_the_store_switches_to_a_tuned_model(
+    store: CaseStore, knowledge: KnowledgeStore, embedder: RememberingEmbedder
+):
+    # The verdict's question is embedded again by the new model: the old model's vector of it would be noise to it.
+    from tests.knowledge.test_store import Reversed
+
+    await judge(store, ASKED, WRONG, "dismissed")
+    assert await knowledge.refresh_if_changed()
+    assert await knowledge.use_model(Reversed(embedder, "all-MiniLM-L6-v2-tuned-1"))
+    hits = await knowledge.search(AGAIN, 5, tenant="brightwave")
+    assert hits[0].entry_id != WRONG
+    assert next(h for h in hits if h.entry_id == WRONG).verdict == pytest.approx(-0.5, abs=0.05)

@@ -64,4 +64,4 @@ def _implicit(settings: AnswerSettings, knowledge: KnowledgeStore) -> ImplicitRe
             knowledge.embedder_name,
         )
         return None
-    return ImplicitRequestDetector(model, knowledge.embed)
+    return ImplicitRequestDetector(model, knowledge.embed, serving=lambda: knowledge.embedder_name)

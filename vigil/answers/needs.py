@@ -79,12 +79,22 @@ class ImplicitRequests:
 
 class ImplicitRequestDetector:
     """Hears a need in a message the rules rejected, through ``model``, on vectors from ``embed`` (the knowledge
-    store's: the same vector the answer skill then searches with)."""
+    store's: the same vector the answer skill then searches with). ``serving`` names the model ``embed`` embeds
+    with now: once the store has switched to another (a tuned one), the model's weights read its vectors as noise,
+    so it hears nothing."""
 
-    def __init__(self, model: ImplicitRequests, embed: Callable[[str], Awaitable[Vectors]]) -> None:
+    def __init__(
+        self,
+        model: ImplicitRequests,
+        embed: Callable[[str], Awaitable[Vectors]],
+        serving: Callable[[], str] | None = None,
+    ) -> None:
         self._model = model
         self._embed = embed
+        self._serving = serving
 
     async def heard(self, text: str) -> bool:
         """Whether ``text`` needs something although no rule says so."""
+        if self._serving is not None and self._serving() != self._model.embedder:
+            return False
         return self._model.heard(await self._embed(text))

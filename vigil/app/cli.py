@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from vigil.app.daemon import Daemon
     from vigil.app.settings import Settings
     from vigil.dev.discovery import DemoAddress
+    from vigil.knowledge.tuned import Manifest
     from vigil.transport.kafka import KafkaPublisher
     from vigil.transport.settings import KafkaSettings
 
@@ -242,6 +243,15 @@ def _kb_commands(kb: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     approve = kb.add_parser("approve", help="serve an entry that waits for review")
     approve.add_argument("id")
     approve.set_defaults(command=_kb_govern, status="active")
+    kb.add_parser(
+        "tune",
+        help="fine-tune the embedding model on the knowledge and the analysts' verdicts; serve it if it beats the "
+        "shipped one",
+        description="Fine-tune the embedding model on the knowledge (each FAQ's questions, each article's headings) "
+        "and the analysts' verdicts, on every core, holding the miner's lease; judge it against the shipped model on "
+        "questions held back from training, and serve it (every process on this data dir, at its next refresh or "
+        f"start) only if it is better. Prints the gate's numbers. With a miner running, exits {EX_TEMPFAIL}.",
+    ).set_defaults(command=_kb_tune)
     retire = kb.add_parser("retire", help="stop serving an entry (kept, with its provenance)")
     retire.add_argument("id")
     retire.set_defaults(command=_kb_govern, status="retired")
@@ -360,6 +370,58 @@ async def _kb_govern(args: argparse.Namespace, settings: Settings) -> int:
         return 1
     print(f"{args.id}: {args.status}")
     return 0
+
+
+async def _kb_tune(args: argparse.Namespace, settings: Settings) -> int:
+    from vigil.knowledge.store import standalone
+    from vigil.knowledge.tuner import Busy, tune_with_lease
+
+    knowledge_settings = settings.knowledge
+    if knowledge_settings.tune_threads is None:  # nothing else to serve here: every core trains
+        knowledge_settings = knowledge_settings.model_copy(update={"tune_threads": len(os.sched_getaffinity(0))})
+    async with standalone(
+        knowledge_settings, settings.database, data_dir=settings.data_dir, searchable=False
+    ) as knowledge:
+        try:
+            manifest = await tune_with_lease(
+                knowledge.served,
+                knowledge_settings,
+                data_dir=settings.data_dir,
+                engine=knowledge.engine,
+                clock=SystemClock(),
+            )
+        except Busy as busy:
+            print(f"vigil: {busy}; try again then", file=sys.stderr)
+            return EX_TEMPFAIL
+    print(tune_report(manifest))
+    return 0
+
+
+def tune_report(manifest: Manifest) -> str:
+    """What ``vigil kb tune`` prints: what it trained on, the gate's numbers, and what it decided."""
+    counts, training = manifest.counts, manifest.training
+    lines = [
+        f"{manifest.version}: {counts.get('examples', 0)} examples from {counts.get('faq_questions', 0)} FAQ "
+        f"questions ({counts.get('faq_pairs', 0)} alternates also with their FAQ's question), "
+        f"{counts.get('article_anchors', 0)} article headings and sentences, {counts.get('verdicts_accepted', 0)} "
+        f"accepted and {counts.get('verdicts_dismissed', 0)} dismissed answers; {training.get('steps', 0)} steps, "
+        f"{training.get('epochs', 0)} epochs; {manifest.seconds:.0f} s in all",
+        f"{counts.get('held_back', 0)} held-back questions: as served (the gate) and by the model alone",
+        f"  {'':15}{'hit@1':>7}{'MRR':>7}{'hit@1':>12}{'MRR':>7}",
+        *(
+            f"  {name:15}{served.get('hit_at_1', 0):7.3f}{served.get('mrr', 0):7.3f}"
+            f"{alone.get('hit_at_1', 0):12.3f}{alone.get('mrr', 0):7.3f}"
+            for name, served, alone in (
+                ("shipped model", manifest.shipped, manifest.alone.get("shipped", {})),
+                ("tuned model", manifest.tuned, manifest.alone.get("tuned", {})),
+            )
+        ),
+    ]
+    verdict = (
+        "accepted: served from the next refresh or start" if manifest.accepted else "rejected: the model in use stays"
+    )
+    lines.append(f"{verdict} ({manifest.reason})")
+    return "\n".join(lines)
 
 
 async def _mine(args: argparse.Namespace, settings: Settings) -> int:

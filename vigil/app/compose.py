@@ -56,6 +56,8 @@ class Parts:
     """Where scheduled jobs speak: bound to the pipeline once ``Composition.pipeline`` builds it."""
     proofs: Proofs
     """Signs decisions on actions (the panel) and verifies them (the actions capability): ``vigil.wire.proof``."""
+    follows_models: bool = True
+    """The knowledge serves the model the settings choose (not one handed in): a tuned one once it is accepted."""
 
 
 def _fanout_url(parts: Parts) -> str | None:
@@ -81,7 +83,8 @@ def _budgets(parts: Parts) -> GoodwillBudgets | None:
 CAPABILITIES: tuple[tuple[str, Callable[[Parts], Capability]], ...] = (
     ("cases", lambda p: cases.setup(p.settings.database, p.platform, store=p.store)),
     ("knowledge", lambda p: knowledge.setup(
-        p.settings.knowledge, p.platform, knowledge=p.knowledge, load=p.settings.answers.enabled
+        p.settings.knowledge, p.platform, knowledge=p.knowledge, load=p.settings.answers.enabled,
+        data_dir=p.settings.data_dir if p.follows_models else None,
     )),
     ("answers", lambda p: answers.setup(
         p.settings.answers, p.settings.llm, p.platform, store=p.store, knowledge=p.knowledge
@@ -228,6 +231,7 @@ def compose(
         feed=LiveFeed(),
         outlet=Outlet(),
         proofs=Proofs.from_settings(settings.approvals, data_dir=settings.data_dir),
+        follows_models=embedder is None,
         transports=transports
         or Transports.from_settings(
             settings.kafka,

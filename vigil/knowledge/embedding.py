@@ -26,6 +26,8 @@ if TYPE_CHECKING:
     from vigil.knowledge.settings import KnowledgeSettings
 
 Vectors = npt.NDArray[np.float32]
+SHIPPED = "all-MiniLM-L6-v2"
+"""The shipped model's name (an embedder's ``name`` when no model folder is given)."""
 
 
 class Embedder(Protocol):
@@ -63,7 +65,7 @@ class SentenceTransformerEmbedder:
         self._batch_size = batch_size
         self._model: SentenceTransformer | None = None
         self._lock = threading.Lock()
-        self.name = "all-MiniLM-L6-v2" if model_path is None else model_path.name
+        self.name = SHIPPED if model_path is None else model_path.name
         self.dimensions = 384
 
     def load(self) -> None:
@@ -100,10 +102,18 @@ class SentenceTransformerEmbedder:
         return np.asarray(vectors, dtype=np.float32)
 
 
-def embedder_for(knowledge: KnowledgeSettings) -> Embedder:
-    """The embedder the knowledge section names (not loaded yet): ONNX Runtime by default, torch on request."""
+def embedder_for(knowledge: KnowledgeSettings, data_dir: Path | None = None) -> Embedder:
+    """The embedder the knowledge section names (not loaded yet): ONNX Runtime by default, torch on request; the
+    model is ``model_path`` when set, else the tuned model ``data_dir`` holds (``vigil.knowledge.tuned``) unless
+    tuning is off, else the shipped one."""
+    from vigil.knowledge import tuned  # noqa: PLC0415  (it is only needed here)
+
+    path, cache = knowledge.model_path, knowledge.onnx_cache
+    chosen = tuned.current(data_dir) if path is None and knowledge.tuned and data_dir is not None else None
+    if chosen is not None and data_dir is not None:
+        path, cache = tuned.model_folder(data_dir, chosen.version), tuned.onnx_dir(data_dir)
     if knowledge.embedder == "torch":
-        return SentenceTransformerEmbedder(knowledge.model_path, threads=knowledge.embedding_threads)
+        return SentenceTransformerEmbedder(path, threads=knowledge.embedding_threads)
     from vigil.knowledge.onnx_embedding import OnnxEmbedder  # noqa: PLC0415  (it imports this module)
 
-    return OnnxEmbedder(knowledge.model_path, cache_dir=knowledge.onnx_cache, threads=knowledge.embedding_threads)
+    return OnnxEmbedder(path, cache_dir=cache, threads=knowledge.embedding_threads)

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import numpy as np
 
 from vigil.core.errors import StartupError
-from vigil.knowledge.embedding import Vectors, bundled_model_path
+from vigil.knowledge.embedding import SHIPPED, Vectors, bundled_model_path
 from vigil.knowledge.onnx_export import OUTPUT, cached_export, default_cache_dir
 
 if TYPE_CHECKING:
@@ -54,7 +54,7 @@ class OnnxEmbedder:
         self._tokenizer: Tokenizer | None = None
         self._inputs: tuple[str, ...] = ()
         self._lock = threading.Lock()
-        self.name = "all-MiniLM-L6-v2" if model_path is None else model_path.name
+        self.name = SHIPPED if model_path is None else model_path.name
         self.dimensions = 384
         self.max_tokens = _DEFAULT_MAX_TOKENS
 
@@ -131,21 +131,28 @@ def _mean_pooled_dimensions(path: Path) -> int:
     if not config.is_file():
         _missing(config)
     pooling = json.loads(config.read_text())
-    modes = {k for k, v in pooling.items() if k.startswith("pooling_mode") and v}
+    # sentence-transformers before 6 writes a flag per mode; 6 and later one ``pooling_mode`` (a tuned model's).
+    named = pooling.get("pooling_mode")
+    if named is not None:
+        modes = {f"pooling_mode_{m}_tokens" for m in ([named] if isinstance(named, str) else named)}
+    else:
+        modes = {k for k, v in pooling.items() if k.startswith("pooling_mode") and v}
     if modes != {"pooling_mode_mean_tokens"}:
         raise StartupError(
             f"{path}: the ONNX embedder does mean pooling only, the model asks for {sorted(modes)}; "
             "set VIGIL_KNOWLEDGE__EMBEDDER=torch"
         )
-    return int(pooling.get("word_embedding_dimension", 384))
+    return int(pooling.get("word_embedding_dimension") or pooling.get("embedding_dimension") or 384)
 
 
 def _max_tokens(path: Path) -> int:
-    """Where sentence-transformers truncates: ``max_seq_length``, in word pieces including [CLS] and [SEP]."""
-    config = path / "sentence_bert_config.json"
-    if not config.is_file():
-        return _DEFAULT_MAX_TOKENS
-    return int(json.loads(config.read_text()).get("max_seq_length", _DEFAULT_MAX_TOKENS))
+    """Where sentence-transformers truncates: ``max_seq_length``, in word pieces including [CLS] and [SEP] (in the
+    tokenizer's config as ``model_max_length`` for a model saved by sentence-transformers 6 and later)."""
+    for file, key in (("sentence_bert_config.json", "max_seq_length"), ("tokenizer_config.json", "model_max_length")):
+        config = path / file
+        if config.is_file() and isinstance(found := json.loads(config.read_text()).get(key), int) and found < 8192:
+            return found
+    return _DEFAULT_MAX_TOKENS
 
 
 def _tokenizer(path: Path, max_tokens: int) -> Tokenizer:

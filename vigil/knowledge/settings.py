@@ -50,6 +50,41 @@ class KnowledgeSettings(BaseModel):
         "model fitted on labelled questions over their scores (learned; docs/evaluation.md).",
     )
 
+    tuned: bool = Field(
+        default=True,
+        description="Serve the model `vigil kb tune` made from this knowledge, once one has beaten the shipped model "
+        "on held-back questions (<data dir>/models/current.json); off: the shipped model. model_path, when set, wins.",
+    )
+    tune_interval_s: float | None = Field(
+        default=None,
+        gt=0,
+        description="How often the scheduled job tunes the model, under the miner's lease (604800: weekly). Unset by "
+        "default: a run takes minutes of the CPU, a replay's simulated weeks would start real ones, and replicas "
+        "serve a tuned model only when they share the data dir's models folder; until then `vigil kb tune`.",
+    )
+    tune_margin: float = Field(
+        default=0.01,
+        ge=0,
+        description="How much higher the tuned model's MRR on the held-back questions must be than the shipped one's.",
+    )
+    tune_epochs: int = Field(
+        default=1,
+        ge=1,
+        description="Passes over the training examples (a second made the model better by itself on the help centre, "
+        "but no better as served and worse on customers' phrasings: it drifts further from what search is tuned for).",
+    )
+    tune_batch_size: int = Field(
+        default=32, ge=2, description="Examples per training step; every other one's passage is a negative too."
+    )
+    tune_budget_s: float = Field(
+        default=1800.0, gt=0, description="Training stops after this long (the model as it then is is judged)."
+    )
+    tune_threads: int | None = Field(
+        default=None,
+        ge=1,
+        description="CPU threads for tuning; unset: one in the daemon (the other serves), every core in vigil kb tune.",
+    )
+
     @field_validator("paths")
     @classmethod
     def _paths_exist(cls, paths: list[Path]) -> list[Path]:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import json
 import logging
 from collections import OrderedDict, defaultdict
@@ -39,14 +40,14 @@ from vigil.db.settings import DatabaseSettings
 from vigil.knowledge import ranking, reranking
 from vigil.knowledge.batching import Batcher, MicroBatcher
 from vigil.knowledge.documents import Entry, EntryKind, Passage, discover, read
-from vigil.knowledge.embedding import Embedder, Vectors, embedder_for
+from vigil.knowledge.embedding import SHIPPED, Embedder, Vectors, embedder_for
 from vigil.knowledge.fusion import CROSS_VALIDATED, Rankings, Recipe, entry_scores, passage_scores, sentences
 from vigil.knowledge.lexical import LexicalIndex
 from vigil.knowledge.ranking import Candidate, rerank, rrf_share
 from vigil.knowledge.reranking import SHORTLIST, Reranker
 from vigil.knowledge.settings import KnowledgeSettings, RankingName
 from vigil.knowledge.tables import ENTRY, PASSAGE
-from vigil.knowledge.vectors import VectorCollection, VectorHit, connect
+from vigil.knowledge.vectors import VectorCollection, VectorHit, collection_names, connect, drop_collection
 from vigil.knowledge.verdicts import MOVE, VerdictMemory
 
 log = logging.getLogger(__name__)
@@ -199,10 +200,12 @@ class _VectorIds:
 
 @dataclass(frozen=True, slots=True)
 class _Owner:
-    """Whose a vector is: the entry it belongs to, and the ``tenant`` tag it must carry in Chroma."""
+    """Whose a vector is: the entry it belongs to, and the ``tenant`` tag and the entry's ``digest`` it must carry
+    in Chroma."""
 
     entry_id: str
     tag: str
+    digest: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,6 +214,33 @@ class _Collections:
 
     passages: VectorCollection
     questions: VectorCollection
+
+
+@dataclass(eq=False)
+class _Model:
+    """The embedding model serving searches, with the collections of its vectors and its recent query vectors:
+    what ``use_model`` replaces in one assignment, so that a query is embedded and searched by one model."""
+
+    embedder: Embedder
+    queries: MicroBatcher
+    verdicts: VerdictMemory
+    """The analysts' verdicts with their questions' vectors, of this model (a query is compared with them)."""
+    collections: _Collections | None = None
+    recent: OrderedDict[str, Vectors] = field(default_factory=OrderedDict)
+
+    def made(self, vector: Vectors) -> bool:
+        """Whether ``vector`` is one this model embedded lately (``embed`` hands out the very arrays it keeps)."""
+        return any(kept is vector for kept in self.recent.values())
+
+
+def model_collections(prefix: str, model: str) -> tuple[str, str]:
+    """The names of a model's passage and question collections: the shipped model's are the names vigil always
+    used; another model's (a tuned one, a ``model_path``) have a suffix of their own, so no collection ever holds
+    two models' vectors."""
+    if model == SHIPPED:
+        return f"{prefix}-passages", f"{prefix}-questions"
+    suffix = hashlib.sha256(model.encode()).hexdigest()[:12]
+    return f"{prefix}-passages-{suffix}", f"{prefix}-questions-{suffix}"
 
 
 @dataclass
@@ -316,29 +346,22 @@ class KnowledgeStore:
         self._ranking: RankingName = ranking
         self._short, self._long = RECIPES[ranking]
         self._reranker = reranker
-        self._embedder = embedder
-        self._queries = MicroBatcher(embedder, wait_s=batch_wait_s, max_batch=batch_max, workers=embedding_workers)
+        self._batch_wait_s = batch_wait_s
+        self._batch_max = batch_max
+        self._embedding_workers = embedding_workers
         # Vector searches are batched too, per collection and filter; they leave as soon as Chroma is free (no
         # window: what gathers while it answers a batch is the next batch).
         self._nearest_batchers: dict[tuple[str, str, int], Batcher[Vectors, list[VectorHit]]] = {}
         self._vector_threads = ThreadPoolExecutor(max_workers=2, thread_name_prefix="vigil-vectors")
-        self._batch_max = batch_max
-        self._recent_vectors: OrderedDict[str, Vectors] = OrderedDict()
         self._clock = clock
         self._chroma_path = chroma_path
         self._chroma_url = chroma_url
         self._prefix = prefix
         self._timeout_s = timeout_s
         self._client: Any = None
-        self._collections: _Collections | None = None
         self._snapshot = _Snapshot()
         self._lock = asyncio.Lock()
-        self._verdicts = VerdictMemory(
-            connect=lambda begin: self._database(begin=begin),
-            embed_many=self.embed_many,
-            embedder=embedder.name,
-            clock=clock,
-        )
+        self._model = self._serving(embedder)
 
     async def open(self) -> None:
         """Connect to Chroma, load the embedding model, and build the in-memory indexes from SQL.
@@ -348,35 +371,86 @@ class KnowledgeStore:
             KnowledgeUnavailable: Chroma or the database cannot be reached (retry).
             KnowledgeError: Chroma or the database refused a request.
         """
-        client = self._client = await asyncio.to_thread(connect, path=self._chroma_path, url=self._chroma_url)
+        self._client = await asyncio.to_thread(connect, path=self._chroma_path, url=self._chroma_url)
         self._nearest_batchers.clear()
-        self._collections = _Collections(
-            passages=await asyncio.to_thread(VectorCollection, client, f"{self._prefix}-passages"),
-            questions=await asyncio.to_thread(VectorCollection, client, f"{self._prefix}-questions"),
-        )
-        await asyncio.to_thread(self._embedder.load)
+        model = self._model
+        if self._chroma_url is None:  # embedded: this process's alone, so other models' collections are stale
+            await self._drop_collections(keep=model_collections(self._prefix, model.embedder.name))
+        model.collections = await self._collections_for(model.embedder)
+        await asyncio.to_thread(model.embedder.load)
         await self.refresh()
+
+    def _serving(self, embedder: Embedder) -> _Model:
+        async def embed_many(texts: Sequence[str]) -> Vectors:
+            return await asyncio.to_thread(embedder.embed, list(texts))
+
+        return _Model(
+            embedder,
+            MicroBatcher(
+                embedder, wait_s=self._batch_wait_s, max_batch=self._batch_max, workers=self._embedding_workers
+            ),
+            VerdictMemory(
+                connect=lambda begin: self._database(begin=begin),
+                embed_many=embed_many,
+                embedder=embedder.name,
+                clock=self._clock,
+            ),
+        )
+
+    async def _collections_for(self, embedder: Embedder) -> _Collections:
+        passages, questions = model_collections(self._prefix, embedder.name)
+        return _Collections(
+            passages=await asyncio.to_thread(VectorCollection, self._client, passages),
+            questions=await asyncio.to_thread(VectorCollection, self._client, questions),
+        )
+
+    async def _drop_collections(self, *, keep: Sequence[str] = ()) -> None:
+        """Drop this store's collections (its prefix's) other than ``keep``."""
+        for name in await asyncio.to_thread(collection_names, self._client):
+            if name not in keep and name.startswith((f"{self._prefix}-passages", f"{self._prefix}-questions")):
+                await asyncio.to_thread(drop_collection, self._client, name)
+
+    async def use_model(self, embedder: Embedder) -> bool:
+        """Serve ``embedder`` from now on (a tuned model, or the shipped one again); False when it already serves.
+
+        The store goes on searching with the old model while the new one's collections are filled from SQL (every
+        served entry's passages and questions, embedded anew), then switches both in one step: a query is always
+        embedded by the model whose vectors it is compared with. Writes wait meanwhile (they hold the store's lock).
+        Embedded Chroma's collections of the new model are made afresh (an old set would miss what changed since it
+        was last served); a Chroma server's are completed, not remade (another replica may be serving them).
+
+        Raises:
+            StartupError: the model cannot be loaded, or the store is not open.
+            KnowledgeUnavailable: Chroma or the database cannot be reached (retry).
+        """
+        if embedder.name == self._model.embedder.name:
+            return False
+        self._open()
+        await asyncio.to_thread(embedder.load)
+        new = self._serving(embedder)
+        async with self._lock:
+            if self._chroma_url is None:
+                await self._drop_collections(keep=model_collections(self._prefix, self._model.embedder.name))
+            new.collections = await self._collections_for(embedder)
+            await self._repair(new)
+            await new.verdicts.refresh()
+            old, self._model = self._model, new
+        log.info("knowledge searches now embed with %s (was %s)", embedder.name, old.embedder.name)
+        return True
 
     async def close(self) -> None:
         """Let go of Chroma: embedded, its files are closed, so the folder may be deleted and opened afresh by this
         process (Chroma keeps one client per folder and process until the last one closes)."""
-        client, self._client, self._collections = self._client, None, None
+        client, self._client, self._model.collections = self._client, None, None
         self._nearest_batchers.clear()
         if client is not None:
             await asyncio.to_thread(client.close)
 
-    @property
-    def _passages(self) -> VectorCollection:
-        return self._open().passages
-
-    @property
-    def _questions(self) -> VectorCollection:
-        return self._open().questions
-
-    def _open(self) -> _Collections:
-        if self._collections is None:
+    def _open(self, model: _Model | None = None) -> _Collections:
+        collections = (model or self._model).collections
+        if collections is None:
             raise StartupError("the knowledge store is not open (call open() first)")
-        return self._collections
+        return collections
 
     async def check(self) -> None:
         """Check that the knowledge database and Chroma answer, within the timeout (the ``knowledge`` check of
@@ -385,12 +459,13 @@ class KnowledgeStore:
         Raises:
             KnowledgeUnavailable: either cannot be reached, or embedded Chroma's folder is gone.
         """
-        if self._collections is None:
+        collections = self._model.collections
+        if collections is None:
             return
         if self._chroma_url is None and not self._chroma_path.is_dir():
             raise KnowledgeUnavailable(f"Chroma's folder {self._chroma_path} is gone")
         await self._version()
-        for collection in (self._collections.passages, self._collections.questions):
+        for collection in (collections.passages, collections.questions):
             await self._bounded(collection.count)
 
     def _database(
@@ -508,7 +583,7 @@ class KnowledgeStore:
                 )
             if not result.rowcount:
                 return False
-            if self._collections is not None:  # an open store serves searches: it sees the change at once
+            if self._model.collections is not None:  # an open store serves searches: it sees the change at once
                 await self._rebuild()
         return True
 
@@ -563,9 +638,10 @@ class KnowledgeStore:
         ``parallel`` calls to the model at once (each on a core of its own: 1.8 times as fast on two cores as one
         call, where a second thread inside one call spins more than it gains; docs/benchmarks.md)."""
         if parallel <= 1 or len(texts) < 2 * parallel:
-            return await asyncio.to_thread(self._embedder.embed, list(texts))
+            return await asyncio.to_thread(self._model.embedder.embed, list(texts))
         shares = [list(texts[n::parallel]) for n in range(parallel)]
-        parts = await asyncio.gather(*(asyncio.to_thread(self._embedder.embed, share) for share in shares))
+        embedder = self._model.embedder
+        parts = await asyncio.gather(*(asyncio.to_thread(embedder.embed, share) for share in shares))
         out = np.empty((len(texts), parts[0].shape[1]), dtype=np.float32)
         for n, part in enumerate(parts):
             out[n::parallel] = part
@@ -581,6 +657,13 @@ class KnowledgeStore:
             await self._rebuild()
         return len(gone)
 
+    async def served(self) -> list[Entry]:
+        """Every entry searches serve now (active, trusted, unexpired), with its passages: what tuning learns from."""
+        async with self._database() as conn:
+            ids = (await conn.execute(sa.select(ENTRY.c.id).where(_SERVED, _unexpired(self._clock.now())))).scalars()
+            wanted = sorted(ids)
+        return await self._entries(wanted) if wanted else []
+
     async def _digests(self) -> dict[str, _StoredEntry]:
         """Each stored entry's digest, origin and tenant, by id."""
         async with self._database() as conn:
@@ -588,40 +671,48 @@ class KnowledgeStore:
             return {row.id: _StoredEntry(row.digest, row.origin, row.tenant) for row in rows}
 
     async def _index_vectors(
-        self, changed: Sequence[Entry], *, stale: Sequence[str], embedded: Mapping[str, Vectors] | None = None
+        self,
+        changed: Sequence[Entry],
+        *,
+        stale: Sequence[str],
+        embedded: Mapping[str, Vectors] | None = None,
+        model: _Model | None = None,
     ) -> None:
         """Embed the changed entries' passages and FAQ questions; drop the vectors of stale entries first (exactly
-        the ones SQL records for them, however many alternates they had)."""
+        the ones SQL records for them, however many alternates they had). ``model``: the serving one by default."""
+        model = model or self._model
+        collections = self._open(model)
         if stale:
             async with self._database() as conn:
                 old = await _vector_ids(conn, stale)
-            await asyncio.to_thread(self._passages.delete, old.passages)
-            await asyncio.to_thread(self._questions.delete, old.questions)
+            await asyncio.to_thread(collections.passages.delete, old.passages)
+            await asyncio.to_thread(collections.questions.delete, old.questions)
         passages = [(e, p) for e in changed for p in e.passages]
         if passages:
-            vectors = await self._vectors([p.text for _, p in passages], embedded or {})
+            vectors = await self._vectors([p.text for _, p in passages], embedded or {}, model.embedder)
             await asyncio.to_thread(
-                self._passages.upsert,
+                collections.passages.upsert,
                 [p.id for _, p in passages],
                 vectors,
-                [{"entry_id": e.id, "kind": e.kind, "tenant": _tenant_tag(e.tenant)} for e, _ in passages],
+                [
+                    {"entry_id": e.id, "kind": e.kind, "tenant": _tenant_tag(e.tenant), "digest": e.digest}
+                    for e, _ in passages
+                ],
             )
         questions = [(e, n, q) for e in changed for n, q in enumerate(e.questions)]
         if questions:
-            vectors = await self._vectors([q for _, _, q in questions], embedded or {})
+            vectors = await self._vectors([q for _, _, q in questions], embedded or {}, model.embedder)
             await asyncio.to_thread(
-                self._questions.upsert,
+                collections.questions.upsert,
                 [_question_id(e.id, n) for e, n, _ in questions],
                 vectors,
-                [{"entry_id": e.id, "tenant": _tenant_tag(e.tenant)} for e, _, _ in questions],
+                [{"entry_id": e.id, "tenant": _tenant_tag(e.tenant), "digest": e.digest} for e, _, _ in questions],
             )
 
-    async def _vectors(self, texts: list[str], known: Mapping[str, Vectors]) -> Vectors:
+    async def _vectors(self, texts: list[str], known: Mapping[str, Vectors], embedder: Embedder) -> Vectors:
         """The vectors of ``texts``: those in ``known`` as they are, the rest embedded (in one call)."""
         missing = [t for t in dict.fromkeys(texts) if t not in known]
-        found = (
-            dict(zip(missing, await asyncio.to_thread(self._embedder.embed, missing), strict=True)) if missing else {}
-        )
+        found = dict(zip(missing, await asyncio.to_thread(embedder.embed, missing), strict=True)) if missing else {}
         return np.stack([np.asarray(known[t] if t in known else found[t], dtype=np.float32) for t in texts])
 
     async def _write_rows(
@@ -692,14 +783,14 @@ class KnowledgeStore:
         async with self._lock:
             await self._repair()
             await self._rebuild()
-            await self._verdicts.refresh()
+            await self._model.verdicts.refresh()
 
     async def refresh_if_changed(self) -> bool:
         """Refresh when another process changed the knowledge, and learn the analysts' verdicts received since the
         last time (cheap to call every few seconds)."""
         if await self._version() == self._snapshot.version:
             async with self._lock:
-                return await self._verdicts.refresh()
+                return await self._model.verdicts.refresh()
         await self.refresh()
         return True
 
@@ -708,26 +799,36 @@ class KnowledgeStore:
             row = (await conn.execute(sa.select(sa.func.count(), sa.func.max(ENTRY.c.updated_at)))).one()
         return Version(int(row[0]), str(row[1] or ""))
 
-    async def _repair(self) -> None:
-        """Make both vector collections hold exactly what SQL records: strays removed; entries with a vector
-        missing, or tagged with another tenant (or none, as before tenants), embedded again."""
+    async def _repair(self, model: _Model | None = None) -> None:
+        """Make both vector collections (``model``'s: the serving one's by default) hold exactly what SQL records:
+        strays removed; entries with a vector missing, tagged with another tenant (or none, as before tenants), or
+        made from other content (its digest; a vector from before digests were recorded passes), embedded again.
+
+        The digest matters where two models' collections are both written (a Chroma server, replicas switching):
+        an entry changed by a process on one model is re-embedded in the other's at its next refresh."""
+        model = model or self._model
+        collections = self._open(model)
         async with self._database() as conn:
             passage_rows = (
                 await conn.execute(
-                    sa.select(PASSAGE.c.id, PASSAGE.c.entry_id, ENTRY.c.tenant).join(
+                    sa.select(PASSAGE.c.id, PASSAGE.c.entry_id, ENTRY.c.tenant, ENTRY.c.digest).join(
                         ENTRY, ENTRY.c.id == PASSAGE.c.entry_id
                     )
                 )
             ).all()
             entry_rows = (
-                await conn.execute(sa.select(ENTRY.c.id, ENTRY.c.questions, ENTRY.c.question_vectors, ENTRY.c.tenant))
+                await conn.execute(
+                    sa.select(ENTRY.c.id, ENTRY.c.questions, ENTRY.c.question_vectors, ENTRY.c.tenant, ENTRY.c.digest)
+                )
             ).all()
-        passages = {row.id: _Owner(row.entry_id, _tenant_tag(row.tenant)) for row in passage_rows}
+        passages = {row.id: _Owner(row.entry_id, _tenant_tag(row.tenant), row.digest) for row in passage_rows}
         questions = {
-            q: _Owner(row.id, _tenant_tag(row.tenant)) for row in entry_rows for q in _stored_question_ids(row)
+            q: _Owner(row.id, _tenant_tag(row.tenant), row.digest)
+            for row in entry_rows
+            for q in _stored_question_ids(row)
         }
         missing: set[str] = set()
-        for collection, wanted in ((self._passages, passages), (self._questions, questions)):
+        for collection, wanted in ((collections.passages, passages), (collections.questions, questions)):
             present = await asyncio.to_thread(collection.metadatas)
             extra = sorted(present.keys() - wanted.keys())
             if extra:
@@ -736,12 +837,14 @@ class KnowledgeStore:
             missing |= {
                 owner.entry_id
                 for item, owner in wanted.items()
-                if item not in present or present[item].get("tenant") != owner.tag
+                if item not in present
+                or present[item].get("tenant") != owner.tag
+                or present[item].get("digest", owner.digest) != owner.digest
             }
         if missing:
             log.warning("re-embedding %d knowledge entries whose vectors were missing or out of date", len(missing))
             entries = await self._entries(sorted(missing))
-            await self._index_vectors(entries, stale=[])
+            await self._index_vectors(entries, stale=[], model=model)
 
     async def _entries(self, entry_ids: Sequence[str], *, bounded: bool = False) -> list[Entry]:
         async with self._database(bounded=bounded) as conn:
@@ -832,20 +935,23 @@ class KnowledgeStore:
     @property
     def embedder_name(self) -> str:
         """The embedding model's name: vectors of two models are not comparable."""
-        return self._embedder.name
+        return self._model.embedder.name
 
     async def embed(self, text: str) -> Vectors:
         """The query vector for ``text`` (embed once, then search and match with it), embedded together with the
         questions of concurrent conversations (``vigil.knowledge.batching``). The last few texts' vectors are kept:
         the answers' gate embeds a message the question rules reject, and the answer skill then searches with it."""
-        vector = self._recent_vectors.get(text)
+        return await self._embed(self._model, text)
+
+    async def _embed(self, model: _Model, text: str) -> Vectors:
+        vector = model.recent.get(text)
         if vector is None:
-            vector = await self._queries.embed(text)
-            self._recent_vectors[text] = vector
-            if len(self._recent_vectors) > _RECENT_VECTORS:
-                self._recent_vectors.popitem(last=False)
+            vector = await model.queries.embed(text)
+            model.recent[text] = vector
+            if len(model.recent) > _RECENT_VECTORS:
+                model.recent.popitem(last=False)
         else:
-            self._recent_vectors.move_to_end(text)
+            model.recent.move_to_end(text)
         return vector
 
     async def search(
@@ -864,16 +970,19 @@ class KnowledgeStore:
 
         Only global entries and those of ``tenant`` are searched (None: global entries only).
         """
-        snapshot = self._snapshot
+        snapshot, model = self._snapshot, self._model
         recipe = self._recipe_for(query)
-        vector = await self.embed(query) if vector is None else vector
+        vector = await self._query_vector(model, query, vector)
+        collections = self._open(model)
         # Both collections at once (each search joins its collection's batch), and BM25 meanwhile.
         nearest = [
-            asyncio.ensure_future(self._nearest(self._passages, vector, CANDIDATES, snapshot.where(tenant, kinds)))
+            asyncio.ensure_future(
+                self._nearest(collections.passages, vector, CANDIDATES, snapshot.where(tenant, kinds))
+            )
         ]
         if not kinds or "faq" in kinds:
             nearest.append(
-                asyncio.ensure_future(self._nearest(self._questions, vector, CANDIDATES, snapshot.where(tenant)))
+                asyncio.ensure_future(self._nearest(collections.questions, vector, CANDIDATES, snapshot.where(tenant)))
             )
         try:
             lexical = snapshot.lexical.search(query, CANDIDATES, only=snapshot.mask(tenant))
@@ -883,7 +992,7 @@ class KnowledgeStore:
                 search.cancel()  # nothing, once done; one left running if the other or BM25 failed
         dense, questions = found[0], (found[1] if len(found) > 1 else [])
         whole = Rankings([h.id for h in dense], [h.passage_id for h in lexical])
-        parts = await self._sentence_rankings(snapshot, query, whole, kinds, tenant, recipe)
+        parts = await self._sentence_rankings(model, snapshot, query, whole, kinds, tenant, recipe)
         titles: list[str] = []
         if recipe.title_weight > 0:
             titles = [h.passage_id for h in snapshot.titles.search(query, CANDIDATES, only=snapshot.title_mask(tenant))]
@@ -893,7 +1002,7 @@ class KnowledgeStore:
             bm25={h.passage_id: h.score for h in lexical},
         )
         # With verdicts to weigh, the shortlist whole: one the analysts dismissed may fall below the fifth.
-        judged = self._verdicts.holds(tenant)
+        judged = model.verdicts.holds(tenant)
         shown = max(k, ranking.RERANK) if judged else k
         if self._reranker is not None:
             shown = max(shown, SHORTLIST)
@@ -901,14 +1010,22 @@ class KnowledgeStore:
         if self._reranker is not None:
             hits = [replace(hits[i], score=p) for i, p in self._reranker.order(query, hits)]
         if judged:
-            hits = _judged(hits, self._verdicts.terms(tenant, query, vector, [h.entry_id for h in hits]))
+            hits = _judged(hits, model.verdicts.terms(tenant, query, vector, [h.entry_id for h in hits]))
         if snapshot.expiring:  # an entry that expired since the indexes were built is not served
             now = self._clock.now()
             hits = [h for h in hits if not _expired(snapshot.entries[h.entry_id], now)]
         return hits[:k]
 
+    async def _query_vector(self, model: _Model, query: str, vector: Vectors | None) -> Vectors:
+        """``vector`` if ``model`` made it, else the query embedded by ``model``: a vector handed in from before a
+        switch of models is not compared with the new model's vectors."""
+        if vector is not None and model.made(vector):
+            return vector
+        return await self._embed(model, query)
+
     async def _sentence_rankings(
         self,
+        model: _Model,
         snapshot: _Snapshot,
         query: str,
         whole: Rankings,
@@ -923,9 +1040,10 @@ class KnowledgeStore:
         split = sentences(query)
         if len(split) == 1 and split[0] == " ".join(query.split()):
             return [whole]
-        vectors = await asyncio.gather(*(self.embed(sentence) for sentence in split))
+        vectors = await asyncio.gather(*(self._embed(model, sentence) for sentence in split))
+        passages = self._open(model).passages
         found = await asyncio.gather(
-            *(self._nearest(self._passages, v, CANDIDATES, snapshot.where(tenant, kinds)) for v in vectors)
+            *(self._nearest(passages, v, CANDIDATES, snapshot.where(tenant, kinds)) for v in vectors)
         )
         mask = snapshot.mask(tenant)
         return [
@@ -943,9 +1061,9 @@ class KnowledgeStore:
 
         A look-up by question vectors alone, not a ranking: what to answer from is ``search``'s first hit, which
         weighs these same question vectors with the passages and the words."""
-        snapshot = self._snapshot
-        vector = await self.embed(query) if vector is None else vector
-        near = await self._nearest(self._questions, vector, 12, snapshot.where(tenant))
+        snapshot, model = self._snapshot, self._model
+        vector = await self._query_vector(model, query, vector)
+        near = await self._nearest(self._open(model).questions, vector, 12, snapshot.where(tenant))
         best: dict[str, VectorHit] = {}
         for hit in near:
             entry_id = snapshot.question_entries.get(hit.id, "")
@@ -1195,7 +1313,7 @@ def open_knowledge_store(
     loaded, in tests)."""
     return KnowledgeStore(
         engine=engine,
-        embedder=embedder or embedder_for(knowledge),
+        embedder=embedder or embedder_for(knowledge, data_dir),
         clock=clock,
         chroma_path=chroma_folder(data_dir),
         chroma_url=knowledge.chroma_url,

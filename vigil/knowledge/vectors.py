@@ -88,6 +88,19 @@ def connect(*, path: Path, url: str | None) -> Any:
         return chromadb.PersistentClient(path=str(path), settings=settings)
 
 
+def collection_names(client: Any) -> list[str]:
+    """The names of every collection the client's Chroma holds."""
+    with translated("listing collections"):
+        return [getattr(c, "name", c) for c in client.list_collections()]
+
+
+def drop_collection(client: Any, name: str) -> None:
+    """Remove a collection and its vectors (one already gone is no error)."""
+    with translated(f"removing the collection {name}"):
+        if name in collection_names(client):
+            client.delete_collection(name)
+
+
 class VectorCollection:
     """One Chroma collection of normalised vectors, compared by cosine; every method raises ``KnowledgeError`` (or
     ``KnowledgeUnavailable``) for Chroma's errors."""
