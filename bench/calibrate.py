@@ -73,7 +73,7 @@ async def example(knowledge: KnowledgeStore, query: str, right: set[str], source
     hits = await knowledge.search(query, 3)
     if not hits:
         return None
-    return Example(features(hits), hits[0].entry_id in right, hits[0].kind == "faq", source, group, bool(right))
+    return Example(features(query, hits), hits[0].entry_id in right, hits[0].kind == "faq", source, group, bool(right))
 
 
 async def examples() -> list[Example]:

@@ -14,13 +14,13 @@ from tests.conftest import help_centre, open_knowledge
 from vigil.answers.intervention import InterventionPolicy, similarity
 from vigil.answers.questions import asks_yes_or_no
 from vigil.answers.settings import AnswerSettings
-from vigil.answers.skill import AnswerSkill, fit_to_question, judged
+from vigil.answers.skill import MODELS, AnswerSkill, features, fit_to_question, judged
 from vigil.answers.snippets import extract
 from vigil.cases.store import CaseStore, Earlier
 from vigil.core.clock import ManualClock
 from vigil.flow.case import CaseState
 from vigil.flow.skills import Proposal
-from vigil.knowledge.store import KnowledgeStore
+from vigil.knowledge.store import Hit, KnowledgeStore
 from vigil.wire.events import Message, SourceRef, Suggestion, parse
 
 NOW = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
@@ -394,3 +394,23 @@ async def test_a_short_faq_answer_goes_out_whole_below_the_faq_confidence(knowle
     assert proposal.sources[0].id == "faq-missed-engineer" and len(faq.body) <= AnswerSettings().max_chars
     assert proposal.text == faq.body  # the £30 credit, the priority rebooking and the billing, not one of them
     assert "£30 missed-appointment credit" in proposal.text and "priority" in proposal.text
+
+
+def test_every_rankings_confidence_model_reads_every_feature():
+    # A model fitted before a feature was added would fail on every message (and the skill would say nothing).
+    hit = Hit(
+        "faq-x",
+        "faq",
+        "How do I restart my Hub?",
+        None,
+        "faq-x#0",
+        "How do I restart my Hub?\nSwitch it off.",
+        1.0,
+        0.8,
+        4.0,
+        question=0.9,
+        dense_rank=0,
+        lexical_rank=1,
+    )
+    for name, model in MODELS.items():
+        assert 0.0 < model.probability(features("restart the hub", [hit, hit])) < 1.0, name

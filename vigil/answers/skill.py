@@ -36,11 +36,15 @@ from vigil.wire.events import Event, Message, SourceRef, SuggestionKind
 # tasks; see docs/evaluation.md. Features: see features(). One model for FAQs and articles (whether the first hit is
 # an FAQ is one of its features), per ranking: what a ranking puts first, and so how often it is right, differs.
 MODELS: dict[RankingName, Logistic] = {
-    "hybrid": Logistic(weights=(7.677, -1.354, -0.232, 2.852, 2.231, 0.131, -0.392, 0.536, 0.901, 0.148), bias=-3.807),
-    "cross_validated": Logistic(
-        weights=(7.755, -1.978, 0.017, 2.669, 1.463, -0.073, -0.614, 0.285, 0.780, 0.724), bias=-3.829
+    "hybrid": Logistic(
+        weights=(7.343, -1.308, -0.344, 2.897, 2.236, 0.050, -0.478, 0.522, 0.880, 0.130, 0.794), bias=-3.610
     ),
-    "adaptive": Logistic(weights=(7.555, -1.842, 0.024, 2.781, 2.745, 0.122, -0.298, 0.643, 0.677, 0.121), bias=-4.055),
+    "cross_validated": Logistic(
+        weights=(7.699, -1.954, -0.008, 2.677, 1.458, -0.087, -0.642, 0.281, 0.778, 0.724, 0.168), bias=-3.801
+    ),
+    "adaptive": Logistic(
+        weights=(7.207, -1.763, -0.135, 2.835, 2.795, 0.002, -0.432, 0.612, 0.628, 0.095, 1.013), bias=-3.782
+    ),
 }
 MODEL = MODELS["adaptive"]
 SOURCES = 3
@@ -55,13 +59,15 @@ ALTERNATIVES = 2
 _YES_OR_NO = re.compile(r"^(?:yes|no)[.,!]\s+(?=\S)", re.IGNORECASE)
 
 
-def features(hits: Sequence[Hit]) -> tuple[float, ...]:
+def features(question: str, hits: Sequence[Hit]) -> tuple[float, ...]:
     """What the confidence model reads from a ranking: the first hit's similarity (an FAQ's nearest question, or
     its passage if nearer; an article's passage), its lead over the second hit's, log(1 + its BM25 score), its
     agreement with the words that tell the first candidates apart, its agreement's lead over the second's, whether
     it is an FAQ asked nearly word for word (its nearest question at ``ranking.QUESTION_FIRST`` or more), whether
     it is an FAQ at all, and whether the rankings agree on it: first by its passages' similarity alone, first by
-    BM25 alone, and (an FAQ) the FAQ whose question is nearest among the hits."""
+    BM25 alone, and (an FAQ) the FAQ whose question is nearest among the hits; and how much of its title the
+    question says (an FAQ's title is its question: "why is my first bill higher" asks something "my bill is higher
+    than usual" does not)."""
     top = hits[0]
     second = hits[1] if len(hits) > 1 else None
     similarity = _similarity(top)
@@ -76,7 +82,14 @@ def features(hits: Sequence[Hit]) -> tuple[float, ...]:
         float(top.dense_rank == 0),
         float(top.lexical_rank == 0),
         float(top.kind == "faq" and top.question >= max(h.question for h in hits)),
+        _said(top.title, question),
     )
+
+
+def _said(text: str, question: str) -> float:
+    """The share of ``text``'s content words (stemmed) that ``question`` says."""
+    words = set(ranking.polarities(text))
+    return len(words & set(ranking.polarities(question))) / len(words) if words else 0.0
 
 
 def judged(confidence: float, verdict: float) -> float:
@@ -204,9 +217,9 @@ class AnswerSkill:
         enough (it was written to be read whole: a cut one loses half its answer); otherwise the sentences of the
         entry that answer the question (``snippets.py``)."""
         top, cited = hits[index], [*hits[index:], *hits[:index]][:SOURCES]
-        confidence = self._model.probability(features(hits[index:]))
+        confidence = self._model.probability(features(question, hits[index:]))
         if index:
-            ruled_out = sum(self._model.probability(features(hits[i:])) for i in range(index))
+            ruled_out = sum(self._model.probability(features(question, hits[i:])) for i in range(index))
             confidence = min(1.0, confidence / max(1.0 - ruled_out, confidence, 1e-9))
         confidence = judged(confidence, top.verdict)
         before = said.before(top) if said is not None else []
