@@ -96,8 +96,8 @@ class OneArticle:
             )
         ]
 
-    async def entry(self, entry_id: str) -> Entry | None:
-        return self._entry if entry_id == self._entry.id else None
+    def passages(self, entry_id: str) -> list[tuple[str, str]]:
+        return [(p.id, p.text) for p in self._entry.passages] if entry_id == self._entry.id else []
 
 
 async def test_when_the_search_finds_an_articles_introduction_the_answer_is_the_section_with_the_code():

@@ -83,6 +83,15 @@ async def test_import_is_idempotent_and_updates_what_changed(knowledge: Knowledg
     assert stats["article"] == 7 and stats["faq"] == 9 and stats["passages"] > stats["article"] + stats["faq"]
 
 
+async def test_an_entrys_passages_are_read_from_memory_in_order_and_only_while_served(knowledge: KnowledgeStore):
+    entries = some_of_it()
+    await knowledge.upsert(entries)
+    article = next(e for e in entries if e.kind == "article" and len(e.passages) > 1)
+    assert knowledge.passages(article.id) == [(p.id, p.text) for p in sorted(article.passages, key=lambda p: p.id)]
+    await knowledge.remove([article.id])
+    assert knowledge.passages(article.id) == [] and knowledge.passages("no-such-entry") == []
+
+
 async def test_prune_removes_entries_whose_source_no_longer_holds_them(knowledge: KnowledgeStore):
     entries = some_of_it()
     await knowledge.upsert(entries)

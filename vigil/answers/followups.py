@@ -41,7 +41,7 @@ def new_words(question: str, earlier: Sequence[Earlier]) -> set[str]:
         before |= words(e.suggestion.text)
         if e.asked is not None:
             before |= words(e.asked)
-    return words(question) - before
+    return set(words(question) - before)
 
 
 def speaks_to(text: str, wanted: set[str]) -> bool:

@@ -273,15 +273,15 @@ class AnswerSkill:
         the passage nearest to the question, which may be an introduction that repeats its words; the answer may
         be under a heading further down."""
         limit = self._settings.max_chars
-        entry = await self._knowledge.entry(hit.entry_id) if hit.kind != "faq" else None
-        if entry is None or len(entry.passages) < 2:
+        sections = self._knowledge.passages(hit.entry_id) if hit.kind != "faq" else []
+        if len(sections) < 2:
             return snippets.extract(question, hit.passage, limit, title=hit.title, said=said)
         # Words every section states tell none of them apart: which section answers is told by the others.
-        weights = snippets.word_weights(question, [p.text for p in entry.passages])
+        weights = snippets.word_weights(question, [text for _, text in sections])
         best = snippets.extract(question, hit.passage, limit, title=hit.title, said=said, weights=weights)
-        for passage in entry.passages:
-            if passage.id != hit.passage_id:
-                other = snippets.extract(question, passage.text, limit, title=hit.title, said=said, weights=weights)
+        for passage_id, text in sections:
+            if passage_id != hit.passage_id:
+                other = snippets.extract(question, text, limit, title=hit.title, said=said, weights=weights)
                 if other.worth > best.worth:
                     best = other
         return best

@@ -15,6 +15,7 @@ with the lead-in of a list kept with its items. Nothing here knows any help cent
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -94,13 +95,16 @@ class Snippet:
     about: str = ""
 
 
-def words(text: str) -> set[str]:
+@functools.lru_cache(maxsize=8192)
+def words(text: str) -> frozenset[str]:
     """The words of ``text`` that carry meaning, folded so that inflections and spellings meet ("keeping" and
-    "keep", "Wi-Fi" and "wifi")."""
+    "keep", "Wi-Fi" and "wifi"). Kept for the texts read most recently: every answer reads each section of its
+    article, and the same articles answer most questions."""
     joined = _HYPHEN.sub("", text.lower())
-    return {stem(w) for w in _WORD.findall(joined) if w not in STOP and len(w) > 1}
+    return frozenset(stem(w) for w in _WORD.findall(joined) if w not in STOP and len(w) > 1)
 
 
+@functools.lru_cache(maxsize=16384)
 def stem(word: str) -> str:
     """A crude stem: common English endings off, then at most six letters."""
     for ending in ("ing", "ed", "es", "en", "s", "e"):
@@ -177,7 +181,7 @@ def scored(question: str, body: str, heading: str = "", said: Iterable[str] = ()
     ]
 
 
-def _said(own: set[str], already: Sequence[set[str]]) -> bool:
+def _said(own: frozenset[str], already: Sequence[frozenset[str]]) -> bool:
     """Whether a sentence of words ``own`` was said already: nearly all its words are in one earlier text."""
     return bool(own) and any(len(own & earlier) >= 0.8 * len(own) for earlier in already)
 

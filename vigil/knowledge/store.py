@@ -254,6 +254,8 @@ class _Snapshot:
     question_entries: dict[str, str] = field(default_factory=dict)
     """The entry of each FAQ question's vector, by the vector's id."""
     first_passages: dict[str, str] = field(default_factory=dict)  # by entry: where an FAQ found by a question ranks
+    sections: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    """Each served entry's passage ids, in order: the parts of an article the answer skill picks its snippet from."""
     titles: LexicalIndex = field(default_factory=lambda: LexicalIndex([], []))  # entry titles, by entry id
     title_tenants: list[str | None] = field(default_factory=list)  # per entry, in the title index's order
     version: Version = field(default_factory=Version)
@@ -902,6 +904,7 @@ class KnowledgeStore:
             passage_tenants=[r.tenant for r in rows],
             question_entries={q: h.id for h in heads for q in _stored_question_ids(h)},
             first_passages=_first_passages(rows),
+            sections=_sections(rows),
             titles=titles,
             title_tenants=[h.tenant for h in titled],
             version=version,
@@ -1085,6 +1088,13 @@ class KnowledgeStore:
             margin=top.similarity - runner_up,
         )
 
+    def passages(self, entry_id: str) -> list[tuple[str, str]]:
+        """The served entry's passages as searches see them, (id, text) in order, from memory: what the answer skill
+        reads for every answer, so it never waits for the database (``entry`` reads it). Empty for an entry that is
+        not served (removed, retired, or not yet refreshed)."""
+        snapshot = self._snapshot
+        return [(p, snapshot.passages[p].text) for p in snapshot.sections.get(entry_id, ()) if p in snapshot.passages]
+
     async def entry(self, entry_id: str) -> Entry | None:
         """One entry with its passages (what a suggestion's source links to), or None."""
         found = await self._entries([entry_id], bounded=True)
@@ -1239,6 +1249,14 @@ def _judged(hits: Sequence[Hit], terms: Mapping[str, float]) -> list[Hit]:
         for h in hits
     ]
     return sorted(moved, key=lambda h: -h.score)
+
+
+def _sections(rows: Sequence[Any]) -> dict[str, tuple[str, ...]]:
+    """Each entry's passage ids, in id order, from the passage rows."""
+    found: dict[str, list[str]] = defaultdict(list)
+    for row in rows:
+        found[row.entry_id].append(row.id)
+    return {entry_id: tuple(sorted(ids)) for entry_id, ids in found.items()}
 
 
 def _first_passages(rows: Sequence[Any]) -> dict[str, str]:
