@@ -12,8 +12,9 @@ the model carries over between help centres whose scores sit at different levels
 
 The model is fitted by ``python -m bench.rerank`` on the tune half of the team's labelled phrasings of two help
 centres, held-out FAQ alternates and the tau2 banking dev tasks, grouped by the entry asked for so paraphrases of
-one entry are never on both sides of a fold (docs/evaluation.md, "A learned re-ranker"). Pure: nothing here
-searches, so it is cheap (a dot product per candidate) and testable without a model.
+one entry are never on both sides of a fold (docs/evaluation.md, "Answers never confidently wrong"): it does not
+beat the fusion's order there, so it is a setting (``VIGIL_KNOWLEDGE__RERANKER=learned``), not the default. Pure:
+nothing here searches, so it is cheap (a dot product per candidate) and testable without a model.
 """
 
 from __future__ import annotations
@@ -134,7 +135,8 @@ def _cover(asked: set[str], text: str) -> float:
     return len(asked & set(polarities(_MARKUP.sub(" ", text)))) / len(asked)
 
 
-# Fitted by `python -m bench.rerank` (docs/evaluation.md, "A learned re-ranker"); the order of ``FEATURES``.
+# Fitted by `python -m bench.rerank` on the tune side as it was before issue 26's new phrasings (213 shortlists); its
+# cross-validation on all 350 is in docs/evaluation.md ("Answers never confidently wrong"). The order of ``FEATURES``.
 MODEL = Reranker(
     weights=(2.136, 0.959, 1.262, 0.849, 0.447, 0.157, 1.541, 2.217, 1.015, -1.938, 2.121, -0.155, -0.419),
     bias=-2.719,
