@@ -100,19 +100,24 @@ class OneArticle:
         return [(p.id, p.text) for p in self._entry.passages] if entry_id == self._entry.id else []
 
 
-async def test_when_the_search_finds_an_articles_introduction_the_answer_is_the_section_with_the_code():
-    # Reported: "take my number with me" got "Which code you need depends…" with no code in it.
-    assert "Which code you need depends" in passage("leaving-mobile-pac-stac", 1)
-    knowledge = OneArticle(ENTRIES["leaving-mobile-pac-stac"], 1)
-    question = Message(
+def asked(text: str) -> Message:
+    """A customer's message in a conversation of its own."""
+    return Message(
         type="message",
         schema_version=1,
         message_id="m1",
         conversation_id="c-1",
         sent_at=datetime(2026, 12, 6, 9, 0, tzinfo=UTC),
         role="customer",
-        text="I'm leaving, can I take my number with me?",
+        text=text,
     )
+
+
+async def test_when_the_search_finds_an_articles_introduction_the_answer_is_the_section_with_the_code():
+    # Reported: "take my number with me" got "Which code you need depends…" with no code in it.
+    assert "Which code you need depends" in passage("leaving-mobile-pac-stac", 1)
+    knowledge = OneArticle(ENTRIES["leaving-mobile-pac-stac"], 1)
+    question = asked("I'm leaving, can I take my number with me?")
     skill = AnswerSkill(knowledge, AnswerSettings())  # type: ignore[arg-type]
     (proposal,) = await skill.propose(question, None)
     assert "PAC to 65075" in proposal.text and proposal.sources[0].id == "leaving-mobile-pac-stac"
@@ -121,15 +126,7 @@ async def test_when_the_search_finds_an_articles_introduction_the_answer_is_the_
 async def test_when_the_search_finds_the_introduction_of_a_troubleshooting_article_the_answer_is_its_steps():
     # Reported: slow broadband got an article's introduction ("Work through the checks below in order").
     knowledge = OneArticle(ENTRIES["slow-wifi"], 1)
-    question = Message(
-        type="message",
-        schema_version=1,
-        message_id="m1",
-        conversation_id="c-1",
-        sent_at=datetime(2026, 12, 6, 9, 0, tzinfo=UTC),
-        role="customer",
-        text="my broadband is really slow, what can I do?",
-    )
+    question = asked("my broadband is really slow, what can I do?")
     (proposal,) = await AnswerSkill(knowledge, AnswerSettings()).propose(question, None)  # type: ignore[arg-type]
     assert "Work through the checks below" not in proposal.text
     assert "- Put the Hub somewhere central" in proposal.text and "- Restart the Hub" in proposal.text

@@ -239,7 +239,7 @@ class AnswerSkill:
             if len(answer) <= self._settings.max_chars:
                 text = answer
         if not text:
-            snippet = await self._snippet(question, top, before)
+            snippet = self._snippet(question, top, before)
             text, about = snippet.text, snippet.about
         sources = tuple(SourceRef(kind=h.kind, id=h.entry_id, title=h.title, score=round(h.score, 4)) for h in cited)
         # The card's one number is the calibrated confidence: a raw similarity beside it reads as a second one.
@@ -267,7 +267,7 @@ class AnswerSkill:
             return proposal
         return replace(proposal, text=draft.text, why=drafted_why(draft))
 
-    async def _snippet(self, question: str, hit: Hit, said: Sequence[str]) -> snippets.Snippet:
+    def _snippet(self, question: str, hit: Hit, said: Sequence[str]) -> snippets.Snippet:
         """The sentences of ``hit``'s entry that best answer ``question``, leaving out what was ``said``: from the
         passage the search found, or from another passage of an article that answers it better. The search finds
         the passage nearest to the question, which may be an introduction that repeats its words; the answer may
