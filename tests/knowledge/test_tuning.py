@@ -19,6 +19,7 @@ from vigil.knowledge.tuning import (
     plan,
     rank_score,
     score,
+    siblings,
     without_held_back,
 )
 
@@ -182,6 +183,30 @@ def test_a_pair_whose_entry_has_no_passage_or_no_other_entry_teaches_nothing():
     lonely = Corpus(ids=["bill#1"], entries=["bill"], texts=["bill passage"])
     assert examples([Pair("q", "bill", "bill#1")], unit([1, 0]), lonely, unit([1, 0])) == []
     assert examples([Pair("q", "nowhere")], unit([1, 0, 0]), CORPUS, unit(*np.eye(3)[[0, 1, 1, 2]])) == []
+
+
+def test_faqs_asked_in_much_the_same_words_are_each_others_near_misses_and_others_are_not():
+    solid = faq("solid", "My hub has a solid amber light", "the amber light on my hub is not flashing")
+    flashing = faq("flashing", "My hub has a flashing amber light", "the amber light on my hub keeps blinking")
+    refund = faq("refund", "When will I get my refund?", "how long does a refund take")
+    found = siblings([solid, flashing, refund, ROUTER])
+    assert found == {"solid": ("flashing",), "flashing": ("solid",)}
+
+
+def test_a_near_miss_by_words_is_a_negative_of_its_own_even_when_the_shipped_model_ranks_it_alike():
+    # late#1 is as near as the answer for the shipped model (never mined): its words make it a near miss all the same.
+    passages = unit([1, 0, 0], [0.99, 0.14, 0], [0.6, 0.8, 0], [0, 0, 1])
+    rows = examples([Pair("q", "bill", "bill#1")], unit([1, 0, 0]), CORPUS, passages, {"bill": ("late",)})
+    assert [(r.positive, r.negative) for r in rows] == [
+        ("bill passage", "late passage two"),
+        ("bill passage", "late passage one"),
+    ]
+
+
+def test_a_near_miss_by_words_already_mined_is_not_taught_twice():
+    passages = unit([1, 0, 0], [0.9, 0.45, 0], [0.6, 0.8, 0], [0, 0, 1])
+    rows = examples([Pair("q", "bill", "bill#1")], unit([1, 0.05, 0]), CORPUS, passages, {"bill": ("late",)})
+    assert [r.negative for r in rows] == ["late passage one"]
 
 
 # --- the gate --------------------------------------------------------------------------------------------------

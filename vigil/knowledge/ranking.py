@@ -166,6 +166,11 @@ def agreement(query: str, texts: Sequence[str]) -> list[float]:
     return scores
 
 
+def overlap(a: Mapping[str, float], b: Mapping[str, float]) -> float:
+    """How much two texts' ``polarities`` say the same words, said or negated (the near-miss stage's ``NEAR``)."""
+    return _cosine(a, b, absolute=True)
+
+
 def _cosine(a: Mapping[str, float], b: Mapping[str, float], *, absolute: bool = False) -> float:
     """The cosine of two polarity vectors; with ``absolute``, of the words alone (what they are about, not whether
     they are said or negated)."""

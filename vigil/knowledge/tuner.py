@@ -112,7 +112,7 @@ async def tune(
     asked = await asyncio.to_thread(shipped.embed, [p.question for p in plan.train])
     held = [p.question for p in plan.held_back]
     alone = tuning.score(plan.held_back, await asyncio.to_thread(shipped.embed, held), corpus, passages)
-    rows = tuning.examples(plan.train, asked, corpus, passages)
+    rows = tuning.examples(plan.train, asked, corpus, passages, tuning.siblings(entries))
     judged = tuning.without_held_back(entries, plan.held_back)
     before = await _as_served(settings, None, judged, plan.held_back)
     version = tuned.new_version(base.name if settings.model_path else SHIPPED, clock.now())

@@ -3,7 +3,9 @@
 The shipped model (all-MiniLM-L6-v2) never saw this tenant's words. Its own knowledge says how customers ask for each
 entry: an FAQ's question and alternates are asked for its answer, an article's title and headings for its sections.
 Those pairs, each with a near miss of the shipped model (the passage of *another* entry it ranks highest) as a hard
-negative, are what ``vigil.knowledge.training`` teaches it with MultipleNegativesRankingLoss; the analysts' verdicts
+negative, and an FAQ's questions again with each of its near misses by words (``siblings``: the FAQs asked in much the
+same words, "solid amber light" and "flashing amber light", which the shipped model often ranks alike and so never
+mines), are what ``vigil.knowledge.training`` teaches it with MultipleNegativesRankingLoss; the analysts' verdicts
 add the questions customers really asked: an accepted (or edited) answer pairs the question with its entry, a
 dismissed one makes that entry a hard negative of the question.
 
@@ -29,11 +31,17 @@ import numpy as np
 
 from vigil.knowledge.documents import Entry
 from vigil.knowledge.embedding import Vectors
+from vigil.knowledge.ranking import overlap, polarities
 
 RELATIVE_MARGIN = 0.05
 """A negative must be at most 95% as similar to the question as its positive (the shipped model's cosine): a passage
 nearer than that is as likely another right answer (an FAQ and an article on one topic) as a near miss, and teaching
 it away would hurt (sentence-transformers' ``mine_hard_negatives`` uses the same guard)."""
+SIBLING = 0.25
+"""How alike two FAQs' questions must be in words (the cosine of their stemmed content words, as the near-miss stage
+compares candidates: ``ranking.overlap``) to be near misses of each other."""
+SIBLINGS = 2
+"""The most near misses by words an FAQ is taught against (its nearest)."""
 MIN_PROBES = 10
 """Fewer held-back questions than this judge nothing: the gate keeps the shipped model."""
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
@@ -194,11 +202,37 @@ class Corpus:
         return cls([p[0] for p in passages], [p[1] for p in passages], [p[2] for p in passages])
 
 
-def examples(pairs: Sequence[Pair], questions: Vectors, corpus: Corpus, passages: Vectors) -> list[Example]:
+def siblings(entries: Sequence[Entry]) -> dict[str, tuple[str, ...]]:
+    """Each FAQ's near misses by words: the other FAQs whose questions (all of them, alternates included) say the
+    same content words, at a cosine of ``SIBLING`` or more, the ``SIBLINGS`` nearest. These are the pairs a customer's
+    one word tells apart (keep or leave the number, a first bill or a higher one), found by what the help centre
+    says rather than by the shipped model's similarity, which is what fails on them."""
+    faqs = [(e.id, polarities(" ".join(e.questions))) for e in entries if e.questions and e.passages]
+    found: dict[str, tuple[str, ...]] = {}
+    for entry_id, words in faqs:
+        near = sorted(
+            ((overlap(words, other), other_id) for other_id, other in faqs if other_id != entry_id),
+            reverse=True,
+        )
+        chosen = tuple(other_id for similarity, other_id in near[:SIBLINGS] if similarity >= SIBLING)
+        if chosen:
+            found[entry_id] = chosen
+    return found
+
+
+def examples(
+    pairs: Sequence[Pair],
+    questions: Vectors,
+    corpus: Corpus,
+    passages: Vectors,
+    near: Mapping[str, Sequence[str]] | None = None,
+) -> list[Example]:
     """Each pair as a training row with its hard negative, mined with the shipped model's vectors of the questions
     (one row per pair) and of the corpus's passages: the passage of another entry it ranks highest, below
     ``RELATIVE_MARGIN`` of the positive; a passage of an entry an analyst dismissed for the question first. A pair
-    without a passage of its entry, or without any other entry, is left out."""
+    whose entry has near misses by words (``near``, from ``siblings``) gets a row more for each, its first passage
+    (an FAQ's answer) the negative, whatever the shipped model says of it. A pair without a passage of its entry, or
+    without any other entry, is left out."""
     by_entry: dict[str, list[int]] = defaultdict(list)
     for row, entry_id in enumerate(corpus.entries):
         by_entry[entry_id].append(row)
@@ -211,9 +245,13 @@ def examples(pairs: Sequence[Pair], questions: Vectors, corpus: Corpus, passages
         sims = similarities[n]
         positive = own[int(np.argmax(sims[own]))] if pair.passage_id is None else corpus.ids.index(pair.passage_id)
         negative = _negative(sims, positive, pair, corpus, by_entry)
+        text = pair.target if pair.target is not None else corpus.texts[positive]
         if negative is not None:
-            text = pair.target if pair.target is not None else corpus.texts[positive]
             out.append(Example(pair.question, text, corpus.texts[negative], pair.entry_id))
+        for sibling in (near or {}).get(pair.entry_id, ()):
+            rows = by_entry.get(sibling, [])
+            if rows and rows[0] != negative:
+                out.append(Example(pair.question, text, corpus.texts[rows[0]], pair.entry_id))
     return out
 
 
