@@ -312,7 +312,7 @@ async def run(args: argparse.Namespace) -> list[str]:
         [
             (m, c, p, default.faq_similarity)
             for m in (0.6, 0.65, 0.7, 0.75)
-            for c in (0.15, 0.3, 0.45)
+            for c in (0.0, 0.15, 0.3, 0.45)
             for p in (0.7, 0.8, 0.9)
         ]
         if args.sweep

@@ -6,12 +6,13 @@ miner's); an entry's is the normalised mean of its cases'. A new case joins the 
 cosine ``merge_similarity`` or more (the threshold measured on the team's tune company, docs/evaluation.md), else it
 starts its own. The entry states the **best-supported
 resolution**: that of the case whose resolution agrees with most of the others' (the medoid by word overlap). A case
-whose resolution shares too few words with it (``conflict_similarity``) is a **conflict**: two analysts resolved the
-same problem differently, and the entry waits for a lead's review instead of serving either.
+whose resolution takes the opposite stance on a decision (``vigil.mining.stances``: money back, a fee, liability) is a
+**conflict**: two analysts resolved the same problem differently, and the entry waits for a lead's review instead of
+serving either. With ``conflict_similarity`` above 0, a resolution sharing fewer of its words than that is one too.
 
-Resolutions are compared for conflicts by the overlap of their content words and by negation, not by their vectors:
-embeddings place "the fee is refundable" and "the fee is not refundable" side by side (which is why such cases do
-merge, and are then caught).
+Resolutions are compared for conflicts by what they decide, not by their vectors: embeddings place "the fee is
+refundable" and "the fee is not refundable" side by side (which is why such cases do merge, and are then caught). Nor
+by their words alone: two wordings of one answer share as few words as two answers do (docs/evaluation.md).
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from vigil.mining.stances import opposed
+
 _WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
 _STOP = frozenset(
     "a an the and or but if of to in on at by for with from is are was were be been do does did i you we my your "
@@ -29,10 +32,6 @@ _STOP = frozenset(
     "just then now also any all some have has had get got not no yes ok okay thanks thank let know see".split()
 )
 _NEGATION = frozenset({"not", "no", "never", "cannot", "can't", "won't", "isn't", "aren't", "don't", "doesn't"})
-_NEGATED = re.compile(
-    r"\b(?:not|no|never|cannot|can't|won't|isn't|aren't|don't|doesn't|didn't|wasn't|shouldn't|wouldn't)\s+"
-    r"(?:(?:be|being|been|a|an|the|any|get|getting|have|be able to)\s+)*([a-z]+)"
-)
 
 
 @dataclass(slots=True)
@@ -118,8 +117,7 @@ class Cluster:
         return _unit_mean([m.problem_vector for m in self.members])
 
     def disagrees(self, other: Cluster, threshold: float) -> bool:
-        """Whether this entry's resolution and ``other``'s disagree: too few words in common, or one negates what
-        the other states."""
+        """Whether this entry's resolution and ``other``'s disagree (``disagree``)."""
         return disagree(self.kept().resolution, other.kept().resolution, threshold)
 
     def conflicts(self, threshold: float) -> list[Member]:
@@ -222,22 +220,12 @@ def overlap(a: frozenset[str], b: frozenset[str]) -> float:
 
 
 def disagree(a: str, b: str, threshold: float) -> bool:
-    """Two resolutions disagree: they share fewer than ``threshold`` of their words, or one negates a word the
-    other states ("the fee is not refundable" against "the fee is refundable")."""
-    words_a, words_b = content_words(a), content_words(b)
-    return overlap(words_a, words_b) < threshold or negates(a, b)
-
-
-def negates(a: str, b: str) -> bool:
-    """One text negates a word that the other states without negating it."""
-    not_a, not_b = negated(a), negated(b)
-    said_a, said_b = content_words(a) - not_a, content_words(b) - not_b
-    return bool(not_a & said_b) or bool(not_b & said_a)
-
-
-def negated(text: str) -> frozenset[str]:
-    """The words a negation governs ("not refundable", "doesn't cover", "can't be moved"), cut to 6 letters."""
-    return frozenset(m.group(1)[:6] for m in _NEGATED.finditer(text.lower()) if m.group(1) not in _STOP)
+    """Two resolutions disagree: they take opposite stances on a decision ("the fee is not refundable" against
+    "I've refunded the fee", ``stances.opposed``), or they share fewer than ``threshold`` of their words (0: never
+    by their words alone)."""
+    if opposed(a, b) is not None:
+        return True
+    return threshold > 0 and overlap(content_words(a), content_words(b)) < threshold
 
 
 def _unit_mean(vectors: Sequence[np.ndarray]) -> np.ndarray:
