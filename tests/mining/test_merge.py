@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from vigil.mining.merge import Cluster, Clusters, Member, content_words, overlap
+from vigil.mining.settings import MinerSettings
 
 
 def unit(*values: float) -> np.ndarray:
@@ -93,3 +94,30 @@ def test_word_overlap_is_shared_words_over_the_smaller_bag():
     b = content_words("restart your hub, then wait")
     assert overlap(a, b) == 1.0
     assert overlap(a, frozenset()) == 0.0
+
+
+def test_two_wordings_of_one_resolution_are_no_conflict_however_few_words_they_share():
+    v = unit(1, 0, 0)
+    cluster = Cluster(
+        "e1",
+        "t",
+        [
+            member("c1", v, "I've rebooked it for tomorrow, free of charge. The driver comes between 8am and 6pm."),
+            member("c2", v, "Go to Collections, press Rebook; the booking you've paid for covers it, at no charge."),
+        ],
+    )
+    assert overlap(content_words(cluster.members[0].answer), content_words(cluster.members[1].answer)) < 0.3
+    assert cluster.conflicts(MinerSettings().conflict_similarity) == []
+
+
+def test_a_resolution_that_decides_the_other_way_is_a_conflict_in_any_words():
+    v = unit(1, 0, 0)
+    cluster = Cluster(
+        "e1",
+        "t",
+        [
+            member("c1", v, "Size adjustments come from the hub's scanner and are final; I'm unable to refund it."),
+            member("c2", v, "Reply with a photo and a tape measure within 14 days and we'll refund the £6.40."),
+        ],
+    )
+    assert len(cluster.conflicts(MinerSettings().conflict_similarity)) == 1

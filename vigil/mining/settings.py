@@ -36,10 +36,12 @@ class MinerSettings(BaseModel):
         "together) and whose resolutions agree are one FAQ, once they hold faq_min_cases cases (docs/evaluation.md).",
     )
     conflict_similarity: float = Field(
-        default=0.45,
+        default=0.0,
         ge=0,
         le=1,
-        description="Merged cases whose resolutions are less similar than this disagree: flagged for review.",
+        description="Merged cases whose resolutions take opposite stances on a decision (a refund, a fee, liability: "
+        "vigil/mining/stances.py) disagree and are flagged for review; above 0, so are those sharing fewer of their "
+        "words than this (off by default: two wordings of one answer share as few words as two answers do).",
     )
     conflict_problem_similarity: float = Field(
         default=0.8,

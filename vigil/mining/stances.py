@@ -28,9 +28,10 @@ _FREE = re.compile(r"\bfree of charge\b|\bfor free\b|\bat no (?:extra )?cost\b|\
 """What says that no fee applies without negating a fee word."""
 _NEGATION = re.compile(
     r"(?:\b(?:not|no|never|cannot|can't|can not|won't|unable to|isn't|aren't|don't|doesn't|didn't|wasn't|"
-    r"shouldn't|wouldn't|nothing)\b(?:\s+[\w'£.]+){0,4}\s*|\bnon-?)$"
+    r"shouldn't|wouldn't|nothing)\b(?:\s+[\w'£.]+){0,4}\s*|\bnon-?|\bfree of\s+)$"
 )
-"""A negation within four words before a decision word ("not able to compensate", "no extra charge", "non-")."""
+"""A negation within four words before a decision word ("not able to compensate", "no extra charge", "non-",
+"free of charge")."""
 _NOTHING = re.compile(r"\s+(?:nothing|none)\b")
 """A negation right after a decision word ("I've refunded nothing")."""
 _SENTENCES = re.compile(r"(?<=[.!?;])\s+|\n+|\b(?:but|however|although)\b")
