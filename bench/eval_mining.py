@@ -54,6 +54,8 @@ from vigil.wire.events import CaseEvent, Event, Message, parse
 
 DATA = Path(__file__).resolve().parent / "data"
 COMPANIES = {"kestrel": "tune", "hearthlight": "test"}
+CONFIDENT = 0.8
+"""An answer at this confidence or more must not be wrong (issue 27's bar)."""
 
 LIMITS = IngestSettings()
 """What ingest accepts: the events are parsed as the daemon parses them."""
@@ -294,6 +296,8 @@ def phrasing_quality(mined: dict[str, Any], min_confidence: float) -> dict[str, 
         "unanswerable": len(unanswerable),
         "unanswerable_shown": sum(a["confidence"] >= min_confidence for a in unanswerable),
         "unanswerable_fast": sum(a["fast"] for a in unanswerable),
+        "wrong_confident": sum(a["cited"] != a["problem"] and a["confidence"] >= CONFIDENT for a in answerable),
+        "unanswerable_confident": sum(a["confidence"] >= CONFIDENT for a in unanswerable),
     }
 
 
@@ -328,8 +332,8 @@ async def run(args: argparse.Namespace) -> list[str]:
         "| merge similarity | conflict similarity | same problem | FAQ similarity | entries | duplicates left "
         "| mixed entries | conflicts caught | false conflicts | recurring problems as FAQ "
         "| phrasings: search first right | answered (conf >= 0.5) | right of answered | right of all "
-        "| FAQ fast path (right) | unanswerable answered (fast path) |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| FAQ fast path (right) | unanswerable answered (fast path) | wrong at >= 0.8 (unanswerable) |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for merge, conflict, same, faq in grid:
         settings = MinerSettings(
@@ -351,7 +355,8 @@ def row(settings: MinerSettings, store: dict[str, Any], said: dict[str, Any]) ->
         f"{store['conflicts_caught']} | {store['false_conflicts']} | {store['recurring_as_faq']} | "
         f"{said['search_first_right']:.3f} | {said['shown']:.3f} | {right} | "
         f"{said['shown_right_of_all']:.3f} | {said['fast']} ({said['fast_right']}) | "
-        f"{said['unanswerable_shown']}/{said['unanswerable']} ({said['unanswerable_fast']}) |"
+        f"{said['unanswerable_shown']}/{said['unanswerable']} ({said['unanswerable_fast']}) | "
+        f"{said['wrong_confident']} ({said['unanswerable_confident']}) |"
     )
 
 
