@@ -108,6 +108,16 @@ async def record(store: CaseStore, events: Sequence[Event]) -> None:
         await store.record(e)
 
 
+PARCEL_TURNS = (
+    ("customer", "Hi"),
+    ("customer", PARCEL[0]),
+    ("analyst", EXPLAINED),
+    ("analyst", PARCEL_FIX[0]),
+    ("customer", "thanks!"),
+)
+"""One chat, the same in every copy."""
+
+
 def parcel_case(n: int, **kwargs: Any) -> list[Event]:
     return conversation(
         f"parcel-{n}",
@@ -305,15 +315,12 @@ async def three_parcel_cases_as_an_faq(store: CaseStore, knowledge: KnowledgeSto
 
 async def reopen(store: CaseStore, n: int) -> None:
     """Parcel case ``n`` reopened the next day."""
+    await reopen_conversation(store, f"parcel-{n}", at=START + timedelta(1))
+
+
+async def reopen_conversation(store: CaseStore, cid: str, *, at: datetime) -> None:
     await store.record(
-        event(
-            type="case",
-            event_id=f"p{n}-re",
-            conversation_id=f"parcel-{n}",
-            tenant="parcelco",
-            at=_t(START + timedelta(1)),
-            event="reopened",
-        )
+        event(type="case", event_id=f"{cid}-re", conversation_id=cid, tenant="parcelco", at=_t(at), event="reopened")
     )
 
 
@@ -417,7 +424,12 @@ async def test_a_lead_s_approval_of_a_disagreement_holds_until_a_new_disagreemen
     await record(store, conversation("fee-8", [("customer", question), ("analyst", stated)], at=START + timedelta(1)))
     await miner(store, knowledge, min_analyst_words=0).run()  # a case that agrees with what the lead approved
     assert (await entries(store))[0].status == "active"
-    await record(store, conversation("fee-9", [("customer", question), ("analyst", other)], at=START + timedelta(2)))
+    # A new case of the other side, in its own words (a copy of an approved one would be no new evidence).
+    reworded = {
+        refundable: "Yes: we'll refund the cancellation fee to your card, it's refundable within 14 days.",
+        not_refundable: "I'm afraid the cancellation fee isn't refundable within 14 days, so no refund this time.",
+    }[other]
+    await record(store, conversation("fee-9", [("customer", question), ("analyst", reworded)], at=START + timedelta(2)))
     await miner(store, knowledge, min_analyst_words=0).run()
     assert (await entries(store))[0].status == "pending_review"
 
@@ -671,3 +683,48 @@ def test_the_daemon_loads_the_redactor_s_name_lists_only_when_there_is_a_case_to
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True)
     assert done.stdout.strip() == "[]"
+
+
+async def test_copies_of_one_chat_count_once_with_the_repeats_in_provenance(store, knowledge):
+    # The demo replays the same chats in a loop: three copies of one case are one case's evidence, not an FAQ's.
+    for n in range(3):
+        await record(store, conversation(f"copy-{n}", PARCEL_TURNS, at=START + timedelta(days=n)))
+    report = await miner(store, knowledge).run()
+    assert (report.mined, report.repeats) == (1, 2)
+    [row] = await entries(store)
+    assert row.kind == "case" and row.provenance["support"] == 1 and row.provenance["repeats"] == 2
+    assert row.provenance["cases"][0]["repeats"] == ["copy-1", "copy-2"]
+    assert {cid: r for cid, r in (await mined(store)).items()} == {
+        "copy-0": ("mined", None),
+        "copy-1": ("mined", "repeat"),
+        "copy-2": ("mined", "repeat"),
+    }
+
+
+async def test_a_copy_in_a_later_run_counts_once_and_a_reopened_copy_is_taken_off_the_repeats(store, knowledge):
+    await record(store, conversation("copy-0", PARCEL_TURNS))
+    await miner(store, knowledge).run()
+    await record(store, conversation("copy-1", PARCEL_TURNS, at=START + timedelta(days=2)))
+    assert (await miner(store, knowledge).run()).repeats == 1
+    [row] = await entries(store)
+    assert row.provenance["support"] == 1 and row.provenance["cases"][0]["repeats"] == ["copy-1"]
+    await reopen_conversation(store, "copy-1", at=START + timedelta(days=3))
+    report = await miner(store, knowledge).run()
+    assert report.withdrawn == 1
+    [row] = await entries(store)
+    assert row.status == "active" and row.provenance["support"] == 1 and row.provenance["repeats"] == 0
+
+
+async def test_a_copy_outside_the_window_is_new_evidence(store, knowledge):
+    for n in range(3):
+        await record(store, conversation(f"copy-{n}", PARCEL_TURNS, at=START - timedelta(days=40 * (2 - n))))
+    report = await miner(store, knowledge).run()
+    assert (report.mined, report.repeats) == (3, 0)
+    [row] = await entries(store)
+    assert row.kind == "faq" and row.provenance["support"] == 3
+
+
+async def test_three_different_cases_of_one_problem_are_not_repeats(store, knowledge):
+    for n in range(3):
+        await record(store, parcel_case(n))
+    assert (await miner(store, knowledge).run()).repeats == 0

@@ -21,7 +21,7 @@ def mining_job(miner: Miner, interval_s: float) -> Job:
 
     async def mine(due: datetime) -> None:
         report = await miner.run(due)
-        if report.busy is not None or report.mined or report.withdrawn or report.skipped:
+        if report.busy is not None or report.mined or report.repeats or report.withdrawn or report.skipped:
             log.info("miner: %s", report.summary())
 
     return Job(name=MINE, run=mine, every_s=interval_s, durable=True, coalesce=True, lease_s=max(600.0, interval_s))

@@ -17,9 +17,11 @@ by their words alone: two wordings of one answer share as few words as two answe
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 
 import numpy as np
 
@@ -31,6 +33,8 @@ _STOP = frozenset(
     "our it this that can could would will how what when where why which who me us please hi hello there so as "
     "just then now also any all some have has had get got not no yes ok okay thanks thank let know see".split()
 )
+_TWIN_CLUSTERS = 3
+"""How many of the nearest clusters a repeated case's original is looked for in."""
 _NEGATION = frozenset({"not", "no", "never", "cannot", "can't", "won't", "isn't", "aren't", "don't", "doesn't"})
 
 
@@ -48,6 +52,9 @@ class Member:
     context: tuple[str, ...]
     vector: np.ndarray
     problem_vector: np.ndarray
+    repeats: tuple[str, ...] = ()
+    """Later cases that repeat this one (the same customer text and resolution, or near-identical, within the
+    window): counted here once, not as cases of their own (``Clusters.twin``)."""
 
     @property
     def answer(self) -> str:
@@ -78,7 +85,15 @@ class Member:
             "csat": self.csat,
             "message_ids": list(self.message_ids),
             "context": list(self.context),
+            **({"repeats": list(self.repeats)} if self.repeats else {}),
         }
+
+    @property
+    def shingles(self) -> frozenset[tuple[str, str]]:
+        """The case's problem and answer as pairs of adjacent words (case, spacing and punctuation ignored): what
+        two copies of one chat share all of, and two customers' own words of one problem little of."""
+        words = _WORD.findall(f"{self.problem}\n{self.answer}".lower())
+        return frozenset(itertools.pairwise(words)) or frozenset((w, "") for w in words)
 
 
 @dataclass(slots=True)
@@ -188,7 +203,8 @@ class Clusters:
         return pairs
 
     def withdraw(self, conversation_id: str) -> Cluster | None:
-        """Take a case out of its cluster (it was reopened); the cluster it left, or None."""
+        """Take a case out of its cluster (it was reopened), or off the repeats of the case it repeated; the cluster
+        it left, or None."""
         for n, cluster in enumerate(self._clusters):
             for member in cluster.members:
                 if member.conversation_id == conversation_id:
@@ -196,6 +212,30 @@ class Clusters:
                     cluster.changed = True
                     self._centroids[n] = cluster.centroid if cluster.members else 0.0
                     return cluster
+                if conversation_id in member.repeats:
+                    member.repeats = tuple(c for c in member.repeats if c != conversation_id)
+                    cluster.changed = True
+                    return cluster
+        return None
+
+    def twin(self, member: Member, *, similarity: float, window: timedelta) -> tuple[Cluster, Member] | None:
+        """A case ``member`` repeats, and its cluster: one closed within ``window`` of it whose problem and answer
+        are near-identical in words (the Jaccard similarity of their ``shingles`` at ``similarity`` or more; a
+        copy of a chat, or a copy with a name or a number changed). A twin's cluster is among the nearest few (its
+        vector is, near enough, one of theirs), so a few hundred cases are compared at most; None when none is."""
+        if not self._clusters:
+            return None
+        closed = datetime.fromisoformat(member.closed_at)
+        mine = member.shingles
+        sims = self._centroids[: len(self._clusters)] @ member.vector
+        for index in np.argsort(-sims)[:_TWIN_CLUSTERS]:
+            cluster = self._clusters[int(index)]
+            for other in cluster.members:
+                if abs(datetime.fromisoformat(other.closed_at) - closed) > window:
+                    continue
+                theirs = other.shingles
+                if len(mine & theirs) >= similarity * len(mine | theirs):
+                    return cluster, other
         return None
 
 

@@ -49,6 +49,8 @@ LEASE = "miner"
 MAX_QUESTIONS = 10
 """The most customer phrasings a mined FAQ keeps as its question and alternates."""
 TITLE_CHARS = 160
+REPEAT = "repeat"
+"""The reason a case mined as a repeat of another is recorded with (``mined_case.reason``)."""
 
 
 @dataclass(slots=True)
@@ -66,6 +68,8 @@ class Report:
     """Cases whose entry the LLM wrote (the others keep their extractive entry)."""
     edits: int = 0
     """Analysts' edits of answers proposed as FAQs for review (``vigil.mining.edits``)."""
+    repeats: int = 0
+    """Cases that repeated one already counted (``Clusters.twin``): recorded on it, not counted again."""
     busy: Holder | None = None
     """Who was mining already, when this run found the miner's lease taken and mined nothing."""
 
@@ -77,6 +81,7 @@ class Report:
         self.entries.update(other.entries)
         self.merged += other.merged
         self.edits += other.edits
+        self.repeats += other.repeats
 
     def summary(self) -> str:
         if self.busy is not None:
@@ -91,6 +96,7 @@ class Report:
             f"withdrawn: {self.withdrawn}; entries written: {written}"
             + (f"; {self.rewritten} rewritten by the LLM" if self.rewritten else "")
             + (f"; {self.edits} analysts' edits proposed for review" if self.edits else "")
+            + (f"; {self.repeats} repeats of cases already counted" if self.repeats else "")
         )
 
 
@@ -174,8 +180,17 @@ class Miner:
             report.withdrawn += 1
         records: list[dict[str, Any]] = []
         taught = await self._taught(cases, now, report, records)
+        window = timedelta(days=self._settings.duplicate_window_days)
         for case, member in taught:
             known = clusters.setdefault(case.tenant, Clusters())
+            twin = known.twin(member, similarity=self._settings.duplicate_similarity, window=window)
+            if twin is not None:  # a copy of a case already counted: a repeat in its provenance, no new support
+                cluster, original = twin
+                original.repeats = (*original.repeats, case.conversation_id)
+                cluster.changed = True
+                report.repeats += 1
+                records.append(_record(case, now, "mined", REPEAT, cluster.entry_id))
+                continue
             cluster = known.add(
                 member,
                 entry_id=entry_id(case.tenant, case.conversation_id),
@@ -445,6 +460,7 @@ class Miner:
         return {
             "source": SOURCE,
             "support": len(whole.members),
+            "repeats": sum(len(m.repeats) for m in whole.members),
             "kept": whole.kept().conversation_id if whole.members else None,
             "conflicts": [m.conversation_id for m in conflicts],
             "conflicts_with": list(rivals),
@@ -593,6 +609,7 @@ def _member(case: dict[str, Any], vector: np.ndarray, problem: np.ndarray) -> Me
         context=tuple(case.get("context", ())),
         vector=vector,
         problem_vector=problem,
+        repeats=tuple(case.get("repeats", ())),
     )
 
 

@@ -43,6 +43,19 @@ class MinerSettings(BaseModel):
         "vigil/mining/stances.py) disagree and are flagged for review; above 0, so are those sharing fewer of their "
         "words than this (off by default: two wordings of one answer share as few words as two answers do).",
     )
+    duplicate_similarity: float = Field(
+        default=0.8,
+        gt=0,
+        le=1,
+        description="A case whose problem and resolution share at least this share of their pairs of adjacent words "
+        "(Jaccard) with a case mined within duplicate_window_days repeats it: it counts once, with the repeat in "
+        "provenance (a replayed or copied chat is no new evidence).",
+    )
+    duplicate_window_days: float = Field(
+        default=30.0,
+        ge=0,
+        description="How far apart in closing time a case and the one it repeats may be (0: no case repeats another).",
+    )
     conflict_problem_similarity: float = Field(
         default=0.8,
         gt=0,
