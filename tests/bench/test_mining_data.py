@@ -1,4 +1,4 @@
-"""The team's mining evaluation data (bench/data/mining-*): support chats of two fictional companies, v1 events that
+"""The team's mining evaluation data (bench/data/mining-*): support chats of three fictional companies, v1 events that
 ``vigil eval replay`` reads, with labels and new phrasings. The checks say what the files promise their readers."""
 
 from __future__ import annotations
@@ -18,8 +18,31 @@ from vigil.flow.settings import IngestSettings
 from vigil.wire.events import CaseEvent, Event, Message, parse
 
 DATA = Path(__file__).resolve().parents[2] / "bench" / "data"
-COMPANIES = {"kestrel": "kestrel", "hearthlight": "hearthlight"}
-"""Each company's file name and its tenant: Kestrel Couriers (tune), Hearthlight Energy (test)."""
+
+
+@dataclass(frozen=True)
+class Company:
+    """What a company's files promise beyond the shared rules."""
+
+    tenant: str
+    conversations: tuple[int, int]
+    """How many conversations the cases file holds (at least, at most)."""
+    problems: int
+    """How many recurring problems, at least."""
+    cases: tuple[int, int]
+    """How many human-resolved cases each recurring problem has, copies counted once."""
+    phrasings: int
+    """How many new phrasings each recurring problem has, at least."""
+    copies: int
+    """How many cases are near-duplicates of an earlier one (label ``copy_of``)."""
+
+
+COMPANIES = {
+    "kestrel": Company("kestrel", (60, 80), 8, (4, 6), 4, 0),
+    "hearthlight": Company("hearthlight", (60, 80), 8, (4, 6), 4, 0),
+    "copperleaf": Company("copperleaf", (95, 105), 12, (5, 6), 5, 3),
+}
+"""Each company by file name: Kestrel Couriers (tune), Hearthlight Energy and Copperleaf Money (test)."""
 KINDS = {"recurring", "conflict", "one_off", "thin", "bot", "customer", "reopened"}
 RESOLVED_BY = {"bot": "bot", "customer": "customer"}
 """The kinds not resolved by a human; every other kind is."""
@@ -73,11 +96,12 @@ def words(text: str) -> str:
 @pytest.mark.parametrize("company", COMPANIES)
 def test_every_line_is_a_v1_event_of_the_company_in_time_order(company: str):
     parsed = events(company)  # parse raises Rejected on a line ingest would refuse
-    assert {event.tenant for event in parsed} == {COMPANIES[company]}
+    assert {event.tenant for event in parsed} == {COMPANIES[company].tenant}
     assert len({event.id for event in parsed}) == len(parsed)
     times = [event.occurred_at for event in parsed]
     assert times == sorted(times), "a replay never moves time back: the file is in time order"
-    assert 60 <= len(conversations(company)) <= 80
+    low, high = COMPANIES[company].conversations
+    assert low <= len(conversations(company)) <= high
     assert max(times) - min(times) >= timedelta(weeks=5), "spread over several weeks"
 
 
@@ -129,18 +153,39 @@ def test_the_kind_agrees_with_how_the_case_was_closed(company: str):
 
 
 @pytest.mark.parametrize("company", COMPANIES)
-def test_each_recurring_problem_was_resolved_four_times_or_more_by_different_analysts(company: str):
+def test_each_recurring_problem_was_resolved_several_times_by_different_analysts(company: str):
     chats = conversations(company)
     analysts: dict[str, set[str | None]] = defaultdict(set)
     cases: Counter[str] = Counter()
     for cid, label in labels(company).items():
-        if label["kind"] == "recurring":
+        # A near-duplicate is the same case again: it must not count as more support, nor as another analyst.
+        if label["kind"] == "recurring" and not label.get("copy_of"):
             cases[label["problem"]] += 1
             messages = chats[cid].messages
             analysts[label["problem"]] |= {messages[mid].author for mid in label["resolving_message_ids"]}
-    assert len(cases) >= 8
-    assert all(4 <= n <= 6 for n in cases.values()), cases
+    spec = COMPANIES[company]
+    assert len(cases) >= spec.problems
+    assert all(spec.cases[0] <= n <= spec.cases[1] for n in cases.values()), cases
     assert all(len(names) >= 4 for names in analysts.values()), analysts
+
+
+@pytest.mark.parametrize("company", COMPANIES)
+def test_a_copy_repeats_an_earlier_case_of_its_problem_word_for_word(company: str):
+    chats = conversations(company)
+    rows = labels(company)
+    copies = {cid: label["copy_of"] for cid, label in rows.items() if label.get("copy_of")}
+    assert len(copies) == COMPANIES[company].copies
+    for cid, original in copies.items():
+        label, first = rows[cid], rows[original]
+        assert label["kind"] == first["kind"] == "recurring", cid
+        assert label["problem"] == first["problem"], cid
+        assert not first.get("copy_of"), "a copy points at the original, not at another copy"
+        copied, told = chats[cid].messages, chats[original].messages
+        assert copied[label["problem_message_id"]].text == told[first["problem_message_id"]].text, cid
+        resolution = [copied[mid].text for mid in label["resolving_message_ids"]]
+        assert resolution == [told[mid].text for mid in first["resolving_message_ids"]], cid
+        later = chats[cid].changes[0].occurred_at - chats[original].changes[-1].occurred_at
+        assert timedelta(days=1) <= later <= timedelta(days=10), f"{cid} comes a few days after {original}"
 
 
 @pytest.mark.parametrize("company", COMPANIES)
@@ -168,7 +213,9 @@ def test_phrasings_ask_about_labelled_problems_in_new_words(company: str):
     asked = Counter(row["problem"] for row in rows)
     assert set(asked) - {None} <= problems
     recurring = {label["problem"] for label in labels(company).values() if label["kind"] == "recurring"}
-    assert all(asked[problem] >= 4 for problem in recurring), asked
+    assert all(asked[problem] >= COMPANIES[company].phrasings for problem in recurring), asked
+    conflicts = {label["problem"] for label in labels(company).values() if label["kind"] == "conflict"}
+    assert all(asked[problem] >= 3 for problem in conflicts), asked
     assert asked[None] >= 10
     said = {words(m.text) for m in events(company) if isinstance(m, Message) and m.role == "customer"}
     assert not [row["text"] for row in rows if words(row["text"]) in said], "a phrasing copies a case's message"
