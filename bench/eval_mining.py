@@ -53,7 +53,7 @@ from vigil.mining.settings import MinerSettings
 from vigil.wire.events import CaseEvent, Event, Message, parse
 
 DATA = Path(__file__).resolve().parent / "data"
-COMPANIES = {"kestrel": "tune", "hearthlight": "test"}
+COMPANIES = {"kestrel": "tune", "hearthlight": "test", "copperleaf": "test"}
 CONFIDENT = 0.8
 """An answer at this confidence or more must not be wrong (issue 27's bar)."""
 
@@ -268,6 +268,9 @@ def store_quality(company: Company, mined: dict[str, Any]) -> dict[str, Any]:
         and _problem_of(e, labels) not in conflicts
     ]
     faqs = sorted({_problem_of(e, labels) or "?" for e in entries if e["kind"] == "faq"})
+    # A labelled copy of another case (Copperleaf's `copy_of`) must be counted once: a repeat on its original.
+    copies = [cid for cid, lab in labels.items() if lab.get("copy_of")]
+    repeated = {r for e in mined["entries"] for c in e["provenance"]["cases"] for r in c.get("repeats", [])}
     return {
         "entries": len(entries),
         "duplicates_left": sum(len(holders[p]) - 1 for p in recurring + conflicts),
@@ -276,6 +279,8 @@ def store_quality(company: Company, mined: dict[str, Any]) -> dict[str, Any]:
         "false_conflicts": len(false_flags),
         "faqs": faqs,
         "recurring_as_faq": f"{sum(p in faqs for p in recurring)}/{len(recurring)}",
+        "copies_once": f"{sum(c in repeated for c in copies)}/{len(copies)}" if copies else "-",
+        "repeats": len(repeated),
     }
 
 
@@ -332,8 +337,9 @@ async def run(args: argparse.Namespace) -> list[str]:
         "| merge similarity | conflict similarity | same problem | FAQ similarity | entries | duplicates left "
         "| mixed entries | conflicts caught | false conflicts | recurring problems as FAQ "
         "| phrasings: search first right | answered (conf >= 0.5) | right of answered | right of all "
-        "| FAQ fast path (right) | unanswerable answered (fast path) | wrong at >= 0.8 (unanswerable) |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| FAQ fast path (right) | unanswerable answered (fast path) | wrong at >= 0.8 (unanswerable) "
+        "| copies counted once (repeats) |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for merge, conflict, same, faq in grid:
         settings = MinerSettings(
@@ -356,7 +362,7 @@ def row(settings: MinerSettings, store: dict[str, Any], said: dict[str, Any]) ->
         f"{said['search_first_right']:.3f} | {said['shown']:.3f} | {right} | "
         f"{said['shown_right_of_all']:.3f} | {said['fast']} ({said['fast_right']}) | "
         f"{said['unanswerable_shown']}/{said['unanswerable']} ({said['unanswerable_fast']}) | "
-        f"{said['wrong_confident']} ({said['unanswerable_confident']}) |"
+        f"{said['wrong_confident']} ({said['unanswerable_confident']}) | {store['copies_once']} ({store['repeats']}) |"
     )
 
 
