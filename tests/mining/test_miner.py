@@ -637,6 +637,22 @@ async def test_accepted_answers_raise_an_entry_s_confidence_and_dismissed_ones_l
     assert not await knowledge.search(PARCEL[0], 3, tenant="parcelco")
 
 
+async def test_verdicts_on_an_entry_follow_it_into_the_faq_it_becomes_part_of(store, knowledge):
+    for n in range(2):
+        await record(store, parcel_case(n))
+    await miner(store, knowledge, **APART).run()  # two entries, too few cases for an FAQ
+    second = entry_id("parcelco", "parcel-1")
+    await answered_from(store, second, ["dismissed"] * 4)
+    await record(store, parcel_case(2))
+    await miner(store, knowledge, **APART).run()  # the third case: one FAQ, founded by parcel-0's entry
+    rows = {r.id: r for r in await entries(store)}
+    faq = rows[entry_id("parcelco", "parcel-0")]
+    assert faq.kind == "faq" and rows[second].status == "retired"
+    # Three well-rated cases and the four dismissals of the superseded entry's answer: (3 + 1) / (7 + 2).
+    assert faq.confidence == pytest.approx(4 / 9, abs=1e-3)
+    assert rows[second].provenance["feedback"] == {"accepted": 0, "dismissed": 4}
+
+
 async def test_a_verdict_stamped_before_the_mark_by_a_replica_whose_clock_is_behind_is_counted_once(store, knowledge):
     await record(store, parcel_case(0))
     await miner(store, knowledge).run()

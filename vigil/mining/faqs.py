@@ -40,9 +40,14 @@ class Faq:
     others: tuple[Cluster, ...]
 
     @property
+    def clusters(self) -> tuple[Cluster, ...]:
+        """The group's entries, the founder first."""
+        return (self.founder, *self.others)
+
+    @property
     def members(self) -> list[Member]:
         """Every case of the group, the founder's first."""
-        return [m for c in (self.founder, *self.others) for m in c.members]
+        return [m for c in self.clusters for m in c.members]
 
 
 def group(

@@ -336,7 +336,18 @@ class Miner:
         for cluster in changed:
             status = self._status(cluster, rivals.get(cluster.entry_id, []))
             faq = grouped.get(cluster.entry_id)
-            whole = cluster if faq is None else dataclasses.replace(cluster, members=faq.members)
+            # An FAQ states its whole group, and the analysts' verdicts on answers drawn from any of its entries
+            # (before it formed, or from a superseded entry cited since) count towards it.
+            whole = (
+                cluster
+                if faq is None
+                else dataclasses.replace(
+                    cluster,
+                    members=faq.members,
+                    accepted=sum(c.accepted for c in faq.clusters),
+                    dismissed=sum(c.dismissed for c in faq.clusters),
+                )
+            )
             if status == "active" and cluster.superseded_by is not None:
                 status = "retired"
                 report.entries["superseded"] += 1
