@@ -14,8 +14,9 @@ from tests.conftest import RememberingEmbedder, help_centre
 from tests.knowledge.test_batching import Counting
 from vigil.cases.store import CaseStore
 from vigil.core.clock import ManualClock
-from vigil.knowledge.store import KnowledgeStore
-from vigil.knowledge.tables import VERDICT
+from vigil.knowledge.documents import Entry, Passage
+from vigil.knowledge.store import MINED, Governance, KnowledgeStore
+from vigil.knowledge.tables import SUPERSEDED_BY, VERDICT
 from vigil.knowledge.verdicts import FULL, HALF_LIFE_S, HORIZON_S, SIGNS, SIMILAR, Verdict, opposed, record, term
 
 NOW = datetime(2026, 12, 6, 9, 0, tzinfo=UTC)
@@ -160,6 +161,32 @@ async def test_an_acceptance_raises_the_entry_for_similar_questions(store: CaseS
     await knowledge.refresh_if_changed()
     raised = await knowledge.search(question, 5, tenant="brightwave")
     assert raised[0].entry_id == runner_up and raised[0].verdict > 0
+
+
+async def test_a_verdict_on_an_entry_later_folded_into_an_faq_counts_for_the_faq(
+    store: CaseStore, knowledge: KnowledgeStore
+):
+    # An answer drawn from a mined entry was dismissed; the miner then folded that entry into an FAQ (retired,
+    # superseded by it): the dismissal now moves the FAQ.
+    folded = Entry(
+        id="case-folded",
+        kind="case",
+        title="leaving but keeping my number",
+        body="Text STAC to 75075.",
+        origin=MINED,
+        passages=(
+            Passage(id="case-folded#1", heading=None, text="leaving but keeping my number\nText STAC to 75075."),
+        ),
+        tenant="brightwave",
+    )
+    await knowledge.upsert(
+        [folded], governance={folded.id: Governance(status="retired", provenance={SUPERSEDED_BY: WRONG})}
+    )
+    await judge(store, ASKED, folded.id, "dismissed")
+    assert await knowledge.refresh_if_changed()
+    hits = await knowledge.search(AGAIN, 5, tenant="brightwave")
+    assert hits[0].entry_id != WRONG
+    assert next(h for h in hits if h.entry_id == WRONG).verdict == pytest.approx(-0.5, abs=0.05)
 
 
 async def test_verdicts_survive_a_restart_and_are_embedded_once(

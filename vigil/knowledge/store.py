@@ -46,7 +46,7 @@ from vigil.knowledge.lexical import LexicalIndex
 from vigil.knowledge.ranking import Candidate, rerank, rrf_share
 from vigil.knowledge.reranking import SHORTLIST, Reranker
 from vigil.knowledge.settings import KnowledgeSettings, RankingName
-from vigil.knowledge.tables import ENTRY, PASSAGE
+from vigil.knowledge.tables import ENTRY, PASSAGE, SUPERSEDED_BY
 from vigil.knowledge.vectors import VectorCollection, VectorHit, collection_names, connect, drop_collection
 from vigil.knowledge.verdicts import MOVE, VerdictMemory
 
@@ -129,10 +129,6 @@ class FaqMatch:
 
 MINED = "miner"
 """The ``origin`` of every entry the miner writes (``vigil.mining``): what tells mined knowledge from imported."""
-SUPERSEDED_BY = "superseded_by"
-"""In a mined entry's provenance: the FAQ that took it over (it is retired while that lasts, and served again when
-the FAQ's group falls apart). A lead's approval or retirement removes it, so a retirement stands when the group falls
-apart; an approved entry is served until the miner's next run finds it in an FAQ's group again."""
 EntryStatus = Literal["active", "pending_review", "retired"]
 """Only ``active`` entries are searched; ``pending_review`` ones wait for a lead (``vigil kb approve``)."""
 STATUSES: tuple[EntryStatus, ...] = ("active", "pending_review", "retired")

@@ -79,6 +79,11 @@ class KnowledgeVerdictRow(SQLModel, table=True):
     """The question's vector (float32, of ``embedder``), written by the first refresh that embeds it; None until."""
 
 
+SUPERSEDED_BY = "superseded_by"
+"""In a mined entry's provenance: the FAQ that took it over (it is retired while that lasts, and served again when
+the FAQ's group falls apart). A lead's approval or retirement removes it, so a retirement stands when the group falls
+apart; an approved entry is served until the miner's next run finds it in an FAQ's group again."""
+
 ENTRY = KnowledgeEntryRow.__table__  # type: ignore[attr-defined]
 PASSAGE = KnowledgePassageRow.__table__  # type: ignore[attr-defined]
 VERDICT = KnowledgeVerdictRow.__table__  # type: ignore[attr-defined]

@@ -42,7 +42,7 @@ from vigil.core.clock import Clock
 from vigil.db.engine import upsert
 from vigil.knowledge.embedding import Vectors
 from vigil.knowledge.ranking import polarities
-from vigil.knowledge.tables import VERDICT
+from vigil.knowledge.tables import ENTRY, SUPERSEDED_BY, VERDICT
 
 log = logging.getLogger(__name__)
 
@@ -188,6 +188,8 @@ class _State:
     tenants: dict[str, _Tenant] = field(default_factory=dict)
     keys: frozenset[tuple[str, str]] = frozenset()
     newest: datetime | None = None
+    successors: Mapping[str, str] = field(default_factory=dict)
+    """Judged entries the miner folded into an FAQ, and that FAQ: their verdicts count for it while it lasts."""
 
 
 class VerdictMemory:
@@ -212,10 +214,12 @@ class VerdictMemory:
             return {}
         similarities = held.vectors @ np.asarray(vector, dtype=np.float32)
         wanted = set(entry_ids)
+        successors = self._state.successors
         near: dict[str, list[int]] = defaultdict(list)
         for i in np.flatnonzero(similarities >= SIMILAR):
-            if held.entry_ids[i] in wanted and not opposed(query, held.held[i].question):
-                near[held.entry_ids[i]].append(int(i))
+            judged = successors.get(held.entry_ids[i], held.entry_ids[i])
+            if judged in wanted and not opposed(query, held.held[i].question):
+                near[judged].append(int(i))
         now = self._clock.now().timestamp()
         return {
             entry_id: term(similarities[rows], held.signs[rows], now - held.received[rows])
@@ -253,14 +257,38 @@ class VerdictMemory:
             held.setdefault(row.tenant, []).append(verdict)
         tenants = {tenant: _Tenant.of(verdicts) for tenant, verdicts in held.items() if verdicts}
         before = sum(len(t.held) for t in state.tenants.values())
+        successors = await self._successors({e for t in tenants.values() for e in t.entry_ids})
         self._state = _State(
             tenants=tenants,
             keys=frozenset(h.key for t in tenants.values() for h in t.held),
             newest=max(
                 [r.received_at for r in new] + ([state.newest] if state.newest is not None else []), default=None
             ),
+            successors=successors,
         )
-        return bool(new) or before + len(new) != sum(len(t.held) for t in tenants.values())
+        return (
+            bool(new)
+            or before + len(new) != sum(len(t.held) for t in tenants.values())
+            or successors != state.successors
+        )
+
+    async def _successors(self, judged: set[str]) -> dict[str, str]:
+        """Of the ``judged`` entries, those retired into an FAQ (their provenance's ``superseded_by``), and the FAQ
+        each now is part of: what analysts said of an entry's answers follows it into the FAQ (issue 27)."""
+        found: dict[str, str] = {}
+        ids = sorted(judged)
+        async with self._connect(False) as conn:
+            for start in range(0, len(ids), 500):
+                rows = await conn.execute(
+                    sa.select(ENTRY.c.id, ENTRY.c.provenance).where(
+                        ENTRY.c.id.in_(ids[start : start + 500]), ENTRY.c.status == "retired"
+                    )
+                )
+                for row in rows:
+                    successor = (row.provenance or {}).get(SUPERSEDED_BY)
+                    if isinstance(successor, str):
+                        found[row.id] = successor
+        return found
 
     async def _vectors(self, rows: Sequence[sa.Row[object]]) -> list[Vectors]:
         """Each row's question's vector: as stored, if of this embedder; else embedded now, all in one batch, and

@@ -28,8 +28,8 @@ from vigil.db.engine import upsert
 from vigil.flow.leases import Holder, Lease
 from vigil.flow.scheduler import replica_id
 from vigil.knowledge.documents import Entry, Passage
-from vigil.knowledge.store import MINED, SUPERSEDED_BY, EntryStatus, Governance, KnowledgeStore
-from vigil.knowledge.tables import ENTRY
+from vigil.knowledge.store import MINED, EntryStatus, Governance, KnowledgeStore
+from vigil.knowledge.tables import ENTRY, SUPERSEDED_BY
 from vigil.mining import edits, faqs, feedback, select
 from vigil.mining.distil import Distilled, distil
 from vigil.mining.merge import Cluster, Clusters, Member, passage_text, representative

@@ -19,7 +19,8 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote
 
-from vigil.knowledge.store import MINED, SUPERSEDED_BY, EntryStatus
+from vigil.knowledge.store import MINED, EntryStatus
+from vigil.knowledge.tables import SUPERSEDED_BY
 from vigil.panel.display import Display
 
 LIMIT = 100
