@@ -17,6 +17,7 @@ by their words alone: two wordings of one answer share as few words as two answe
 
 from __future__ import annotations
 
+import functools
 import itertools
 import re
 from collections.abc import Iterable, Iterator, Sequence
@@ -92,8 +93,7 @@ class Member:
     def shingles(self) -> frozenset[tuple[str, str]]:
         """The case's problem and answer as pairs of adjacent words (case, spacing and punctuation ignored): what
         two copies of one chat share all of, and two customers' own words of one problem little of."""
-        words = _WORD.findall(f"{self.problem}\n{self.answer}".lower())
-        return frozenset(itertools.pairwise(words)) or frozenset((w, "") for w in words)
+        return _shingles(f"{self.problem}\n{self.answer}")
 
 
 @dataclass(slots=True)
@@ -237,6 +237,13 @@ class Clusters:
                 if len(mine & theirs) >= similarity * len(mine | theirs):
                     return cluster, other
         return None
+
+
+@functools.lru_cache(maxsize=16_384)
+def _shingles(text: str) -> frozenset[tuple[str, str]]:
+    """``Member.shingles``, kept for the cases a run compares each new one with (the same few hundred, again)."""
+    words = _WORD.findall(text.lower())
+    return frozenset(itertools.pairwise(words)) or frozenset((w, "") for w in words)
 
 
 def passage_text(problem: str, answer: str) -> str:
