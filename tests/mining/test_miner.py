@@ -24,6 +24,7 @@ from vigil.cases.store import CaseStore
 from vigil.cases.tables import FEEDBACK
 from vigil.core.clock import ManualClock, SystemClock
 from vigil.core.errors import KnowledgeError, LeaseLost
+from vigil.dev.demo import bundled_conversations, load_conversations
 from vigil.flow.leases import Holder, Lease
 from vigil.knowledge.store import KnowledgeStore
 from vigil.knowledge.tables import ENTRY
@@ -36,6 +37,7 @@ from vigil.wire.events import Event, SourceRef, Suggestion, parse
 
 START = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
 LIMITS: dict[str, Any] = {"max_event_bytes": 1 << 20, "max_text_bytes": 1 << 16}
+IDS = ("message_id", "event_id", "feedback_id", "conversation_id", "suggestion_id", "in_reply_to")
 
 PARCEL = (
     "my parcel says delivered but it never arrived, the photo shows someone else's door",
@@ -744,3 +746,26 @@ async def test_three_different_cases_of_one_problem_are_not_repeats(store, knowl
     for n in range(3):
         await record(store, parcel_case(n))
     assert (await miner(store, knowledge).run()).repeats == 0
+
+
+async def test_the_demo_s_chats_replayed_round_after_round_make_no_faq_of_their_copies(store, knowledge):
+    # Issue 27: the demo replays its chats in a loop, and each round's copies made "mined FAQs" of one scripted chat.
+    rounds = 4
+    for round_no in range(rounds):
+        for events in load_conversations(bundled_conversations()):
+            for original in events:
+                fresh = {k: f"{v}-r{round_no}" if k in IDS else v for k, v in original.items()}
+                stamp = "sent_at" if fresh["type"] == "message" else "at"
+                moment = datetime.fromisoformat(fresh[stamp].replace("Z", "+00:00")) + timedelta(hours=round_no)
+                fresh[stamp] = _t(moment)
+                await store.record(parse(json.dumps(fresh).encode(), **LIMITS))
+    report = await miner(store, knowledge).run()
+    assert report.mined > 0 and report.repeats == (rounds - 1) * report.mined
+    mined_rows = [r for r in await entries(store) if r.origin == "miner"]
+    served = [r for r in mined_rows if r.status != "retired"]  # an FAQ's provenance holds its superseded entries' cases
+    assert sum(r.provenance["repeats"] for r in served) == report.repeats
+    # Only the first round's chats are evidence: an FAQ, if any, is of different chats of one problem.
+    counted = [c["conversation_id"] for r in mined_rows for c in r.provenance["cases"]]
+    assert counted and all(cid.endswith("-r0") for cid in counted)
+    for faq in (r for r in mined_rows if r.kind == "faq"):
+        assert len({c["conversation_id"] for c in faq.provenance["cases"]}) == faq.provenance["support"] >= 3
