@@ -769,3 +769,20 @@ async def test_the_demo_s_chats_replayed_round_after_round_make_no_faq_of_their_
     assert counted and all(cid.endswith("-r0") for cid in counted)
     for faq in (r for r in mined_rows if r.kind == "faq"):
         assert len({c["conversation_id"] for c in faq.provenance["cases"]}) == faq.provenance["support"] >= 3
+
+
+async def test_an_faq_says_since_when_it_is_one_and_keeps_it_while_it_lasts(store, knowledge):
+    for n in range(3):
+        await record(store, parcel_case(n))
+    await miner(store, knowledge).run()
+    [row] = await entries(store)
+    since = row.provenance["faq_since"]
+    assert row.kind == "faq" and datetime.fromisoformat(since) <= datetime.now(UTC)
+    await answered_from(store, row.id, ["accepted"])  # the entry is written again
+    await miner(store, knowledge).run()
+    [row] = await entries(store)
+    assert row.provenance["faq_since"] == since
+    await reopen(store, 2)
+    await miner(store, knowledge).run()
+    [row] = await entries(store)
+    assert row.kind == "case" and "faq_since" not in row.provenance

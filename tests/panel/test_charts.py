@@ -14,7 +14,7 @@ from markupsafe import Markup
 from vigil.panel import overview_charts
 from vigil.panel.charts import Series, count, line_chart, milliseconds, percent, seconds, stacked_bar_chart
 from vigil.panel.display import Display
-from vigil.panel.overview import Overview, Tally, Totals
+from vigil.panel.overview import Learning, Overview, Tally, Totals
 from vigil.panel.svg import BACKGROUND, INK, MUTED, PALETTE
 
 SVG = "{http://www.w3.org/2000/svg}"
@@ -257,6 +257,15 @@ def an_overview(buckets: int = 3, kinds: tuple[str, ...] = ("answer", "next_step
             knowledge={},
             knowledge_sources={},
         ),
+        learning=Learning(
+            cases_mined=[5, 0, 2][:buckets],
+            mined_faqs=[1, 1, 2][:buckets],
+            answers=[Tally.of(2, 1, 0, 0), Tally(), Tally.of(1, 0, 0, 1)][:buckets],
+            share=[0.5, None, 1.0][:buckets],
+            total_cases_mined=7,
+            total_answers=Tally.of(3, 1, 0, 1),
+            total_share=0.6,
+        ),
         truncated=True,
     )
 
@@ -272,16 +281,17 @@ def every_overview_chart(overview: Overview) -> list[Markup]:
         overview_charts.first_response_chart(overview),
         overview_charts.knowledge_chart(overview),
         overview_charts.knowledge_sources_chart(overview),
+        overview_charts.learning_chart(overview),
     ]
 
 
 def test_every_overview_chart_renders_on_one_page_with_distinct_ids():
     page = [parse(chart) for chart in overview_charts.all_charts(an_overview())]
-    assert len(page) == 8  # verdicts, acceptance, the rates of answer and next_step, latency, response, knowledge x2
+    assert len(page) == 9  # verdicts, acceptance, answer and next_step rates, latency, response, knowledge x2, learning
     ids = [e.get("id") for root in page for e in root.iter() if e.get("id")]
     assert len(ids) == len(set(ids))
     roots = [parse(chart) for chart in every_overview_chart(an_overview())]
-    rates, next_step, acceptance, verdicts, _, latency, first_response, knowledge, sources = roots
+    rates, next_step, acceptance, verdicts, _, latency, first_response, knowledge, sources, learning = roots
     assert texts(rates)[0] == "Verdicts on all suggestions" and texts(next_step)[0] == "Verdicts on next step"
     assert {"answer: 60% (3 of 5)", "next step: 60% (3 of 5)"} <= set(texts(acceptance))
     assert {"shown: 6", "accepted: 3", "edited: 1", "dismissed: 1"} <= set(texts(verdicts))
@@ -291,6 +301,9 @@ def test_every_overview_chart_renders_on_one_page_with_distinct_ids():
     assert texts(sources)[0] == "Knowledge by source"
     assert {"mined: 3", "imported: 4"} <= set(texts(sources))  # the legend says how many at the window's end
     assert "mined, 2026-11-02 01:00 UTC: 1" in texts(sources, "title")
+    assert texts(learning)[0] == "Learning from resolved cases"
+    assert {"answers from mined knowledge: 60%", "of those, accepted: 50% (1 of 2)"} <= set(texts(learning))
+    assert "7 cases mined in the window; 2 mined FAQs served" in (learning.find(f"{SVG}desc").text or "")  # type: ignore[union-attr]
 
 
 def test_an_empty_overview_draws_honest_empty_charts():
@@ -303,6 +316,15 @@ def test_an_empty_overview_draws_honest_empty_charts():
             "first_response_median_s": [None] * 3,
             "knowledge": {},
             "knowledge_sources": {"mined": [0, 0, 0], "imported": [0, 0, 0]},
+            "learning": Learning(
+                cases_mined=[0] * 3,
+                mined_faqs=[0] * 3,
+                answers=[Tally()] * 3,
+                share=[None] * 3,
+                total_cases_mined=0,
+                total_answers=Tally(),
+                total_share=None,
+            ),
         }
     )
     for chart in every_overview_chart(overview):

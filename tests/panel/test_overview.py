@@ -11,10 +11,11 @@ import sqlalchemy as sa
 from tests.conftest import case_store, make_settings, views_of
 from vigil.cases.store import CaseStore
 from vigil.core.errors import EventConflict, StoreUnavailable
-from vigil.knowledge.tables import ENTRY
+from vigil.knowledge.tables import ENTRY, FAQ_SINCE
+from vigil.mining.tables import MINED_CASE
 from vigil.panel.overview import Overview, Tally, overview
 from vigil.panel.windows import DEFAULT, WINDOWS, fitting, oldest_record
-from vigil.wire.events import CaseEvent, Feedback, Message, Suggestion
+from vigil.wire.events import CaseEvent, Feedback, Message, SourceRef, Suggestion
 
 T0 = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
 HOUR = 3600
@@ -25,7 +26,13 @@ def at(hours: float = 0, *, s: float = 0) -> datetime:
 
 
 async def suggest(
-    store: CaseStore, sid: str, when: datetime, kind: str = "answer", latency_ms: float = 10.0, tenant: str = "acme"
+    store: CaseStore,
+    sid: str,
+    when: datetime,
+    kind: str = "answer",
+    latency_ms: float = 10.0,
+    tenant: str = "acme",
+    source: str | None = None,
 ) -> None:
     # A suggestion is made in a conversation vigil knows (and a verdict on it is only taken there).
     opened = {"event_id": f"open-{sid}", "event": "opened", "at": when, "tenant": tenant}
@@ -42,6 +49,7 @@ async def suggest(
             text="Try this",
             confidence=0.8,
             latency_ms=latency_ms,
+            sources=[SourceRef(kind="faq", id=source)] if source else [],
         )
     )
 
@@ -84,6 +92,7 @@ async def add_entry(
     origin: str = "test",
     tenant: str | None = None,
     expires: datetime | None = None,
+    provenance: dict[str, object] | None = None,
 ) -> None:
     row = {
         "id": entry_id,
@@ -99,6 +108,7 @@ async def add_entry(
         "status": status,
         "created_at": when,
         "updated_at": when,
+        "provenance": provenance,
     }
     async with store.engine.begin() as conn:
         await conn.execute(sa.insert(ENTRY), [row])
@@ -239,6 +249,57 @@ async def test_knowledge_growth_is_split_into_mined_and_imported(store: CaseStor
     assert nothing_mined.knowledge_sources == {"mined": [0, 0, 0], "imported": [1, 1, 2]}
 
 
+async def mined_case(store: CaseStore, cid: str, when: datetime, reason: str | None = None, tenant: str = "acme"):
+    row = {"conversation_id": cid, "tenant": tenant, "closed_at": when, "mined_at": when, "entry_id": "case-x"}
+    outcome = "skipped" if reason == "thin" else "mined"
+    async with store.engine.begin() as conn:
+        await conn.execute(sa.insert(MINED_CASE), [{**row, "outcome": outcome, "reason": reason}])
+
+
+async def test_the_learning_curve_counts_cases_mined_faqs_formed_and_answers_drawn_from_them(store: CaseStore):
+    # Cases the miner took, by when it mined them: a copy of a counted case and a thin one are no new evidence.
+    await mined_case(store, "c1", at(0, s=60))
+    await mined_case(store, "c2", at(0, s=120))
+    await mined_case(store, "c2-copy", at(0, s=180), reason="repeat")
+    await mined_case(store, "c3", at(1, s=60), reason="thin")
+    await mined_case(store, "c4", at(2, s=60))
+    await mined_case(store, "g1", at(2, s=60), tenant="globex")
+    # A mined entry became an FAQ in the second hour, though written in the first; another was one before.
+    await add_entry(
+        store,
+        "case-a",
+        "faq",
+        at(0, s=10),
+        origin="miner",
+        tenant="acme",
+        provenance={FAQ_SINCE: at(1, s=5).isoformat()},
+    )
+    await add_entry(store, "case-b", "faq", at(-2), origin="miner", tenant="acme")  # before issue 27: its creation
+    await add_entry(store, "faq-help", "faq", at(-2), origin="knowledge/faqs/x.md")  # imported: not learned
+    # Answers drawn from a mined entry, from the help centre, and judged.
+    await suggest(store, "s1", at(0, s=300), source="case-a")
+    await suggest(store, "s2", at(0, s=400), source="faq-help")
+    await suggest(store, "s3", at(2, s=300), source="case-b")
+    await suggest(store, "s4", at(2, s=400), source="case-a")
+    await suggest(store, "s5", at(2, s=500))  # no source
+    await judge(store, "s1", "accepted", at(0, s=900))
+    await judge(store, "s3", "dismissed", at(2, s=900))
+    await judge(store, "s4", "edited", at(2, s=950))
+    await judge(store, "s2", "accepted", at(2, s=960))
+    view = await three_hours(store, tenants=["acme"])
+    learned = view.learning
+    assert learned.cases_mined == [2, 0, 1] and learned.total_cases_mined == 3
+    assert learned.mined_faqs == [1, 2, 2]
+    assert column(learned.answers, "shown") == [1, 0, 2]
+    assert column(learned.answers, "accepted") == [1, 0, 0]
+    assert column(learned.answers, "edited") == [0, 0, 1]
+    assert column(learned.answers, "dismissed") == [0, 0, 1]
+    assert learned.share == [0.5, None, pytest.approx(2 / 3)]
+    assert learned.total_answers.shown == 3 and learned.total_share == pytest.approx(3 / 5)
+    everyone = await three_hours(store)
+    assert everyone.learning.cases_mined == [2, 0, 2]
+
+
 async def test_an_entry_counts_until_it_expires(store: CaseStore):
     await add_entry(store, "case-gone", "case", at(-2), origin="miner", expires=at(-1))  # gone before the window
     await add_entry(store, "case-old", "case", at(-1), origin="miner", expires=at(1, s=600))
@@ -341,7 +402,8 @@ async def test_an_unreachable_database_is_store_unavailable(tmp_path: Path):
         (timedelta(hours=1, seconds=1), "24h", 3600),
         (timedelta(days=2), "7d", 6 * 3600),
         (timedelta(days=8), "30d", 86400),
-        (timedelta(days=400), "30d", 86400),
+        (timedelta(days=31), "26w", 7 * 86400),
+        (timedelta(days=400), "26w", 7 * 86400),
     ],
 )
 def test_the_default_window_is_the_shortest_that_reaches_back_to_the_oldest_record(
@@ -356,16 +418,16 @@ def test_with_nothing_to_count_the_overview_opens_on_a_day():
 
 
 def test_every_window_has_a_few_dozen_buckets():
-    assert [w.name for w in WINDOWS.values()] == ["15m", "1h", "24h", "7d", "30d"]
+    assert [w.name for w in WINDOWS.values()] == ["15m", "1h", "24h", "7d", "30d", "26w"]
     assert all(24 <= w.span.total_seconds() / w.bucket_s <= 60 for w in WINDOWS.values())
 
 
-async def test_the_oldest_record_is_a_suggestion_verdict_or_conversation_of_the_tenants_in_the_last_30_days(
+async def test_the_oldest_record_is_a_suggestion_verdict_or_conversation_of_the_tenants_in_the_longest_window(
     store: CaseStore,
 ):
     now = datetime.now(UTC).replace(microsecond=0)  # a message is stored no later than the clock
     assert await oldest_record(views_of(store), None, now) is None
-    await suggest(store, "old", now - timedelta(days=40), tenant="acme")  # before the longest window
+    await suggest(store, "old", now - timedelta(days=200), tenant="acme")  # before the longest window
     await suggest(store, "later", now + timedelta(minutes=5), tenant="acme")  # after now (a skewed clock)
     await suggest(store, "recent", now - timedelta(minutes=7), tenant="acme")
     assert await oldest_record(views_of(store), ["acme"], now) == now - timedelta(minutes=7)

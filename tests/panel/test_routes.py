@@ -853,7 +853,9 @@ async def test_a_fresh_demo_opens_the_overview_on_a_window_it_fills_legibly_with
             sizes = await page.evaluate(EFFECTIVE_FONT_PX)
             assert sizes and min(sizes) >= 12, (viewport, min(sizes))
             # A rate says what it counts: in the totals, the table by kind and the charts' legends.
-            assert "50% (2 of 4)" in await page.locator(".numbers").inner_text()
+            assert "50% (2 of 4)" in await page.get_by_role("list", name="Totals for the window").inner_text()
+            learning = await page.get_by_role("list", name="Learning from resolved cases").inner_text()
+            assert "cases mined" in learning and "answers drawn from mined knowledge" in learning
             assert "50% (2 of 4)" in await page.locator("table.by-kind").inner_text()
             legends = page.locator("svg[aria-labelledby^='overview-rates-answer'] text")
             assert "accepted: 50% (2 of 4)" in await legends.all_text_contents()

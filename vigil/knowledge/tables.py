@@ -84,6 +84,9 @@ SUPERSEDED_BY = "superseded_by"
 the FAQ's group falls apart). A lead's approval or retirement removes it, so a retirement stands when the group falls
 apart; an approved entry is served until the miner's next run finds it in an FAQ's group again."""
 
+FAQ_SINCE = "faq_since"
+"""In a mined entry's provenance: when the miner first wrote it as an FAQ (ISO 8601), while it is one."""
+
 ENTRY = KnowledgeEntryRow.__table__  # type: ignore[attr-defined]
 PASSAGE = KnowledgePassageRow.__table__  # type: ignore[attr-defined]
 VERDICT = KnowledgeVerdictRow.__table__  # type: ignore[attr-defined]

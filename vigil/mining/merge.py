@@ -115,6 +115,9 @@ class Cluster:
     """The FAQ that states this entry's answer with others' (``faqs.py``): the entry is kept but not served."""
     subsumes: tuple[str, ...] = ()
     """The entries this one, as an FAQ, supersedes."""
+    faq_since: str | None = None
+    """When the miner first wrote the entry as an FAQ (ISO 8601; None while it is not one): the lead's learning
+    curve counts FAQs from then."""
     changed: bool = False
 
     @property

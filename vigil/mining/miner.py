@@ -29,7 +29,7 @@ from vigil.flow.leases import Holder, Lease
 from vigil.flow.scheduler import replica_id
 from vigil.knowledge.documents import Entry, Passage
 from vigil.knowledge.store import MINED, EntryStatus, Governance, KnowledgeStore
-from vigil.knowledge.tables import ENTRY, SUPERSEDED_BY
+from vigil.knowledge.tables import ENTRY, FAQ_SINCE, SUPERSEDED_BY
 from vigil.mining import edits, faqs, feedback, select
 from vigil.mining.distil import Distilled, distil
 from vigil.mining.merge import Cluster, Clusters, Member, passage_text, representative
@@ -357,6 +357,10 @@ class Miner:
                 entry = entry_of(whole, faq_min_cases=self._settings.faq_min_cases, status=status)
                 entries.append(entry)
                 report.entries[entry.kind] += 1
+                if entry.kind != "faq":
+                    cluster.faq_since = None
+                elif cluster.faq_since is None:
+                    cluster.faq_since = self._clock.now().isoformat()
             governance[cluster.entry_id] = Governance(
                 status=status,
                 confidence=self._confidence(whole),
@@ -478,6 +482,7 @@ class Miner:
             "feedback": {"accepted": cluster.accepted, "dismissed": cluster.dismissed},
             "cases": [m.provenance() for m in whole.members],
             **({"subsumes": list(cluster.subsumes)} if cluster.subsumes else {}),
+            **({FAQ_SINCE: cluster.faq_since} if cluster.faq_since and cluster.members else {}),
             **({SUPERSEDED_BY: cluster.superseded_by} if cluster.superseded_by else {}),
         }
 
@@ -527,6 +532,7 @@ class Miner:
                             dismissed=said.get("dismissed", 0),
                             superseded_by=superseded_by,
                             subsumes=tuple(provenance.get("subsumes", ())),
+                            faq_since=provenance.get(FAQ_SINCE),
                         )
                     )
         return Clusters(clusters)

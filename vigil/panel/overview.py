@@ -23,13 +23,20 @@ How things are counted:
   into ``mined`` (written by the miner from resolved cases) and ``imported`` (every other origin: the help centre's
   files): an entry the miner wrote counts from when it first did, and one a lead retired, or whose cases were all
   reopened, drops out of the past too.
+- *learning* (the learning curve, week by week in the longest window): the cases the miner took as new evidence
+  (copies of cases already counted and cases too thin to teach aside), by when it mined them; the mined FAQs served
+  at each bucket's end, each from when the miner first wrote it as an FAQ; and the answers drawn first from mined
+  knowledge, shown and judged as above, with their share of all the answers shown. Answers are read newest first,
+  at most ``max_rows`` (as the percentiles are), and a suggestion counts as drawn from mined knowledge when its
+  first source is an entry the miner wrote.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from datetime import datetime
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 import sqlalchemy as sa
@@ -39,7 +46,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from vigil.cases.tables import CONVERSATION, FEEDBACK, SUGGESTION
 from vigil.cases.views import CaseViews
 from vigil.knowledge.store import MINED, visible_to
-from vigil.knowledge.tables import ENTRY
+from vigil.knowledge.tables import ENTRY, FAQ_SINCE
+from vigil.mining.tables import MINED_CASE
 from vigil.panel.buckets import Buckets, Percentiles
 
 MAX_ROWS = 50_000
@@ -104,6 +112,22 @@ class Totals(BaseModel):
     """Active entries by source (``SOURCES``) at ``until``."""
 
 
+class Learning(BaseModel):
+    """What the miner learned from resolved cases and what it was worth, one value per bucket: the learning curve."""
+
+    cases_mined: list[int]
+    """Cases the miner took as new evidence, by when it mined them (copies and thin cases aside)."""
+    mined_faqs: list[int]
+    """Mined FAQs served at each bucket's end, each from when the miner first wrote it as an FAQ."""
+    answers: list[Tally]
+    """Answer suggestions drawn first from mined knowledge: shown, and their latest verdicts."""
+    share: list[float | None]
+    """Of the answers shown in the bucket, the share drawn from mined knowledge (None: no answer shown)."""
+    total_cases_mined: int
+    total_answers: Tally
+    total_share: float | None
+
+
 class Overview(BaseModel):
     """The lead's overview of a window: series with one value per bucket (a None is a gap), and totals."""
 
@@ -132,6 +156,7 @@ class Overview(BaseModel):
     knowledge_sources: dict[str, list[int]]
     """Per source (``SOURCES``, both always there): active entries at each bucket's end."""
     totals: Totals
+    learning: Learning
     truncated: bool
     """A percentile series read only its newest ``max_rows`` rows: its older buckets and its total are None."""
 
@@ -181,10 +206,15 @@ async def overview(
         started = await _counts(conn, _started(w, conn.dialect.name))
         knowledge = await _knowledge(conn, w, ENTRY.c.kind)
         sources = await _knowledge(conn, w, _source())
+        learned = await _learned(conn, w, max_rows)
     latency = Percentiles(w, latencies, max_rows, (0.5, 0.9))
     response = Percentiles(w, [(at, (answer - at).total_seconds()) for at, answer in responses], max_rows, (0.5,))
     sources = {source: sources.get(source, [0] * w.count) for source in SOURCES}
-    return _assemble(w, _by_kind(w, shown, verdicts), latency, response, started, knowledge, sources)
+    kinds = _by_kind(w, shown, verdicts)
+    report = _assemble(w, kinds, latency, response, started, knowledge, sources, learned.of(w, kinds.get("answer")))
+    if learned.truncated:
+        report.truncated = True
+    return report
 
 
 def _shown(w: _Window, dialect: str) -> sa.Subquery:
@@ -196,11 +226,11 @@ def _shown(w: _Window, dialect: str) -> sa.Subquery:
     )
 
 
-def _latest_verdicts(w: _Window, dialect: str) -> sa.Subquery:
-    """Each judged suggestion's latest verdict, if that verdict falls in the window: bucket, kind, verdict."""
+def _ranked_verdicts(w: _Window) -> sa.Subquery:
+    """The verdicts on every suggestion judged in the window, each with its rank, newest first (1: the latest)."""
     f = FEEDBACK.c
     order = (f.at.desc(), f.received_at.desc(), f.feedback_id.desc())
-    ranked = (
+    return (
         sa.select(
             f.suggestion_id,
             f.verdict,
@@ -210,6 +240,11 @@ def _latest_verdicts(w: _Window, dialect: str) -> sa.Subquery:
         .where(f.suggestion_id.in_(sa.select(f.suggestion_id).where(w.holds(f.at))))
         .subquery()
     )
+
+
+def _latest_verdicts(w: _Window, dialect: str) -> sa.Subquery:
+    """Each judged suggestion's latest verdict, if that verdict falls in the window: bucket, kind, verdict."""
+    ranked = _ranked_verdicts(w)
     s = SUGGESTION.c
     return (
         sa.select(w.sql(ranked.c.at, dialect).label("bucket"), s.kind, ranked.c.verdict)
@@ -257,6 +292,129 @@ async def _newest(conn: AsyncConnection, rows: sa.Select[Any], max_rows: int) ->
     first = rows.selected_columns[0]
     result = await conn.execute(rows.order_by(first.desc()).limit(max_rows + 1))
     return [(row[0], row[1]) for row in result]
+
+
+@dataclass
+class _Learned:
+    """The learning curve's rows, read: bucket indices of cases mined, FAQs' starts, mined answers and verdicts."""
+
+    cases: list[tuple[Any, ...]]
+    faq_starts: list[datetime]
+    shown: list[int]
+    """The bucket of each answer drawn from mined knowledge."""
+    verdicts: list[tuple[int, str]]
+    """The bucket and latest verdict of each judged answer drawn from mined knowledge."""
+    truncated: bool
+
+    def of(self, w: _Window, answers: list[Tally] | None) -> Learning:
+        cases = [0] * w.count
+        for bucket, n in self.cases:
+            cases[w.clamp(bucket)] += int(n)
+        ends = [min(start + w.step, w.until) for start in w.starts]
+        faqs = [sum(1 for since in self.faq_starts if since < end) for end in ends]
+        counts = [[0] * w.count for _ in range(4)]  # shown, accepted, edited, dismissed
+        for bucket in self.shown:
+            counts[0][bucket] += 1
+        outcomes = ("accepted", "edited", "dismissed")
+        for bucket, verdict in self.verdicts:
+            if verdict in VERDICTS:
+                counts[1 + outcomes.index(VERDICTS[verdict])][bucket] += 1
+        tallies = [Tally.of(*(c[i] for c in counts)) for i in range(w.count)]
+        every = answers or [Tally()] * w.count
+        total, every_total = Tally.total(tallies), Tally.total(every)
+        return Learning(
+            cases_mined=cases,
+            mined_faqs=faqs,
+            answers=tallies,
+            share=[t.shown / a.shown if a.shown else None for t, a in zip(tallies, every, strict=True)],
+            total_cases_mined=sum(cases),
+            total_answers=total,
+            total_share=total.shown / every_total.shown if every_total.shown else None,
+        )
+
+
+async def _learned(conn: AsyncConnection, w: _Window, max_rows: int) -> _Learned:
+    """The learning curve's rows (see the module's doc)."""
+    m = MINED_CASE.c
+    mined = (
+        sa.select(w.sql(m.mined_at, conn.dialect.name).label("bucket"))
+        .where(m.outcome == "mined", m.reason.is_(None), w.holds(m.mined_at), w.of_tenants(m.tenant))
+        .subquery()
+    )
+    cases = await _counts(conn, mined)
+    e = ENTRY.c
+    faqs = await conn.execute(
+        sa.select(e.created_at, e.expires_at, e.provenance).where(
+            e.origin == MINED, e.kind == "faq", e.status == "active", visible_to(w.tenants), e.created_at < w.until
+        )
+    )
+    starts = [
+        _faq_start(row.created_at, (row.provenance or {}).get(FAQ_SINCE))
+        for row in faqs
+        if row.expires_at is None or row.expires_at > w.until
+    ]
+    s = SUGGESTION.c
+    answers = sa.select(s.created_at, s.sources).where(
+        s.kind == "answer", w.holds(s.created_at), w.of_tenants(s.tenant)
+    )
+    shown = list(await conn.execute(answers.order_by(s.created_at.desc()).limit(max_rows + 1)))
+    judged = list(await conn.execute(_latest_answer_verdicts(w).limit(max_rows + 1)))
+    truncated = len(shown) > max_rows or len(judged) > max_rows
+    shown, judged = shown[:max_rows], judged[:max_rows]
+    firsts = {_first_source(row.sources) for row in (*shown, *judged)} - {None}
+    from_mined = await _mined_ids(conn, sorted(str(i) for i in firsts))
+    return _Learned(
+        cases=cases,
+        faq_starts=[start for start in starts if start is not None],
+        shown=[w.index(_aware(row.created_at)) for row in shown if _first_source(row.sources) in from_mined],
+        verdicts=[(w.index(_aware(row.at)), row.verdict) for row in judged if _first_source(row.sources) in from_mined],
+        truncated=truncated,
+    )
+
+
+def _latest_answer_verdicts(w: _Window) -> sa.Select[Any]:
+    """Each judged answer's latest verdict, if it falls in the window, with the answer's sources (newest first)."""
+    ranked = _ranked_verdicts(w)
+    s = SUGGESTION.c
+    return (
+        sa.select(ranked.c.at, ranked.c.verdict, s.sources)
+        .join_from(ranked, SUGGESTION, s.suggestion_id == ranked.c.suggestion_id)
+        .where(ranked.c.rank == 1, w.holds(ranked.c.at), w.of_tenants(s.tenant), s.kind == "answer")
+        .order_by(ranked.c.at.desc())
+    )
+
+
+async def _mined_ids(conn: AsyncConnection, ids: Sequence[str]) -> set[str]:
+    """Of ``ids``, the entries the miner wrote."""
+    found: set[str] = set()
+    for start in range(0, len(ids), 500):
+        chunk = ids[start : start + 500]
+        rows = await conn.execute(sa.select(ENTRY.c.id).where(ENTRY.c.id.in_(chunk), ENTRY.c.origin == MINED))
+        found.update(rows.scalars())
+    return found
+
+
+def _first_source(sources: Any) -> str | None:
+    """The id of a suggestion's first source (what its answer was drawn from), if it has one."""
+    if isinstance(sources, list) and sources and isinstance(sources[0], dict):
+        first = sources[0].get("id")
+        return first if isinstance(first, str) else None
+    return None
+
+
+def _faq_start(created_at: datetime, since: Any) -> datetime | None:
+    """When a mined entry became an FAQ: its provenance says (from issue 27 on), else from when it was written."""
+    if isinstance(since, str):
+        try:
+            return _aware(datetime.fromisoformat(since))
+        except ValueError:
+            return None
+    return _aware(created_at)
+
+
+def _aware(moment: datetime) -> datetime:
+    """A time as the database gave it, in UTC (SQLite hands back naive UTC)."""
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
 
 
 def _source() -> sa.ColumnElement[str]:
@@ -313,6 +471,7 @@ def _assemble(
     started: list[tuple[Any, ...]],
     knowledge: dict[str, list[int]],
     sources: dict[str, list[int]],
+    learning: Learning,
 ) -> Overview:
     conversations, unanswered = [0] * w.count, [0] * w.count
     for bucket, answered, n in started:
@@ -347,5 +506,6 @@ def _assemble(
         knowledge=knowledge,
         knowledge_sources=sources,
         totals=totals,
+        learning=learning,
         truncated=latency.truncated or response.truncated,
     )

@@ -25,7 +25,8 @@ def all_charts(
     overview: Overview, *, width: int = WIDTH, height: int = 260, display: Display = UTC_DISPLAY
 ) -> list[Markup]:
     """Every chart of the overview, in the order a page shows them: verdicts, acceptance by kind, each kind's
-    verdict rates, answer latency, time to first response, knowledge size by kind and by source."""
+    verdict rates, answer latency, time to first response, knowledge size by kind and by source, the learning
+    curve."""
     w, h = width, height
     return [
         verdicts_chart(overview, width=w, height=h, display=display),
@@ -35,6 +36,7 @@ def all_charts(
         first_response_chart(overview, width=w, height=h, display=display),
         knowledge_chart(overview, width=w, height=h, display=display),
         knowledge_sources_chart(overview, width=w, height=h, display=display),
+        learning_chart(overview, width=w, height=h, display=display),
     ]
 
 
@@ -200,6 +202,46 @@ def knowledge_sources_chart(
         width=width,
         height=height,
         chart_id="overview-knowledge-sources",
+        display=display,
+    )
+
+
+def learning_chart(
+    overview: Overview, *, width: int = WIDTH, height: int = 260, display: Display = UTC_DISPLAY
+) -> Markup:
+    """The learning curve: per bucket, the share of the answers shown that were drawn from mined knowledge, and the
+    share of those judged that were accepted."""
+    learned = overview.learning
+    series = [
+        Series(
+            "answers from mined knowledge",
+            learned.share,
+            counts=[
+                f"{t.shown} of {a.shown}" if a.shown else None
+                for t, a in zip(learned.answers, _tallies(overview, "answer"), strict=True)
+            ],
+            total=percent(learned.total_share) if learned.total_share is not None else "no answers",
+        ),
+        Series(
+            "of those, accepted",
+            [t.accept_rate for t in learned.answers],
+            style=STYLES["accepted"],
+            counts=[share(t, "accepted") for t in learned.answers],
+            total=rate_of(learned.total_answers, "accepted"),
+        ),
+    ]
+    return line_chart(
+        overview.buckets,
+        series,
+        title="Learning from resolved cases",
+        description=f"Share of the answers shown in each bucket that were drawn from knowledge mined from resolved "
+        f"cases, and of those judged, the share accepted. {learned.total_cases_mined} cases mined in the window; "
+        f"{learned.mined_faqs[-1] if learned.mined_faqs else 0} mined FAQs served at its end.",
+        value_format=percent,
+        y_max=1.0,
+        width=width,
+        height=height,
+        chart_id="overview-learning",
         display=display,
     )
 

@@ -36,6 +36,7 @@ WINDOWS = {
         Window("24h", timedelta(hours=24), 3600),
         Window("7d", timedelta(days=7), 6 * 3600),
         Window("30d", timedelta(days=30), 86400),
+        Window("26w", timedelta(weeks=26), 7 * 86400),  # the learning curve, week by week
     )
 }
 """The windows offered, shortest first."""
