@@ -1,7 +1,9 @@
-"""The miner on the team's labelled cases of two fictional companies: does it pick the right turns, merge the same
-problem and only it, catch conflicting resolutions, and do new customers' phrasings then get the mined answer?
+"""The miner on the team's labelled cases of three fictional companies: does it pick the right turns, merge the same
+problem and only it, catch conflicting resolutions, count copies once, and do new customers' phrasings then get the
+mined answer?
 
-    python -m bench.eval_mining --company hearthlight          # the reported company (untouched by tuning)
+    python -m bench.eval_mining --company hearthlight          # a reported company (untouched by tuning)
+    python -m bench.eval_mining --company copperleaf           # the other, written blind for issue 27 (99 cases)
     python -m bench.eval_mining --company kestrel --sweep      # the tune company, and the threshold sweeps
 
 Data (``bench/data/README.md``): ``mining-<company>-cases.jsonl`` (69 cases as v1 events each: recurring problems
@@ -9,7 +11,7 @@ resolved 4-5 times in different words, conflicting resolutions, one-offs, thin, 
 reopened cases), ``-labels.jsonl`` (each case's problem, kind, the customer message stating the problem and the
 analyst messages carrying the resolution) and ``-phrasings.jsonl`` (new customers' phrasings of the recurring
 problems, and questions no case answers). Kestrel Couriers is the tune company: every threshold and rule was chosen
-on it. Hearthlight Energy is reported.
+on it. Hearthlight Energy and Copperleaf Money are reported.
 
 Measured:
 - **The extractive rule** (``vigil.mining.distil``) on the human-resolved cases with a labelled resolution: the
