@@ -15,7 +15,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from vigil.cases.tables import FEEDBACK, MESSAGE, SUGGESTION
+from vigil.cases.tables import FEEDBACK, MESSAGE, SUGGESTION, first_source
 from vigil.flow.case import CaseState
 from vigil.knowledge.verdicts import SIGNS, Verdict, record
 from vigil.wire.events import Event, Feedback
@@ -34,7 +34,7 @@ class VerdictKeeper:
         judged = (await conn.execute(_judged(event))).first()
         if judged is None or judged.kind != ANSWER:
             return  # not an answer, or an answer to no message vigil holds
-        entry_id = _first_source(judged.sources)
+        entry_id = first_source(judged.sources)
         if entry_id is None:
             return
         await record(
@@ -85,11 +85,3 @@ def _judged(event: Feedback) -> sa.Select[Any]:
         )
         .where(FEEDBACK.c.conversation_id == event.conversation_id, FEEDBACK.c.feedback_id == event.feedback_id)
     )
-
-
-def _first_source(sources: object) -> str | None:
-    """The id of the entry an answer cited first (what it was drawn from), if it cited one."""
-    if not isinstance(sources, list) or not sources or not isinstance(sources[0], dict):
-        return None
-    entry_id = sources[0].get("id")
-    return entry_id if isinstance(entry_id, str) and entry_id else None

@@ -326,3 +326,11 @@ READ_MARK = ReadMark.__table__  # type: ignore[attr-defined]
 ACTION = ActionRow.__table__  # type: ignore[attr-defined]
 ACTION_AUDIT = ActionAuditRow.__table__  # type: ignore[attr-defined]
 CUSTOMER_LOCK = CustomerLockRow.__table__  # type: ignore[attr-defined]
+
+
+def first_source(sources: object) -> str | None:
+    """The id a stored suggestion's ``sources`` cite first (what an answer was drawn from), if they cite one."""
+    if not isinstance(sources, list) or not sources or not isinstance(sources[0], dict):
+        return None
+    entry_id = sources[0].get("id")
+    return entry_id if isinstance(entry_id, str) and entry_id else None

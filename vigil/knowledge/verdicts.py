@@ -277,6 +277,8 @@ class VerdictMemory:
         each now is part of: what analysts said of an entry's answers follows it into the FAQ (issue 27)."""
         found: dict[str, str] = {}
         ids = sorted(judged)
+        if not ids:  # nothing judged: no read
+            return found
         async with self._connect(False) as conn:
             for start in range(0, len(ids), 500):
                 rows = await conn.execute(

@@ -231,7 +231,8 @@ class Clusters:
         closed = datetime.fromisoformat(member.closed_at)
         mine = member.shingles
         sims = self._centroids[: len(self._clusters)] @ member.vector
-        for index in np.argsort(-sims)[:_TWIN_CLUSTERS]:
+        few = min(_TWIN_CLUSTERS, len(sims))
+        for index in np.argpartition(-sims, few - 1)[:few]:  # the nearest few, without sorting every cluster
             cluster = self._clusters[int(index)]
             for other in cluster.members:
                 if abs(datetime.fromisoformat(other.closed_at) - closed) > window:

@@ -44,7 +44,7 @@ def stances(text: str) -> dict[str, frozenset[int]]:
     the postage" is both)."""
     found: dict[str, set[int]] = {}
     for sentence in _SENTENCES.split(text.lower().replace("\u2019", "'")):
-        if not sentence or not sentence.strip():
+        if not sentence.strip():
             continue
         for name, pattern in _DECISION.items():
             for match in pattern.finditer(sentence):

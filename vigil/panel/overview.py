@@ -43,7 +43,7 @@ import sqlalchemy as sa
 from pydantic import BaseModel
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from vigil.cases.tables import CONVERSATION, FEEDBACK, SUGGESTION
+from vigil.cases.tables import CONVERSATION, FEEDBACK, SUGGESTION, first_source
 from vigil.cases.views import CaseViews
 from vigil.knowledge.store import MINED, visible_to
 from vigil.knowledge.tables import ENTRY, FAQ_SINCE
@@ -312,14 +312,10 @@ class _Learned:
             cases[w.clamp(bucket)] += int(n)
         ends = [min(start + w.step, w.until) for start in w.starts]
         faqs = [sum(1 for since in self.faq_starts if since < end) for end in ends]
-        counts = [[0] * w.count for _ in range(4)]  # shown, accepted, edited, dismissed
-        for bucket in self.shown:
-            counts[0][bucket] += 1
-        outcomes = ("accepted", "edited", "dismissed")
-        for bucket, verdict in self.verdicts:
-            if verdict in VERDICTS:
-                counts[1 + outcomes.index(VERDICTS[verdict])][bucket] += 1
-        tallies = [Tally.of(*(c[i] for c in counts)) for i in range(w.count)]
+        # Tallied as every kind is: one row per answer shown, one per latest verdict.
+        shown = [(bucket, "answer", 1) for bucket in self.shown]
+        judged = [(bucket, "answer", verdict, 1) for bucket, verdict in self.verdicts]
+        tallies = _by_kind(w, shown, judged).get("answer", [Tally()] * w.count)
         every = answers or [Tally()] * w.count
         total, every_total = Tally.total(tallies), Tally.total(every)
         return Learning(
@@ -361,13 +357,13 @@ async def _learned(conn: AsyncConnection, w: _Window, max_rows: int) -> _Learned
     judged = list(await conn.execute(_latest_answer_verdicts(w).limit(max_rows + 1)))
     truncated = len(shown) > max_rows or len(judged) > max_rows
     shown, judged = shown[:max_rows], judged[:max_rows]
-    firsts = {_first_source(row.sources) for row in (*shown, *judged)} - {None}
+    firsts = {first_source(row.sources) for row in (*shown, *judged)} - {None}
     from_mined = await _mined_ids(conn, sorted(str(i) for i in firsts))
     return _Learned(
         cases=cases,
         faq_starts=[start for start in starts if start is not None],
-        shown=[w.index(_aware(row.created_at)) for row in shown if _first_source(row.sources) in from_mined],
-        verdicts=[(w.index(_aware(row.at)), row.verdict) for row in judged if _first_source(row.sources) in from_mined],
+        shown=[w.index(row.created_at) for row in shown if first_source(row.sources) in from_mined],
+        verdicts=[(w.index(row.at), row.verdict) for row in judged if first_source(row.sources) in from_mined],
         truncated=truncated,
     )
 
@@ -394,27 +390,15 @@ async def _mined_ids(conn: AsyncConnection, ids: Sequence[str]) -> set[str]:
     return found
 
 
-def _first_source(sources: Any) -> str | None:
-    """The id of a suggestion's first source (what its answer was drawn from), if it has one."""
-    if isinstance(sources, list) and sources and isinstance(sources[0], dict):
-        first = sources[0].get("id")
-        return first if isinstance(first, str) else None
-    return None
-
-
 def _faq_start(created_at: datetime, since: Any) -> datetime | None:
     """When a mined entry became an FAQ: its provenance says (from issue 27 on), else from when it was written."""
-    if isinstance(since, str):
-        try:
-            return _aware(datetime.fromisoformat(since))
-        except ValueError:
-            return None
-    return _aware(created_at)
-
-
-def _aware(moment: datetime) -> datetime:
-    """A time as the database gave it, in UTC (SQLite hands back naive UTC)."""
-    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+    if not isinstance(since, str):
+        return created_at
+    try:
+        moment = datetime.fromisoformat(since)
+    except ValueError:
+        return None
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
 
 
 def _source() -> sa.ColumnElement[str]:
