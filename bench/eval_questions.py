@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.knowledge_env import SHARED
-from vigil.answers.questions import classify
+from vigil.cases.questions import classify
 
 ROOT = Path(__file__).resolve().parent.parent
 LABELS = ROOT / "bench" / "data" / "question-labels.jsonl"

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from vigil.answers.needs import BUNDLED, ImplicitRequests
-from vigil.answers.questions import classify
+from vigil.cases.questions import classify
 from vigil.knowledge.embedding import Embedder
 
 DATA = Path(__file__).resolve().parent / "data"

@@ -48,7 +48,7 @@ from bench.daemon import VigilProcess
 from bench.linux import MachineTimes, cpu_seconds
 from tests.browser import chromium
 from tests.sse import sse_events
-from vigil.answers.questions import classify
+from vigil.cases.questions import classify
 from vigil.dev.broker import EmbeddedBroker
 from vigil.transport.kafka import ensure_topics
 from vigil.transport.settings import KafkaSettings

@@ -10,7 +10,7 @@ import pytest
 
 from tests.conftest import RememberingEmbedder
 from vigil.answers.needs import ImplicitRequests
-from vigil.answers.questions import classify
+from vigil.cases.questions import classify
 
 
 @pytest.fixture(scope="module")

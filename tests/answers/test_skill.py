@@ -12,10 +12,10 @@ import pytest
 
 from tests.conftest import help_centre, open_knowledge
 from vigil.answers.intervention import InterventionPolicy, similarity
-from vigil.answers.questions import asks_yes_or_no
 from vigil.answers.settings import AnswerSettings
 from vigil.answers.skill import MODELS, AnswerSkill, features, fit_to_question, judged
 from vigil.answers.snippets import extract
+from vigil.cases.questions import asks_yes_or_no
 from vigil.cases.store import CaseStore, Earlier
 from vigil.core.clock import ManualClock
 from vigil.flow.case import CaseState

@@ -19,8 +19,8 @@ from collections import OrderedDict
 
 from vigil.answers import followups
 from vigil.answers.needs import ImplicitRequestDetector
-from vigil.answers.questions import classify
 from vigil.answers.settings import AnswerSettings
+from vigil.cases.questions import classify
 from vigil.cases.store import CaseStore, Earlier
 from vigil.core.clock import Clock
 from vigil.flow.case import CaseState

@@ -21,8 +21,8 @@ from dataclasses import dataclass, replace
 from vigil.answers import followups, snippets
 from vigil.answers.calibration import Logistic
 from vigil.answers.drafting import Drafter, DraftSource, drafted_why
-from vigil.answers.questions import asks_yes_or_no
 from vigil.answers.settings import AnswerSettings
+from vigil.cases.questions import asks_yes_or_no
 from vigil.cases.store import Earlier
 from vigil.flow.case import CaseState
 from vigil.flow.skills import Proposal

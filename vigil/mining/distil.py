@@ -127,7 +127,7 @@ def distil(case: ClosedCase) -> Distilled | None:
         return None
     problem = " ".join(_GREETING.sub("", t.text).strip() for t in problem_turns)
     context = tuple(dict.fromkeys(m.group(0).strip() for t in customer for m in _ERROR.finditer(t.text)))[:3]
-    steps = tuple(_one_line(_substance(t.text)) for t in chosen)
+    steps = tuple(_one_line(substance(t.text)) for t in chosen)
     return Distilled(
         problem=_one_line(problem),
         problem_ids=tuple(t.message_id for t in problem_turns),
@@ -138,7 +138,7 @@ def distil(case: ClosedCase) -> Distilled | None:
         analyst_words=sum(
             words(s) for t in analyst for s in map(_clean, _SENTENCE.split(t.text)) if s and not _chatter(s)
         ),
-        instructive=any(p.search(s) for s in steps for p in (_STEP, _EXPLAIN, _TECHNICAL)),
+        instructive=any(map(instructs, steps)),
     )
 
 
@@ -171,6 +171,17 @@ def score(text: str) -> float:
         - 1.0 * questions
     )
     return value if cues or _TECHNICAL.search(text) or words(" ".join(substantive)) >= 4 else 0.0
+
+
+def instructs(text: str) -> bool:
+    """Whether ``text`` tells the customer what to do or how things work: an instruction, a command, a path or a
+    link, an explanation."""
+    return any(p.search(text) for p in (_STEP, _EXPLAIN, _TECHNICAL))
+
+
+def ungreeted(text: str) -> str:
+    """``text`` without the greeting it opens with, on one line."""
+    return _one_line(_GREETING.sub("", text))
 
 
 def words(text: str) -> int:
@@ -206,12 +217,17 @@ def _problem(customer: list[Turn]) -> list[Turn]:
     return [first]
 
 
-def _substance(text: str) -> str:
-    """A resolving turn without its greetings, chatter, verification and questions back to the customer."""
+def substance(text: str) -> str:
+    """A resolving turn without its greetings (and whom they greet: "Hi Dana!"), chatter, verification and
+    questions back to the customer."""
     kept = [
         s.strip()
         for s in _SENTENCE.split(text)
-        if (c := _clean(s)) and not _chatter(c) and not _VERIFY.search(c) and not c.endswith("?")
+        if (c := _clean(s))
+        and not _chatter(c)
+        and not _VERIFY.search(c)
+        and not c.endswith("?")
+        and not (c != s.strip() and words(c) <= 2 and not instructs(c))
     ]
     return " ".join(kept) or text
 

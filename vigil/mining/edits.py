@@ -25,17 +25,16 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from vigil.cases.tables import MESSAGE
 from vigil.db.engine import upsert
-from vigil.knowledge.documents import Entry, Passage
+from vigil.knowledge.documents import Entry
 from vigil.knowledge.store import Governance
 from vigil.knowledge.tables import ENTRY, VERDICT
+from vigil.mining import candidates
 from vigil.mining.feedback import OVERLAP
 from vigil.mining.tables import MINER_MARK
 
 MARK = "edits"
 ORIGIN = "edit"
 """The ``origin`` of an entry proposed from an edit (not the miner's: it has no cases for the miner to merge)."""
-CONFIDENCE = round(2 / 3, 4)
-"""As a mined entry of one case that went well: (1 + 1) / (1 + 2)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,28 +139,15 @@ def entry_id(edit: Edit) -> str:
 def candidate(edit: Edit, redact: Callable[[str, Iterable[str]], str]) -> tuple[Entry, Governance]:
     """The FAQ an edit proposes, waiting for review, with where it came from; ``redact(text, names)`` takes out
     what identifies people."""
-    question = redact(edit.question, edit.names)
-    answer = redact(edit.text, edit.names)
-    identity = entry_id(edit)
-    entry = Entry(
-        id=identity,
-        kind="faq",
-        title=question,
-        body=answer,
+    return candidates.proposed(
+        entry_id=entry_id(edit),
         origin=ORIGIN,
-        url=f"/panel/conversations/{edit.conversation_id}",
-        questions=(question,),
-        passages=(Passage(id=f"{identity}#1", heading=None, text=f"{question}\n{answer}"),),
         tenant=edit.tenant,
-    )
-    provenance = {
-        "source": ORIGIN,
-        "support": 1,
-        "kept": edit.conversation_id,
-        "conflicts": [],
-        "conflicts_with": [edit.entry_id],
-        "cases": [{"conversation_id": edit.conversation_id, "problem": question, "steps": [answer]}],
-        "edit": {
+        conversation_id=edit.conversation_id,
+        question=redact(edit.question, edit.names),
+        answer=redact(edit.text, edit.names),
+        disagrees_with=[edit.entry_id],
+        source={
             "of": edit.entry_id,
             "conversation_id": edit.conversation_id,
             "message_id": edit.message_id,
@@ -170,8 +156,7 @@ def candidate(edit: Edit, redact: Callable[[str, Iterable[str]], str]) -> tuple[
             "by": edit.by,
             "received_at": edit.received_at.isoformat(),
         },
-    }
-    return entry, Governance(status="pending_review", confidence=CONFIDENCE, provenance=provenance)
+    )
 
 
 async def mark_read(conn: AsyncConnection, edits: Edits) -> None:

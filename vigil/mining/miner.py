@@ -30,7 +30,7 @@ from vigil.flow.scheduler import replica_id
 from vigil.knowledge.documents import Entry, Passage
 from vigil.knowledge.store import MINED, EntryStatus, Governance, KnowledgeStore
 from vigil.knowledge.tables import ENTRY, FAQ_SINCE, SUPERSEDED_BY
-from vigil.mining import edits, faqs, feedback, select
+from vigil.mining import edits, faqs, feedback, replies, select
 from vigil.mining.distil import Distilled, distil
 from vigil.mining.merge import Cluster, Clusters, Member, passage_text, representative
 from vigil.mining.settings import MinerSettings
@@ -70,6 +70,8 @@ class Report:
     """Analysts' edits of answers proposed as FAQs for review (``vigil.mining.edits``)."""
     repeats: int = 0
     """Cases that repeated one already counted (``Clusters.twin``): recorded on it, not counted again."""
+    replies: int = 0
+    """Analysts' replies to questions vigil did not answer proposed as FAQs for review (``vigil.mining.replies``)."""
     busy: Holder | None = None
     """Who was mining already, when this run found the miner's lease taken and mined nothing."""
 
@@ -82,6 +84,7 @@ class Report:
         self.merged += other.merged
         self.edits += other.edits
         self.repeats += other.repeats
+        self.replies += other.replies
 
     def summary(self) -> str:
         if self.busy is not None:
@@ -97,6 +100,7 @@ class Report:
             + (f"; {self.rewritten} rewritten by the LLM" if self.rewritten else "")
             + (f"; {self.edits} analysts' edits proposed for review" if self.edits else "")
             + (f"; {self.repeats} repeats of cases already counted" if self.repeats else "")
+            + (f"; {self.replies} analysts' replies proposed for review" if self.replies else "")
         )
 
 
@@ -163,6 +167,7 @@ class Miner:
             reopened = await select.reopened(conn)
             cases = await select.due(conn, now=now, lateness=lateness, limit=self._settings.batch)
             verdicts = await feedback.since_mark(conn)
+            answered = await replies.answers(conn, [c.conversation_id for c in cases]) if self._settings.replies else {}
             tenants = {c.tenant for c in cases} | await _tenants_of(
                 conn, [r.conversation_id for r in reopened], sorted(verdicts.entries)
             )
@@ -181,6 +186,7 @@ class Miner:
         records: list[dict[str, Any]] = []
         taught = await self._taught(cases, now, report, records)
         window = timedelta(days=self._settings.duplicate_window_days)
+        repeated: set[str] = set()
         for case, member in taught:
             known = clusters.setdefault(case.tenant, Clusters())
             twin = known.twin(member, similarity=self._settings.duplicate_similarity, window=window)
@@ -189,6 +195,7 @@ class Miner:
                 original.repeats = (*original.repeats, case.conversation_id)
                 cluster.changed = True
                 report.repeats += 1
+                repeated.add(case.conversation_id)
                 records.append(_record(case, now, "mined", REPEAT, cluster.entry_id))
                 continue
             cluster = known.add(
@@ -204,6 +211,11 @@ class Miner:
         grouped = {faq.founder.entry_id: faq for known in clusters.values() for faq in self._faqs(known, rivals)}
         changed = [c for known in clusters.values() for c in known if c.changed]
         entries, governance = self._entries(changed, report, rivals, grouped)
+        if self._settings.replies:
+            proposed = await self._replies([c for c in cases if c.conversation_id not in repeated], answered)
+            entries.extend(entry for entry, _ in proposed)
+            governance.update((entry.id, g) for entry, g in proposed)
+            report.replies = len(proposed)
         if entries or governance or records or reopened or verdicts.read:
             write = self._bookkeeping(changed, records, [r.conversation_id for r in reopened], verdicts)
             # The batch's vectors, by text: the store embeds only what they do not cover.
@@ -233,6 +245,22 @@ class Miner:
             also=write,
         )
         return len(proposed)
+
+    async def _replies(
+        self, cases: Sequence[select.ClosedCase], answered: dict[tuple[str, str], replies.Answered]
+    ) -> list[tuple[Entry, Governance]]:
+        """The FAQs for review that analysts' replies in ``cases`` propose (``replies.py``), but those proposed
+        already: a lead's decision on one stands."""
+        found: dict[str, tuple[Entry, Governance]] = {}
+        for case in cases:  # oldest closure first: a copy's candidate is the first one's
+            for reply in replies.found(case, answered, min_words=self._settings.reply_min_words):
+                entry, governance = replies.candidate(reply, self._redact)
+                found.setdefault(entry.id, (entry, governance))
+        if not found:
+            return []
+        async with self._engine.connect() as conn:
+            proposed = set((await conn.execute(sa.select(ENTRY.c.id).where(ENTRY.c.id.in_(list(found))))).scalars())
+        return [candidate for identity, candidate in found.items() if identity not in proposed]
 
     async def _taught(
         self, cases: Sequence[select.ClosedCase], now: datetime, report: Report, records: list[dict[str, Any]]

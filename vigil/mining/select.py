@@ -28,6 +28,8 @@ class Turn:
     author: str | None
     text: str
     sent_at: datetime
+    finished_at: datetime | None = None
+    """When vigil's skills had finished with it; None for a message they never saw (history imported)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,12 +129,13 @@ async def _turns(conn: AsyncConnection, conversation_ids: Sequence[str]) -> dict
                 MESSAGE.c.author,
                 MESSAGE.c.text,
                 MESSAGE.c.sent_at,
+                MESSAGE.c.finished_at,
             )
             .where(MESSAGE.c.conversation_id.in_(chunk))
             .order_by(MESSAGE.c.conversation_id, MESSAGE.c.seq)
         )
         for row in rows:
             found.setdefault(row.conversation_id, []).append(
-                Turn(row.message_id, row.role, row.author, row.text, row.sent_at)
+                Turn(row.message_id, row.role, row.author, row.text, row.sent_at, row.finished_at)
             )
     return found

@@ -91,6 +91,17 @@ class MinerSettings(BaseModel):
         "`miner`, extended at every batch it writes; a run that stalls this long loses it to the next, and then "
         "writes nothing.",
     )
+    replies: bool = Field(
+        default=True,
+        description="Propose, for a lead's review, an FAQ from each analyst reply that settled a question vigil did "
+        "not answer (or answered and was told it was wrong), in the cases mined (vigil/mining/replies.py).",
+    )
+    reply_min_words: int = Field(
+        default=8,
+        ge=0,
+        description="A reply of fewer words than this, courtesy aside, teaches only if it instructs (a step, "
+        "command, path or link).",
+    )
     llm: bool = Field(
         default=True,
         description="With an Anthropic key (VIGIL_LLM__API_KEY), have the LLM rewrite each mined case in a fixed "

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from vigil.answers.questions import classify
+from vigil.cases.questions import classify
 
 ASKS = [
     "How do I set up an eSIM?",
