@@ -29,8 +29,8 @@ NOW = datetime(2026, 12, 6, 9, 0, tzinfo=UTC)
 KNOWLEDGE = Path(__file__).parent.parent.parent / "knowledge"
 ASKED = "Can I pay my bill in cash at a Post Office counter?"
 REPLY = (
-    "Yes: take your bill to any Post Office counter and quote the 16-digit payment reference printed under the "
-    "barcode. Payments in cash reach your account within two working days."
+    "Yes, you can. Go to any Post Office counter with your bill and quote the 16-digit payment reference printed "
+    "under the barcode. Payments in cash reach your account within two working days."
 )
 THANKS = "brilliant, thanks Sam"
 AGAIN = "is it possible to pay my bill with cash at the post office?"
@@ -93,6 +93,15 @@ def test_a_dismissed_answer_s_question_proposes_the_reply_against_the_entry_it_c
 
 def test_a_reply_the_customer_answers_with_another_question_did_not_settle_it():
     assert found(case(("customer", ASKED), ("analyst", REPLY), ("customer", "That doesn't work, it says no?"))) == []
+
+
+def test_a_follow_up_that_leans_on_what_was_said_before_is_no_faq_s_question():
+    assert found(case(("customer", ASKED), ("customer", "ok, and what if I pay by cheque?"), ("analyst", REPLY))) == []
+
+
+def test_a_reply_that_says_only_what_the_analyst_did_tells_the_next_customer_nothing():
+    did = "I've passed this to the billing team and asked them to update you today."
+    assert found(case(("customer", ASKED), ("analyst", did), ("customer", THANKS))) == []
 
 
 def test_history_vigil_never_saw_small_talk_and_thin_replies_propose_nothing():
@@ -204,7 +213,7 @@ async def test_the_reply_after_a_dismissed_answer_is_proposed_beside_the_entry_i
 ):
     clock = ManualClock(NOW)
     asked = "I want to leave brightwave but keep my mobile number"
-    told = "To keep your number, text PAC to 65075 and give the code to your new provider within 30 days."
+    told = "You need to text PAC to 65075 and give the code to your new provider within 30 days."
     async with wired(tmp_path, settings=answers_on(db_url), clock=clock, embedder=embedder) as vigil:
         await vigil.send(*chat("c-1", [("customer", asked)], clock.now()))
         [wrong] = answers_to(vigil, "c-1")
@@ -226,7 +235,7 @@ async def test_the_reply_after_a_dismissed_answer_is_proposed_beside_the_entry_i
         miner = Miner(MinerSettings(), engine=vigil.store.engine, knowledge=vigil.parts.knowledge, clock=clock)
         assert (await miner.run()).replies == 1
         [row] = await candidates(vigil)
-        assert row.body.startswith("To keep your number, text PAC to")  # the short code redacted as an id
+        assert row.body.startswith("You need to text PAC to")  # the short code redacted as an id
         assert row.provenance["conflicts_with"] == [wrong.sources[0].id]
         source = row.provenance[replies.ORIGIN]
         assert (source["vigil"], source["suggestion_id"], source["of"]) == (

@@ -99,8 +99,8 @@ class MinerSettings(BaseModel):
     reply_min_words: int = Field(
         default=8,
         ge=0,
-        description="A reply of fewer words than this, courtesy aside, teaches only if it instructs (a step, "
-        "command, path or link).",
+        description="A reply teaches when it tells the customer what to do or how things work (a step, command, "
+        "path, link or explanation) in at least this many words, courtesy aside.",
     )
     llm: bool = Field(
         default=True,
