@@ -239,12 +239,15 @@ async def test_knowledge_growth_is_split_into_mined_and_imported(store: CaseStor
     await add_entry(store, "case-4", "case", at(2, s=900), origin="miner", tenant="acme", status="retired")
     await add_entry(store, "case-globex", "case", at(2, s=900), origin="miner", tenant="globex")
     await add_entry(store, "help-new", "faq", at(2, s=1200), origin="knowledge/faqs/billing.md")
+    # An analyst's reply a lead approved is learnt too; one waiting for review is not served.
+    await add_entry(store, "reply-1", "faq", at(2, s=1300), origin="reply", tenant="acme")
+    await add_entry(store, "edit-1", "faq", at(2, s=1400), origin="edit", tenant="acme", status="pending_review")
     acme = await three_hours(store, tenants=["acme"])
-    assert acme.knowledge_sources == {"mined": [1, 2, 2], "imported": [1, 1, 2]}  # only what is served counts
-    assert acme.totals.knowledge_sources == {"mined": 2, "imported": 2}
+    assert acme.knowledge_sources == {"mined": [1, 2, 3], "imported": [1, 1, 2]}  # only what is served counts
+    assert acme.totals.knowledge_sources == {"mined": 3, "imported": 2}
     assert sum(acme.totals.knowledge.values()) == sum(acme.totals.knowledge_sources.values())
     everyone = await three_hours(store)
-    assert everyone.knowledge_sources["mined"] == [1, 2, 3]
+    assert everyone.knowledge_sources["mined"] == [1, 2, 4]
     nothing_mined = await three_hours(store, tenants=["initech"])
     assert nothing_mined.knowledge_sources == {"mined": [0, 0, 0], "imported": [1, 1, 2]}
 
@@ -276,12 +279,14 @@ async def test_the_learning_curve_counts_cases_mined_faqs_formed_and_answers_dra
     )
     await add_entry(store, "case-b", "faq", at(-2), origin="miner", tenant="acme")  # before issue 27: its creation
     await add_entry(store, "faq-help", "faq", at(-2), origin="knowledge/faqs/x.md")  # imported: not learned
-    # Answers drawn from a mined entry, from the help centre, and judged.
+    await add_entry(store, "reply-a", "faq", at(-2), origin="reply", tenant="acme")  # an analyst's reply, approved
+    # Answers drawn from a mined entry, from the help centre, from an approved reply, and judged.
     await suggest(store, "s1", at(0, s=300), source="case-a")
     await suggest(store, "s2", at(0, s=400), source="faq-help")
     await suggest(store, "s3", at(2, s=300), source="case-b")
     await suggest(store, "s4", at(2, s=400), source="case-a")
     await suggest(store, "s5", at(2, s=500))  # no source
+    await suggest(store, "s6", at(1, s=500), source="reply-a")
     await judge(store, "s1", "accepted", at(0, s=900))
     await judge(store, "s3", "dismissed", at(2, s=900))
     await judge(store, "s4", "edited", at(2, s=950))
@@ -289,13 +294,13 @@ async def test_the_learning_curve_counts_cases_mined_faqs_formed_and_answers_dra
     view = await three_hours(store, tenants=["acme"])
     learned = view.learning
     assert learned.cases_mined == [2, 0, 1] and learned.total_cases_mined == 3
-    assert learned.mined_faqs == [1, 2, 2]
-    assert column(learned.answers, "shown") == [1, 0, 2]
+    assert learned.mined_faqs == [1, 2, 2]  # the miner's FAQs
+    assert column(learned.answers, "shown") == [1, 1, 2]
     assert column(learned.answers, "accepted") == [1, 0, 0]
     assert column(learned.answers, "edited") == [0, 0, 1]
     assert column(learned.answers, "dismissed") == [0, 0, 1]
-    assert learned.share == [0.5, None, pytest.approx(2 / 3)]
-    assert learned.total_answers.shown == 3 and learned.total_share == pytest.approx(3 / 5)
+    assert learned.share == [0.5, 1.0, pytest.approx(2 / 3)]
+    assert learned.total_answers.shown == 4 and learned.total_share == pytest.approx(4 / 6)
     everyone = await three_hours(store)
     assert everyone.learning.cases_mined == [2, 0, 2]
 

@@ -129,6 +129,14 @@ class FaqMatch:
 
 MINED = "miner"
 """The ``origin`` of every entry the miner writes (``vigil.mining``): what tells mined knowledge from imported."""
+EDITED = "edit"
+"""The ``origin`` of an FAQ proposed from an analyst's edit of an answer (``vigil.mining.edits``)."""
+REPLIED = "reply"
+"""The ``origin`` of an FAQ proposed from an analyst's reply to a question vigil did not answer
+(``vigil.mining.replies``)."""
+LEARNED = frozenset({MINED, EDITED, REPLIED})
+"""The origins of knowledge learnt from the analysts' own work: mined from their resolved cases, or proposed from
+what they wrote and approved by a lead. Everything else was imported."""
 EntryStatus = Literal["active", "pending_review", "retired"]
 """Only ``active`` entries are searched; ``pending_review`` ones wait for a lead (``vigil kb approve``)."""
 STATUSES: tuple[EntryStatus, ...] = ("active", "pending_review", "retired")

@@ -26,14 +26,14 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from vigil.cases.tables import MESSAGE
 from vigil.db.engine import upsert
 from vigil.knowledge.documents import Entry
-from vigil.knowledge.store import Governance
+from vigil.knowledge.store import EDITED, Governance
 from vigil.knowledge.tables import ENTRY, VERDICT
 from vigil.mining import candidates
 from vigil.mining.feedback import OVERLAP
 from vigil.mining.tables import MINER_MARK
 
 MARK = "edits"
-ORIGIN = "edit"
+ORIGIN = EDITED
 """The ``origin`` of an entry proposed from an edit (not the miner's: it has no cases for the miner to merge)."""
 
 

@@ -34,12 +34,12 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from vigil.cases.questions import classify
 from vigil.cases.tables import FEEDBACK, SUGGESTION
 from vigil.knowledge.documents import Entry
-from vigil.knowledge.store import Governance
+from vigil.knowledge.store import REPLIED, Governance
 from vigil.mining import candidates
 from vigil.mining.distil import instructs, resolving, substance, ungreeted, words
 from vigil.mining.select import ClosedCase, Turn
 
-ORIGIN = "reply"
+ORIGIN = REPLIED
 """The ``origin`` of an entry proposed from an analyst's reply."""
 _FIRST_WORD = re.compile(r"[a-z']+")
 _FOLLOW_UP = frozenset(

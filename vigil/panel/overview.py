@@ -20,15 +20,16 @@ How things are counted:
 - *knowledge size*: entries active now, by kind, created before each bucket's end and not expired by then (an entry
   may have an expiry). Removed entries are deleted and statuses keep no history, so the past is what is active
   today as it grew; it counts global entries and those of the tenants counted. *By source*, the same entries split
-  into ``mined`` (written by the miner from resolved cases) and ``imported`` (every other origin: the help centre's
-  files): an entry the miner wrote counts from when it first did, and one a lead retired, or whose cases were all
-  reopened, drops out of the past too.
+  into ``mined`` (learnt from the analysts' work: written by the miner from resolved cases, or an FAQ proposed from
+  an analyst's edit or reply that a lead approved; ``LEARNED``) and ``imported`` (every other origin: the help
+  centre's files): an entry the miner wrote counts from when it first did, and one a lead retired, or whose cases
+  were all reopened, drops out of the past too.
 - *learning* (the learning curve, week by week in the longest window): the cases the miner took as new evidence
   (copies of cases already counted and cases too thin to teach aside), by when it mined them; the mined FAQs served
   at each bucket's end, each from when the miner first wrote it as an FAQ; and the answers drawn first from mined
   knowledge, shown and judged as above, with their share of all the answers shown. Answers are read newest first,
   at most ``max_rows`` (as the percentiles are), and a suggestion counts as drawn from mined knowledge when its
-  first source is an entry the miner wrote.
+  first source is learnt knowledge (``LEARNED``: an entry the miner wrote, or an approved edit or reply).
 """
 
 from __future__ import annotations
@@ -45,14 +46,15 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from vigil.cases.tables import CONVERSATION, FEEDBACK, SUGGESTION, first_source
 from vigil.cases.views import CaseViews
-from vigil.knowledge.store import MINED, visible_to
+from vigil.knowledge.store import LEARNED, MINED, visible_to
 from vigil.knowledge.tables import ENTRY, FAQ_SINCE
 from vigil.mining.tables import MINED_CASE
 from vigil.panel.buckets import Buckets, Percentiles
 
 MAX_ROWS = 50_000
 SOURCES = ("mined", "imported")
-"""Where knowledge comes from: mined from resolved cases (origin ``miner``), or imported (any other origin)."""
+"""Where knowledge comes from: learnt from the analysts' work (``LEARNED``: mined, or an approved edit or reply), or
+imported (any other origin)."""
 KINDS = ("answer", "next_step", "follow_up", "handover", "action", "escalation")
 """The order the overview shows the kinds vigil knows in (docs/wire-format.md); any other kind follows, by name."""
 # What each verdict counts as: approving an action accepts it, rejecting one dismisses it.
@@ -381,11 +383,13 @@ def _latest_answer_verdicts(w: _Window) -> sa.Select[Any]:
 
 
 async def _mined_ids(conn: AsyncConnection, ids: Sequence[str]) -> set[str]:
-    """Of ``ids``, the entries the miner wrote."""
+    """Of ``ids``, the entries learnt from the analysts' work."""
     found: set[str] = set()
     for start in range(0, len(ids), 500):
         chunk = ids[start : start + 500]
-        rows = await conn.execute(sa.select(ENTRY.c.id).where(ENTRY.c.id.in_(chunk), ENTRY.c.origin == MINED))
+        rows = await conn.execute(
+            sa.select(ENTRY.c.id).where(ENTRY.c.id.in_(chunk), ENTRY.c.origin.in_(sorted(LEARNED)))
+        )
         found.update(rows.scalars())
     return found
 
@@ -403,7 +407,7 @@ def _faq_start(created_at: datetime, since: Any) -> datetime | None:
 
 def _source() -> sa.ColumnElement[str]:
     """An entry's source, as SQL: ``mined`` or ``imported``."""
-    return sa.case((ENTRY.c.origin == MINED, SOURCES[0]), else_=SOURCES[1])
+    return sa.case((ENTRY.c.origin.in_(sorted(LEARNED)), SOURCES[0]), else_=SOURCES[1])
 
 
 async def _knowledge(conn: AsyncConnection, w: _Window, group: sa.ColumnElement[Any]) -> dict[str, list[int]]:
