@@ -22,6 +22,8 @@ from vigil.mining import replies
 from vigil.mining.miner import Miner
 from vigil.mining.select import ClosedCase, Turn
 from vigil.mining.settings import MinerSettings
+from vigil.panel.display import Display
+from vigil.panel.review import reviewed
 from vigil.testing import Wired, wired
 from vigil.wire.events import Event, Feedback, Suggestion, parse
 
@@ -243,6 +245,12 @@ async def test_the_reply_after_a_dismissed_answer_is_proposed_beside_the_entry_i
             wrong.suggestion_id,
             wrong.sources[0].id,
         )
+        # The review page shows the question and the reply, beside the entry it would replace.
+        [original] = await vigil.parts.knowledge.governed(ids=[wrong.sources[0].id])
+        shown = reviewed(dict(row._mapping), Display(), NOW, {original["id"]: reviewed(original, Display(), NOW)})
+        assert shown.kept is not None and shown.kept.href == "/panel/conversations/c-1"
+        assert shown.kept.problem == asked and shown.kept.steps == (row.body,)
+        assert [r.id for r in shown.rivals] == [wrong.sources[0].id]
 
 
 async def test_with_replies_off_the_miner_proposes_none(tmp_path: Path, embedder: RememberingEmbedder):
