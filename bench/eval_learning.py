@@ -2,7 +2,7 @@
 mined knowledge, with the miner on and off.
 
     python -m bench.eval_learning --company hearthlight      # a reported company (and copperleaf)
-    python -m bench.eval_learning --company kestrel          # the tune company
+    python -m bench.eval_learning --company kestrel          # the tune company (and thistledown)
 
 A company's labelled cases (``bench/data/mining-<company>-cases.jsonl``: seven weeks of chats, opened, answered and
 closed) are replayed through ``vigil eval replay`` (the CLI, a subprocess: the real pipeline on the events' own time,
@@ -192,7 +192,7 @@ def table(company: str, on: list[Week], off: list[Week]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--company", choices=("kestrel", "hearthlight", "copperleaf"), required=True)
+    parser.add_argument("--company", choices=("kestrel", "hearthlight", "copperleaf", "thistledown"), required=True)
     parser.add_argument("--keep", type=Path, help="keep the replays' stores and files here (default: a temp dir)")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="vigil-learning-") as scratch:

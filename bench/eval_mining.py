@@ -1,17 +1,19 @@
-"""The miner on the team's labelled cases of three fictional companies: does it pick the right turns, merge the same
+"""The miner on the team's labelled cases of four fictional companies: does it pick the right turns, merge the same
 problem and only it, catch conflicting resolutions, count copies once, and do new customers' phrasings then get the
 mined answer?
 
     python -m bench.eval_mining --company hearthlight          # a reported company (untouched by tuning)
     python -m bench.eval_mining --company copperleaf           # the other, written blind for issue 27 (99 cases)
     python -m bench.eval_mining --company kestrel --sweep      # the tune company, and the threshold sweeps
+    python -m bench.eval_mining --company thistledown          # the second tune company, for contradictions (79 cases)
 
 Data (``bench/data/README.md``): ``mining-<company>-cases.jsonl`` (69 cases as v1 events each: recurring problems
 resolved 4-5 times in different words, conflicting resolutions, one-offs, thin, bot- and customer-resolved and
 reopened cases), ``-labels.jsonl`` (each case's problem, kind, the customer message stating the problem and the
 analyst messages carrying the resolution) and ``-phrasings.jsonl`` (new customers' phrasings of the recurring
 problems, and questions no case answers). Kestrel Couriers is the tune company: every threshold and rule was chosen
-on it. Hearthlight Energy and Copperleaf Money are reported.
+on it. Thistledown Home, written later and blind, is a second tune company, with four conflict problems for issue
+27's work on contradictions. Hearthlight Energy and Copperleaf Money are reported.
 
 Measured:
 - **The extractive rule** (``vigil.mining.distil``) on the human-resolved cases with a labelled resolution: the
@@ -55,7 +57,7 @@ from vigil.mining.settings import MinerSettings
 from vigil.wire.events import CaseEvent, Event, Message, parse
 
 DATA = Path(__file__).resolve().parent / "data"
-COMPANIES = {"kestrel": "tune", "hearthlight": "test", "copperleaf": "test"}
+COMPANIES = {"kestrel": "tune", "hearthlight": "test", "copperleaf": "test", "thistledown": "tune"}
 CONFIDENT = 0.8
 """An answer at this confidence or more must not be wrong (issue 27's bar)."""
 

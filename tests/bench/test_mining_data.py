@@ -1,4 +1,4 @@
-"""The team's mining evaluation data (bench/data/mining-*): support chats of three fictional companies, v1 events that
+"""The team's mining evaluation data (bench/data/mining-*): support chats of four fictional companies, v1 events that
 ``vigil eval replay`` reads, with labels and new phrasings. The checks say what the files promise their readers."""
 
 from __future__ import annotations
@@ -35,14 +35,18 @@ class Company:
     """How many new phrasings each recurring problem has, at least."""
     copies: int
     """How many cases are near-duplicates of an earlier one (label ``copy_of``)."""
+    conflicts: int = 2
+    """How many conflict problems, each with two stances."""
 
 
 COMPANIES = {
     "kestrel": Company("kestrel", (60, 80), 8, (4, 6), 4, 0),
     "hearthlight": Company("hearthlight", (60, 80), 8, (4, 6), 4, 0),
     "copperleaf": Company("copperleaf", (95, 105), 12, (5, 6), 5, 3),
+    "thistledown": Company("thistledown", (65, 85), 10, (4, 6), 5, 0, 4),
 }
-"""Each company by file name: Kestrel Couriers (tune), Hearthlight Energy and Copperleaf Money (test)."""
+"""Each company by file name: Kestrel Couriers and Thistledown Home (tune), Hearthlight Energy and Copperleaf Money
+(test)."""
 KINDS = {"recurring", "conflict", "one_off", "thin", "bot", "customer", "reopened"}
 RESOLVED_BY = {"bot": "bot", "customer": "customer"}
 """The kinds not resolved by a human; every other kind is."""
@@ -189,7 +193,7 @@ def test_a_copy_repeats_an_earlier_case_of_its_problem_word_for_word(company: st
 
 
 @pytest.mark.parametrize("company", COMPANIES)
-def test_two_problems_carry_conflicting_resolutions_and_one_offs_have_no_problem(company: str):
+def test_the_conflict_problems_carry_two_stances_and_one_offs_have_no_problem(company: str):
     stances: dict[str, set[str]] = defaultdict(set)
     for label in labels(company).values():
         if label["kind"] == "conflict":
@@ -200,7 +204,8 @@ def test_two_problems_carry_conflicting_resolutions_and_one_offs_have_no_problem
             assert label["problem"] is None
         if label["kind"] in ("recurring", "conflict", "reopened"):
             assert label["problem"] is not None
-    assert len(stances) == 2 and all(len(s) == 2 for s in stances.values()), stances
+    assert len(stances) == COMPANIES[company].conflicts, stances
+    assert all(len(s) == 2 for s in stances.values()), stances
     recurring = {label["problem"] for label in labels(company).values() if label["kind"] == "recurring"}
     assert not recurring & set(stances), "a conflict problem is not also a consistent recurring one"
 
