@@ -21,6 +21,9 @@ from vigil.mining.stances import opposed, stances
         ("I've rebooked today's collection for tomorrow, and there's no extra charge.", "fee", -1),
         ("A £25 early exit fee applies in the last eight weeks.", "fee", 1),
         ("We aren't liable once a safe place is nominated.", "liable", -1),
+        ("Good news, I've waived the redelivery fee for you.", "fee", -1),
+        ("The fee has been waived this once.", "fee", -1),
+        ("We don't waive the £35 fee for a missed slot, I'm afraid.", "fee", 1),
     ],
 )
 def test_a_sentence_states_or_negates_a_decision(text: str, decision: str, stance: int) -> None:

@@ -34,6 +34,10 @@ _NEGATION = re.compile(
 "free of charge")."""
 _NOTHING = re.compile(r"\s+(?:nothing|none)\b")
 """A negation right after a decision word ("I've refunded nothing")."""
+_WAIVED_BEFORE = re.compile(r"\bwaiv(?:e|ed|es|ing)\b(?:\s+[\w'£.]+){0,4}\s*$")
+_WAIVED_AFTER = re.compile(r"(?:\s+[\w']+){0,3}?\s+waived\b")
+"""A fee waived ("I've waived the redelivery fee", "the fee has been waived") is a fee that does not apply; a waiver
+negated ("we don't waive the fee") is one that does."""
 _SENTENCES = re.compile(r"(?<=[.!?;])\s+|\n+|\b(?:but|however|although)\b")
 _DECISION = {name: re.compile(rf"\b(?:{words})\b") for name, words in DECISIONS.items()}
 
@@ -48,10 +52,10 @@ def stances(text: str) -> dict[str, frozenset[int]]:
             continue
         for name, pattern in _DECISION.items():
             for match in pattern.finditer(sentence):
-                negated = (
-                    _NEGATION.search(sentence[max(0, match.start() - 48) : match.start()]) is not None
-                    or _NOTHING.match(sentence, match.end()) is not None
-                )
+                before = sentence[max(0, match.start() - 48) : match.start()]
+                negated = _NEGATION.search(before) is not None or _NOTHING.match(sentence, match.end()) is not None
+                if name == "fee" and (_WAIVED_BEFORE.search(before) or _WAIVED_AFTER.match(sentence, match.end())):
+                    negated = not negated
                 found.setdefault(name, set()).add(-1 if negated else 1)
         if _FREE.search(sentence):
             found.setdefault("fee", set()).add(-1)
