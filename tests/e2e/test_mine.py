@@ -64,13 +64,18 @@ def test_mine_once_mines_the_stored_cases_once_and_a_lead_approves_what_waits(tm
     assert busy.returncode == 75 and busy.stdout == "", busy
     assert f"nothing mined: another miner ({holder}) holds the lease until" in busy.stderr
 
-    mined = [e for e in map(json.loads, vigil(tmp_path, "kb", "export").stdout.splitlines()) if e["origin"] == "miner"]
+    entries = list(map(json.loads, vigil(tmp_path, "kb", "export").stdout.splitlines()))
+    mined = [e for e in entries if e["origin"] == "miner"]
     assert sum(len(e["provenance"]["cases"]) for e in mined) == 18
+    # The analysts' replies to the questions vigil was silent on wait for review too, whatever the setting.
+    replies = [e for e in entries if e["origin"] == "reply"]
+    assert first.stdout.rstrip().endswith(f"{len(replies)} analysts' replies proposed for review") and replies
+    assert all(e["status"] == "pending_review" and e["provenance"]["kept"].startswith("demo-c") for e in replies)
     pending = vigil(tmp_path, "kb", "pending").stdout.splitlines()
-    assert len(pending) == len(mined) and all("demo-c" in line for line in pending)
-    chosen = pending[0].split()[0]
+    assert len(pending) == len(mined) + len(replies) and all("demo-c" in line for line in pending)
+    chosen = next(line.split()[0] for line in pending if not line.startswith("reply-"))
     assert vigil(tmp_path, "kb", "approve", chosen).stdout.strip() == f"{chosen}: active"
-    assert len(vigil(tmp_path, "kb", "pending").stdout.splitlines()) == len(mined) - 1
+    assert len(vigil(tmp_path, "kb", "pending").stdout.splitlines()) == len(mined) + len(replies) - 1
     exported = {e["id"]: e for e in map(json.loads, vigil(tmp_path, "kb", "export").stdout.splitlines())}
     assert exported[chosen]["status"] == "active" and exported[chosen]["provenance"]["source"] == "miner"
     assert exported[chosen]["provenance"]["cases"][0]["conversation_id"].startswith("demo-c")
