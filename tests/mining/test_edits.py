@@ -120,6 +120,7 @@ async def test_an_edit_becomes_an_faq_waiting_for_review_with_where_it_came_from
     assert shown.kept is not None and shown.kept.href == "/panel/conversations/c-1"
     assert shown.kept.problem == ASKED and shown.kept.steps == (row.body,)
     assert [r.id for r in shown.rivals] == ["faq-leave-without-number"]
+    assert shown.proposed == "sam.k's edit of vigil's answer"
     assert all(h.entry_id != row.id for h in await knowledge.search(ASKED, 5, tenant="brightwave"))
 
 

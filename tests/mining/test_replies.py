@@ -251,6 +251,7 @@ async def test_the_reply_after_a_dismissed_answer_is_proposed_beside_the_entry_i
         assert shown.kept is not None and shown.kept.href == "/panel/conversations/c-1"
         assert shown.kept.problem == asked and shown.kept.steps == (row.body,)
         assert [r.id for r in shown.rivals] == [wrong.sources[0].id]
+        assert shown.proposed == "sam.k's reply after vigil's answer was dismissed"
 
 
 async def test_with_replies_off_the_miner_proposes_none(tmp_path: Path, embedder: RememberingEmbedder):

@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote
 
-from vigil.knowledge.store import MINED, EntryStatus
+from vigil.knowledge.store import EDITED, MINED, REPLIED, EntryStatus
 from vigil.knowledge.tables import SUPERSEDED_BY
 from vigil.panel.display import Display
 
@@ -93,6 +93,9 @@ class Reviewed:
     superseded_by: str | None = None
     """The mined FAQ that states this entry's answer with other cases' (``vigil/mining/faqs.py``): it serves
     instead of this entry, which comes back if the FAQ's group falls apart."""
+    proposed: str | None = None
+    """What an FAQ proposed from an analyst's own words was taken from ("sam.k's reply to a question vigil did not
+    answer"); None for any other entry."""
 
     @property
     def status_label(self) -> str:
@@ -149,7 +152,28 @@ def reviewed(
         expired=isinstance(expires_at, datetime) and expires_at <= now,
         rivals=tuple(rivals[i] for i in provenance.get("conflicts_with") or () if rivals and i in rivals),
         superseded_by=str(provenance[SUPERSEDED_BY]) if provenance.get(SUPERSEDED_BY) else None,
+        proposed=_proposed(provenance),
     )
+
+
+_PROPOSED = {
+    (EDITED, None): "edit of vigil's answer",
+    (REPLIED, "silent"): "reply to a question vigil did not answer",
+    (REPLIED, "dismissed"): "reply after vigil's answer was dismissed",
+}
+
+
+def _proposed(provenance: Mapping[str, Any]) -> str | None:
+    """Whose words, and which, an FAQ proposed from what an analyst wrote was taken from."""
+    origin = str(provenance.get("source"))
+    source = provenance.get(origin) if origin in (EDITED, REPLIED) else None
+    if not isinstance(source, Mapping):
+        return None
+    said = source.get("vigil") if origin == REPLIED else None
+    what = _PROPOSED.get((origin, str(said) if said is not None else None))
+    if what is None:
+        return None
+    return f"{source['by']}'s {what}" if source.get("by") else f"an analyst's {what}"
 
 
 def case_href(conversation_id: str) -> str:
