@@ -11,8 +11,8 @@ the question when the customer did not ask again (their next message asks nothin
 teaches when it tells the customer what to do or how things work (``distil.instructs``) in ``min_words`` words or
 more: "I've passed this to the claims team" settles one customer's question and tells the next one nothing.
 
-On the tune company's replayed history (``bench.eval_learning``, Kestrel), these rules took the candidates from 31
-of 62 closed cases (half of them follow-ups or what the analyst did) to the ones listed in docs/evaluation.md.
+On the tune company's replayed history (``bench.eval_learning``, Kestrel), these two rules took the candidates from
+31 of 62 closed cases (half of them follow-ups or what the analyst did) to 7 (docs/evaluation.md).
 
 Each becomes an FAQ of its tenant waiting for review (``candidates.py``): the question and the reply, redacted, with
 provenance to the messages, who replied, and whether vigil was silent or which entry it was dismissed from. Its id
