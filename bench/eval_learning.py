@@ -35,7 +35,8 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-DATA = Path(__file__).resolve().parent / "data"
+from bench.eval_mining import problem_of, rows
+
 CONFIDENT = 0.8
 MINE_EVERY_S = 86_400
 """The miner's interval in simulated time: once a day."""
@@ -53,11 +54,6 @@ class Week:
     unanswerable_answered: int
 
 
-def _rows(company: str, kind: str) -> list[dict[str, Any]]:
-    path = DATA / f"mining-{company}-{kind}.jsonl"
-    return [json.loads(line) for line in path.read_text("utf-8").splitlines() if line.strip()]
-
-
 def _when(row: dict[str, Any]) -> datetime:
     return datetime.fromisoformat(str(row.get("sent_at") or row["at"]).replace("Z", "+00:00"))
 
@@ -65,8 +61,8 @@ def _when(row: dict[str, Any]) -> datetime:
 def history(company: str) -> tuple[list[dict[str, Any]], list[datetime]]:
     """The company's events with the phrasings asked at the end of each week of its history, in time order; and
     the moments the phrasings are asked."""
-    events = _rows(company, "cases")
-    phrasings = _rows(company, "phrasings")
+    events = rows(company, "cases")
+    phrasings = rows(company, "phrasings")
     tenant = next(e["tenant"] for e in events if e.get("tenant"))
     first, last = min(map(_when, events)), max(map(_when, events))
     monday = (first - timedelta(days=first.weekday())).replace(hour=0, minute=0, second=0, microsecond=0)
@@ -119,21 +115,19 @@ def replay(events: list[dict[str, Any]], folder: Path, *, miner: bool) -> tuple[
 
 
 def problems_of_entries(database: Path, labels: dict[str, dict[str, Any]]) -> dict[str, str | None]:
-    """Each entry's problem: the one most of its cases are of (None for an entry of no labelled recurring case)."""
+    """Each entry's problem, by id, as ``bench.eval_mining`` reads it."""
     with sqlite3.connect(database) as conn:
-        rows = conn.execute("SELECT id, provenance FROM knowledge_entry").fetchall()
-    found: dict[str, str | None] = {}
-    for identity, provenance in rows:
-        cases = (json.loads(provenance) or {}).get("cases") or [] if provenance else []
-        problems = Counter(labels[c["conversation_id"]]["problem"] for c in cases if c.get("conversation_id") in labels)
-        found[identity] = problems.most_common(1)[0][0] if problems else None
-    return found
+        stored = conn.execute("SELECT id, provenance FROM knowledge_entry").fetchall()
+    return {
+        identity: problem_of({"provenance": (json.loads(provenance) if provenance else None) or {"cases": []}}, labels)
+        for identity, provenance in stored
+    }
 
 
 def curve(company: str, folder: Path, *, miner: bool) -> list[Week]:
     events, probes = history(company)
-    labels = {r["conversation_id"]: r for r in _rows(company, "labels")}
-    phrasings = {p["id"]: p for p in _rows(company, "phrasings")}
+    labels = {r["conversation_id"]: r for r in rows(company, "labels")}
+    phrasings = {p["id"]: p for p in rows(company, "phrasings")}
     suggestions, database = replay(events, folder / ("on" if miner else "off"), miner=miner)
     problems = problems_of_entries(database, labels) if database.exists() else {}
     answers: dict[str, dict[str, Any]] = {}

@@ -98,16 +98,18 @@ class Company:
         return next(e.tenant for e in self.events if e.tenant) or "default"
 
 
-def load(name: str) -> Company:
-    def rows(kind: str) -> list[dict[str, Any]]:
-        path = DATA / f"mining-{name}-{kind}.jsonl"
-        return [json.loads(line) for line in path.read_text("utf-8").splitlines() if line.strip()]
+def rows(name: str, kind: str) -> list[dict[str, Any]]:
+    """The lines of a company's ``cases``, ``labels`` or ``phrasings`` file, as JSON."""
+    path = DATA / f"mining-{name}-{kind}.jsonl"
+    return [json.loads(line) for line in path.read_text("utf-8").splitlines() if line.strip()]
 
+
+def load(name: str) -> Company:
     events = [
         parse(json.dumps(r).encode(), max_event_bytes=LIMITS.max_event_bytes, max_text_bytes=LIMITS.max_text_bytes)
-        for r in rows("cases")
+        for r in rows(name, "cases")
     ]
-    return Company(name, events, {r["conversation_id"]: r for r in rows("labels")}, rows("phrasings"))
+    return Company(name, events, {r["conversation_id"]: r for r in rows(name, "labels")}, rows(name, "phrasings"))
 
 
 def closed_cases(company: Company) -> dict[str, ClosedCase]:
@@ -216,7 +218,8 @@ async def mine(company: Company, embedder: Embedder, settings: MinerSettings) ->
     return {"report": report, "entries": entries, "answers": answers}
 
 
-def _problem_of(entry: dict[str, Any], labels: dict[str, dict[str, Any]]) -> str | None:
+def problem_of(entry: dict[str, Any], labels: dict[str, dict[str, Any]]) -> str | None:
+    """The problem most of an entry's cases are of (None for an entry of cases about no recurring problem)."""
     problems = Counter(labels[c["conversation_id"]]["problem"] for c in entry["provenance"]["cases"])
     return problems.most_common(1)[0][0] if problems else None
 
@@ -241,9 +244,9 @@ async def _answer(knowledge, skill, company, n, row, entries) -> dict[str, Any]:
     return {
         "fast": fast,
         "problem": row["problem"],
-        "first": _problem_of(first, company.labels) if first else None,
+        "first": problem_of(first, company.labels) if first else None,
         "first_kind": first["kind"] if first else None,
-        "cited": _problem_of(cited, company.labels) if cited else None,
+        "cited": problem_of(cited, company.labels) if cited else None,
         "confidence": proposals[0].confidence if proposals else 0.0,
     }
 
@@ -269,9 +272,9 @@ def store_quality(company: Company, mined: dict[str, Any]) -> dict[str, Any]:
         for e in entries
         if e["status"] == "pending_review"
         and (e["provenance"]["conflicts"] or e["provenance"].get("conflicts_with"))
-        and _problem_of(e, labels) not in conflicts
+        and problem_of(e, labels) not in conflicts
     ]
-    faqs = sorted({_problem_of(e, labels) or "?" for e in entries if e["kind"] == "faq"})
+    faqs = sorted({problem_of(e, labels) or "?" for e in entries if e["kind"] == "faq"})
     # A labelled copy of another case (Copperleaf's `copy_of`) must be counted once: a repeat on its original.
     copies = [cid for cid, lab in labels.items() if lab.get("copy_of")]
     repeated = {r for e in mined["entries"] for c in e["provenance"]["cases"] for r in c.get("repeats", [])}
