@@ -91,6 +91,16 @@ class Procedure:
     """Word (and ``step:<label>``) counts of the procedure's conversations, for ``identify``."""
     idf: dict[str, float] = field(default_factory=dict)
     """Term weights over its analyst turns, to place an unlabelled turn at a step."""
+    _centres: clusters.Centres | None = field(default=None, init=False, repr=False, compare=False)
+    """The steps' centres, indexed on first use (a procedure is not changed once mined or read)."""
+    _undone: dict[str, float] | None = field(default=None, init=False, repr=False, compare=False)
+    """Per step, the log-likelihood that no other step was done before it (``_done_scores``), made on first use."""
+
+    def centres(self) -> tuple[list[str], clusters.Centres]:
+        """The step names and their centres, in the same order, indexed to place a reply."""
+        if self._centres is None:
+            self._centres = clusters.Centres(info.centre for info in self.steps.values())
+        return list(self.steps), self._centres
 
     def to_dict(self) -> dict[str, Any]:
         """The procedure as plain JSON-able data."""
@@ -274,10 +284,11 @@ def _place_by_labels(
             if t.role == "analyst" and t.step:
                 by_step[t.step].append(t.text)
     weights = clusters.idf(clusters.tokens(t) for ts in by_step.values() for t in ts)
-    centres = {
-        s: clusters.centre(clusters.vector(clusters.tokens(t), weights) for t in ts) for s, ts in by_step.items()
-    }
-    return [_nearest_step(clusters.vector(clusters.tokens(t), weights), centres, threshold) for t in texts]
+    names = list(by_step)
+    centres = clusters.Centres(
+        clusters.centre(clusters.vector(clusters.tokens(t), weights) for t in by_step[s]) for s in names
+    )
+    return [_nearest_step(clusters.vector(clusters.tokens(t), weights), names, centres, threshold) for t in texts]
 
 
 def _step_info(texts: Sequence[str], weights: Mapping[str, float], settings: MiningSettings) -> StepInfo:
@@ -337,9 +348,9 @@ def identify(
 
 def place(procedure: Procedure, text: str, settings: PredictSettings = PredictSettings()) -> str | None:
     """The step an unlabelled analyst reply resembles most (cosine to its centre), or None below the threshold."""
-    centres = {s: info.centre for s, info in procedure.steps.items()}
+    names, centres = procedure.centres()
     vec = clusters.vector(clusters.tokens(text), procedure.idf)
-    return _nearest_step(vec, centres, settings.place_threshold)
+    return _nearest_step(vec, names, centres, settings.place_threshold)
 
 
 def history(procedure: Procedure, turns: Sequence[Turn], settings: PredictSettings = PredictSettings()) -> list[str]:
@@ -422,14 +433,25 @@ def _cue_scores(procedure: Procedure, said: set[str], alpha: float) -> dict[str,
 
 
 def _done_scores(procedure: Procedure, taken: set[str]) -> dict[str, float]:
-    """Log-likelihood of which steps are done (and which not) before each candidate step (Bernoulli naive Bayes)."""
+    """Log-likelihood of which steps are done (and which not) before each candidate step (Bernoulli naive Bayes).
+
+    Per candidate: the likelihood that none was done, kept with the procedure, then for each step taken the odds of
+    its having been done. Linear in the steps a case has taken, not quadratic in the procedure's."""
+    if procedure._undone is None:
+        procedure._undone = {}
+        for s, info in procedure.steps.items():
+            n, done = info.count, {x: d for x, d in procedure.done.get(s, {}).items() if x in procedure.steps}
+            never = math.log((n + 0.5) / (n + 1))  # a step never done before s
+            procedure._undone[s] = (len(procedure.steps) - len(done)) * never + sum(
+                math.log((n - d + 0.5) / (n + 1)) for d in done.values()
+            )
+    taken = {x for x in taken if x in procedure.steps}
     out = {}
     for s, info in procedure.steps.items():
         done = procedure.done.get(s, {})
         n = info.count
-        out[s] = sum(
-            math.log(((done.get(x, 0) + 0.5) / (n + 1)) if x in taken else ((n - done.get(x, 0) + 0.5) / (n + 1)))
-            for x in procedure.steps
+        out[s] = procedure._undone[s] + sum(
+            math.log((done.get(x, 0) + 0.5) / (n + 1)) - math.log((n - done.get(x, 0) + 0.5) / (n + 1)) for x in taken
         )
     return out
 
@@ -443,13 +465,12 @@ def _customer_since_analyst(turns: Sequence[Turn]) -> set[str]:
     return said
 
 
-def _nearest_step(vec: Mapping[str, float], centres: Mapping[str, Mapping[str, float]], threshold: float) -> str | None:
-    best, sim = None, threshold
-    for s, c in centres.items():
-        cos = clusters.cosine(vec, c)
-        if cos >= sim:
-            best, sim = s, cos
-    return best
+def _nearest_step(
+    vec: Mapping[str, float], names: Sequence[str], centres: clusters.Centres, threshold: float
+) -> str | None:
+    """The step whose centre is nearest ``vec`` at ``threshold`` or above (the last of equals), or None."""
+    k, _ = centres.nearest(vec, threshold, last=True)
+    return names[k] if k >= 0 else None
 
 
 def _softmax(scores: Mapping[str, float]) -> dict[str, float]:
