@@ -23,7 +23,11 @@ from dataclasses import dataclass, replace
 from vigil.mining.select import ClosedCase, Turn
 
 MAX_STEPS = 2
-"""The most analyst turns kept as the resolution: the rest of a long case is usually diagnosis."""
+"""The most analyst turns kept as the resolution when they say enough: the rest of a long case is usually diagnosis."""
+TERSE_WORDS = 0
+"""Kept turns holding fewer words than this make room for more (up to ``TERSE_STEPS``): a chat room's resolution is
+several short lines ("sudo apt-get install foo", "then run update-grub"), a written chat's one or two paragraphs."""
+TERSE_STEPS = 6
 KEEP_SHARE = 0.25
 """A turn is kept only when it scores at least this share of the best turn's score."""
 _SHORT = 8
@@ -113,8 +117,9 @@ class Distilled:
         return self.analyst_words < min_words and not self.instructive
 
 
-def distil(case: ClosedCase) -> Distilled | None:
-    """What ``case`` teaches, or None when it has no customer problem or no analyst turn with a resolution."""
+def distil(case: ClosedCase, *, terse_words: int | None = None) -> Distilled | None:
+    """What ``case`` teaches, or None when it has no customer problem or no analyst turn with a resolution
+    (``terse_words``: see ``resolving``)."""
     unaddressed = _unaddress(case)
     turns = _called_up([replace(t, text=unaddressed(t.text)) for t in case.turns])
     customer = [t for t in turns if t.role == "customer" and words(_GREETING.sub("", t.text))]
@@ -122,7 +127,7 @@ def distil(case: ClosedCase) -> Distilled | None:
     if not customer:
         return None
     problem_turns = _problem(customer)
-    chosen = resolving(analyst)
+    chosen = resolving(analyst, terse_words=terse_words)
     if not chosen:
         return None
     problem = " ".join(_GREETING.sub("", t.text).strip() for t in problem_turns)
@@ -142,13 +147,29 @@ def distil(case: ClosedCase) -> Distilled | None:
     )
 
 
-def resolving(analyst: list[Turn], *, most: int = MAX_STEPS, share: float = KEEP_SHARE) -> list[Turn]:
-    """The analyst turns that carry the resolution, in order: at most ``most``, each scoring at least ``share`` of
-    the best one's score, the best first, later turns winning ties (a case's fix comes after its diagnosis)."""
+def resolving(
+    analyst: list[Turn],
+    *,
+    most: int = MAX_STEPS,
+    share: float = KEEP_SHARE,
+    terse_words: int | None = None,
+    terse_most: int = TERSE_STEPS,
+) -> list[Turn]:
+    """The analyst turns that carry the resolution, in order: each scoring at least ``share`` of the best one's
+    score, the best first, later turns winning ties (a case's fix comes after its diagnosis); at most ``most``, or
+    up to ``terse_most`` while those kept hold fewer than ``terse_words`` words."""
+    budget = TERSE_WORDS if terse_words is None else terse_words
     scored = [(score(t.text), n, t) for n, t in enumerate(analyst)]
     top = max((s[0] for s in scored), default=0.0)
     kept = [s for s in scored if s[0] > 0 and s[0] >= share * top]
-    best = sorted(kept, key=lambda s: (-s[0], -s[1]))[:most]
+    ranked = sorted(kept, key=lambda s: (-s[0], -s[1]))
+    best = ranked[:most]
+    said = sum(words(substance(t.text)) for _, _, t in best)
+    for s in ranked[most:terse_most]:
+        if said >= budget:
+            break
+        best.append(s)
+        said += words(substance(s[2].text))
     return [t for _, _, t in sorted(best, key=lambda s: s[1])]
 
 

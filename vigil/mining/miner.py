@@ -269,7 +269,7 @@ class Miner:
         again), its problem embedded; a case too thin to teach is recorded skipped."""
         kept: list[tuple[select.ClosedCase, Distilled]] = []
         for case in cases:
-            distilled = distil(case)
+            distilled = distil(case, terse_words=self._settings.terse_words)
             if distilled is None or distilled.thin(self._settings.min_analyst_words):
                 why = "no_resolution" if distilled is None else "thin"
                 report.skipped[why] += 1

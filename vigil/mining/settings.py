@@ -16,6 +16,12 @@ class MinerSettings(BaseModel):
         description="A case whose analysts said fewer words than this, greetings and sign-offs aside, and told the "
         "customer nothing to do (no step, command, path or link) teaches nothing and is skipped.",
     )
+    terse_words: int = Field(
+        default=0,
+        ge=0,
+        description="The resolution kept from a case is its best one or two analyst turns; while they hold fewer "
+        "words than this, the next best are kept too, up to six: a chat room answers in several short lines.",
+    )
     faq_min_cases: int = Field(
         default=3, ge=2, description="A problem resolved in this many mined cases becomes an FAQ."
     )
