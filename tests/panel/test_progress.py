@@ -1,6 +1,7 @@
-"""A case's progress in the panel: its state in words, SLA clocks counting down, promises with their due times, the
-next step and the handover brief on the conversation page; the queue by what falls due first. Read for people
-(``progress_of``), drawn by the server, and in headless Chromium on the real pipeline (vigil.testing.wired)."""
+"""A case's progress in the panel: its state in words, what it is in breach of, SLA clocks counting down, promises
+with their due times, the next step and the handover brief on the conversation page; the queue by breaches, then what
+falls due first. Read for people (``progress_of``), drawn by the server, and in headless Chromium on the real
+pipeline (vigil.testing.wired)."""
 
 from __future__ import annotations
 
@@ -264,7 +265,7 @@ async def test_the_conversation_page_draws_the_cases_progress(progressing: Progr
     assert "Problem: My parcel never came &lt;img src=x" in brief_of_later and "<img" not in brief_of_later
 
 
-async def test_in_the_browser_clocks_count_down_the_brief_opens_and_the_queue_follows_what_falls_due(
+async def test_in_the_browser_clocks_count_down_the_brief_opens_and_the_queue_puts_breaches_then_what_falls_due_first(
     progressing: Progressing,
 ):
     vigil = progressing.vigil
@@ -345,3 +346,14 @@ async def queue_order(page: Page, url: str, p: Progressing) -> None:
     await expect(first).to_have_attribute("data-conversation-id", "soon", timeout=SEEN)
     await expect(soon.locator(".state")).to_have_text("Waiting on the analyst")
     await expect(soon.locator(".due .countdown")).to_have_text(re.compile(r"^(19|20)m \d\ds left$"))
+    # No analyst answers in time: the breach arrives live (the timer's notice), and the row names the clock passed.
+    await p.vigil.advance(p.now + timedelta(seconds=DUE_IN_S + 20 + 1200 + 1))
+    await expect(soon.locator(".due .badge.breach")).to_have_text("Next response breached", timeout=SEEN)
+    await expect(soon).to_have_class(re.compile(r"\bbreached\b"))
+    await expect(first).to_have_attribute("data-conversation-id", "soon")
+    await expect(later.locator(".due .badge.breach")).to_have_count(0)
+    # The case page puts it at the top of its progress, with when it was due.
+    await page.goto(f"{url}/panel/conversations/soon")
+    breach = page.locator('#progress .breaches li[data-breach="next_response"]')
+    await expect(breach).to_contain_text("Breached Next response was due")
+    await expect(breach.locator("time")).to_have_text(shown(p.now + timedelta(seconds=DUE_IN_S + 20 + 1200), p.now))

@@ -26,6 +26,13 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from vigil.cases.tables import TIMER
 from vigil.db.engine import insert
 
+FIRST_RESPONSE = "first_response"
+NEXT_RESPONSE = "next_response"
+RESOLUTION = "resolution"
+CLOCKS = (FIRST_RESPONSE, NEXT_RESPONSE, RESOLUTION)
+"""The SLA clocks' kinds of timer (vigil/progress/sla.py arms them); a commitment's timer is the other kind."""
+COMMITMENT = "commitment"
+
 RUNNING = "running"
 DONE = "done"
 CANCELLED = "cancelled"

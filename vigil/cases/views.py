@@ -16,7 +16,7 @@ import sqlalchemy as sa
 from pydantic import BaseModel, Field
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from vigil.cases import actions, paging, progress, timers
+from vigil.cases import actions, breaches, paging, progress, timers
 from vigil.cases.actions import ActionRecord, AuditEntry
 from vigil.cases.handover import Brief, brief
 from vigil.cases.store import suggestion_of
@@ -50,6 +50,17 @@ class TimerView(BaseModel):
     """When vigil warns the analyst (a ``follow_up`` suggestion); None: no warning."""
     stage: str
     """``warn`` until the warning is out, then ``due``."""
+
+
+class BreachView(BaseModel):
+    """A target the case passed and still owes (vigil/cases/breaches.py)."""
+
+    kind: str
+    """The SLA clock (``first_response``, ``next_response``, ``resolution``) or ``commitment``."""
+    due_at: datetime
+    """When it fell due."""
+    ref: str | None
+    """For a commitment: its ``commitment_id``."""
 
 
 class StateView(BaseModel):
@@ -160,8 +171,10 @@ class QueueItem(ConversationSummary):
 
     waiting_since: datetime | None
     """When the customer's unanswered message came; None if the analyst has replied since."""
+    breaches: list[BreachView] = []
+    """The targets the case passed and still owes, oldest first: the queue puts these cases first."""
     next_due_at: datetime | None
-    """When the case's first running timer falls due (the queue sorts by it); None when none runs."""
+    """When the case's first running timer falls due (the queue sorts by it next); None when none runs."""
     unread_suggestions: list[str]
     """Suggestions out since the reader last read the conversation and not judged by anyone yet, oldest first."""
 
@@ -191,6 +204,8 @@ class ConversationView(ConversationSummary):
     """The latest verdict on each suggestion of the page, oldest first."""
     commitments: list[CommitmentView]
     """Every commitment of the case, in the order they were made."""
+    breaches: list[BreachView] = []
+    """The targets the case passed and still owes, oldest first."""
     actions: list[ActionView]
     """Every action suggested for the case, oldest first."""
     progress: ProgressView | None
@@ -243,6 +258,7 @@ class CaseViews:
             feedback = (await conn.execute(paging.latest_verdicts(FEEDBACK, conversation_id, ids))).all() if ids else []
             running = await timers.running(conn, conversation_id)
             promised = await progress.commitments(conn, conversation_id)
+            owed = (await breaches.of(conn, [conversation_id]))[conversation_id]
             suggested = await actions.of_conversation(conn, conversation_id)
             read = await progress.reading(conn, conversation_id)
         summary = _summary(head)
@@ -255,6 +271,7 @@ class CaseViews:
             suggestions=[suggestion_of(s) for s in suggestions],
             feedback=[FeedbackView.model_validate(dict(f._mapping)) for f in feedback],
             commitments=[CommitmentView.model_validate(c, from_attributes=True) for c in promised],
+            breaches=[BreachView.model_validate(b, from_attributes=True) for b in owed],
             actions=[
                 ActionView.model_validate(a, from_attributes=True).model_copy(
                     update={
@@ -321,8 +338,9 @@ class CaseViews:
         return [_summary(row) for row in rows]
 
     async def queue(self, *, tenants: Sequence[str] | None, reader: str | None, limit: int = 200) -> list[QueueItem]:
-        """Open conversations of ``tenants`` (None: all): those waiting longest first, then the most recent; with
-        the suggestions that are unread to ``reader`` (None: every suggestion nobody has judged)."""
+        """Open conversations of ``tenants`` (None: all): those in breach first (the longest in breach first), then
+        what falls due soonest, then those waiting longest, then the most recent; with the suggestions that are
+        unread to ``reader`` (None: every suggestion nobody has judged)."""
         c, s, r = CONVERSATION.c, SUGGESTION.c, READ_MARK.c
         # CaseState.waiting_since in SQL, so that the limit keeps those who have waited longest.
         unanswered = sa.or_(c.last_analyst_at.is_(None), c.last_analyst_at < c.last_customer_at)
@@ -334,10 +352,20 @@ class CaseViews:
             .scalar_subquery()
             .label("next_due_at")
         )
+        breached = breaches.first(c)
         stmt = (
             sa.select(CONVERSATION, next_due)
             .where(c.status != "closed")
-            .order_by(next_due.is_(None), next_due, waiting_since.is_(None), waiting_since, c.updated_at.desc(), c.id)
+            .order_by(
+                breached.is_(None),
+                breached,
+                next_due.is_(None),
+                next_due,
+                waiting_since.is_(None),
+                waiting_since,
+                c.updated_at.desc(),
+                c.id,
+            )
             .limit(limit)
         )
         if tenants is not None:
@@ -361,10 +389,12 @@ class CaseViews:
             for conversation_id, suggestion_id in (await conn.execute(unread_stmt)).all():
                 unread[conversation_id].append(suggestion_id)
             latest = {m.conversation_id: m for m in (await conn.execute(_latest_messages([row.id for row in rows])))}
+            owed = await breaches.of(conn, [row.id for row in rows])
         return [
             QueueItem(
                 **_summary(row).model_dump(),
                 waiting_since=case_state(row).waiting_since,
+                breaches=[BreachView.model_validate(b, from_attributes=True) for b in owed[row.id]],
                 next_due_at=row.next_due_at,
                 unread_suggestions=unread[row.id],
                 customer_name=latest[row.id].customer_name if row.id in latest else None,

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from vigil.cases.handover import Brief
-from vigil.cases.views import CommitmentView, ConversationView, TimerView
+from vigil.cases.views import BreachView, CommitmentView, ConversationView, TimerView
 from vigil.panel.display import Display
 
 STATE_WORDS: dict[str, str] = {
@@ -57,6 +57,17 @@ class SlaClock:
 
 
 @dataclass(frozen=True, slots=True)
+class Overdue:
+    """A target the case passed and still owes: the clock named, or the promise quoted, and how long overdue."""
+
+    kind: str
+    name: str
+    what: str | None
+    """For a promise: what was promised."""
+    countdown: Countdown
+
+
+@dataclass(frozen=True, slots=True)
 class Promise:
     """Something the analyst promised the customer; a settled one says how (kept, missed, cancelled) and when."""
 
@@ -87,6 +98,8 @@ class CaseProgress:
     state: str
     """The state in words, with since when: "Waiting on the customer since 10:42"."""
     status: str
+    breaches: list[Overdue]
+    """What the case is in breach of, the longest overdue first: the top of the section."""
     clocks: list[SlaClock]
     promises: list[Promise]
     """Open promises first, soonest due first; then the settled ones, in the order they were made."""
@@ -106,6 +119,7 @@ def progress_of(view: ConversationView, brief: Brief | None, display: Display, n
     return CaseProgress(
         state=f"{words} since {moment(state.since, display, now)}",
         status=state.status,
+        breaches=[overdue_of(b, view.commitments, display, now) for b in view.breaches],
         clocks=[clock_of(t, display, now) for t in state.timers if t.kind != "commitment"],
         promises=promises_of(view.commitments, warnings, display, now),
         step=step,
@@ -117,6 +131,17 @@ def clock_of(timer: TimerView, display: Display, now: datetime) -> SlaClock:
     """A running timer as a named countdown."""
     name = CLOCK_NAMES.get(timer.kind, words_of(timer.kind))
     return SlaClock(kind=timer.kind, name=name, countdown=countdown(timer.due_at, timer.warn_at, display, now))
+
+
+def overdue_of(breach: BreachView, commitments: list[CommitmentView], display: Display, now: datetime) -> Overdue:
+    """A breach for people: the clock's name ("First response"), or the promise and what it said."""
+    what = next((c.what for c in commitments if c.commitment_id == breach.ref), None) if breach.ref else None
+    return Overdue(
+        kind=breach.kind,
+        name=CLOCK_NAMES.get(breach.kind, words_of(breach.kind)),
+        what=what,
+        countdown=countdown(breach.due_at, None, display, now),
+    )
 
 
 def promises_of(

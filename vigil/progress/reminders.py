@@ -2,7 +2,8 @@
 
 A timer's warning becomes a ``follow_up`` suggestion to the analyst: an SLA target about to pass, a promise about
 to fall due. At its due time an SLA timer counts a breach (``vigil_sla_breaches_total``) and a commitment still open
-becomes ``missed``, with a ``follow_up`` saying so. On a closed case a timer says nothing (its commitment is
+becomes ``missed``, each with a ``follow_up`` saying so; the case is then in breach (vigil/cases/breaches.py) until
+what the target measures is met. On a closed case a timer says nothing (its commitment is
 cancelled). Each timer is taken by one replica at a time
 (vigil/cases/timers.py); a suggestion's id is made from the timer and its stage, so one fired twice after a crash is
 the same suggestion.
@@ -37,7 +38,7 @@ SWEEP = "progress-timers"
 BATCH = 500
 AT_ONCE = 4
 """Timers of one claim fired at the same time."""
-COMMITMENT = "commitment"
+COMMITMENT = timers.COMMITMENT
 
 
 class Reminders:
@@ -202,6 +203,12 @@ class Reminders:
             )
             self._reminded.labels(timer.kind).inc()
         else:
+            await self._say(  # before it is counted: a failure here leaves the timer to fire again
+                timer,
+                f"{label} is overdue: it was due by {self._local(timer, timer.due_at)}.",
+                f"SLA {timer.kind.replace('_', ' ')} target for {timer.priority or 'normal'} priority passed",
+                confidence=0.95,
+            )
             self._breaches.labels(clock=timer.kind, priority=(timer.priority or "none").lower()).inc()
             log.info("SLA %s breached on %s", timer.kind, timer.conversation_id)
 

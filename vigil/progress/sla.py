@@ -17,14 +17,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from vigil.cases.states import State
-from vigil.cases.timers import Arm
+from vigil.cases.timers import CLOCKS, FIRST_RESPONSE, NEXT_RESPONSE, RESOLUTION, Arm
 from vigil.flow.case import CaseState
 from vigil.progress.settings import ProgressSettings, Targets
 
-FIRST_RESPONSE = "first_response"
-NEXT_RESPONSE = "next_response"
-RESOLUTION = "resolution"
-CLOCKS = (FIRST_RESPONSE, NEXT_RESPONSE, RESOLUTION)
+__all__ = ["CLOCKS", "FIRST_RESPONSE", "LABELS", "NEXT_RESPONSE", "RESOLUTION", "Plan", "plan", "timer_id"]
 
 LABELS = {FIRST_RESPONSE: "First response", NEXT_RESPONSE: "Reply to the customer", RESOLUTION: "Resolution"}
 """How the analyst is told of each clock."""

@@ -67,6 +67,14 @@
     closed: "Closed",
   };
 
+  // A clock's name, as vigil/panel/progress.py CLOCK_NAMES says it on the server.
+  const CLOCK_NAMES = {
+    first_response: "First response",
+    next_response: "Next response",
+    resolution: "Resolution",
+    commitment: "Promise",
+  };
+
   // A countdown as the server writes it (vigil/panel/progress.py duration): "45s", "4m 05s", "2h 05m", "3d 4h".
   function span(seconds) {
     const s = Math.floor(seconds);
@@ -192,9 +200,12 @@
     const empty = document.getElementById("queue-empty");
     const rows = new Map();
 
-    // As the server sorts the queue (vigil/cases/views.py): what falls due first (nothing due last), then waiting
-    // longest, then the most recently active.
+    // As the server sorts the queue (vigil/cases/views.py): those in breach first (the longest in breach first),
+    // then what falls due first (nothing due last), then waiting longest, then the most recently active.
     function before(a, b) {
+      const ba = breachedAt(a), bb = breachedAt(b);
+      if (ba !== null && bb !== null && ba !== bb) return ba < bb;
+      if ((ba === null) !== (bb === null)) return ba !== null;
       const da = a.next_due_at ? Date.parse(a.next_due_at) : null, db = b.next_due_at ? Date.parse(b.next_due_at) : null;
       if (da !== null && db !== null && da !== db) return da < db;
       if ((da === null) !== (db === null)) return da !== null;
@@ -202,6 +213,10 @@
       if (wa && wb) return Date.parse(wa) < Date.parse(wb);
       if (wa || wb) return Boolean(wa);
       return Date.parse(a.updated_at) > Date.parse(b.updated_at);
+    }
+
+    function breachedAt(item) {
+      return item.breaches && item.breaches.length ? Date.parse(item.breaches[0].due_at) : null;
     }
 
     function place(row) {
@@ -242,14 +257,20 @@
       const href = `/panel/conversations/${encodeURIComponent(s.conversation_id)}`;
       const unread = row.unread.size;
       const last = s.last_message;
-      row.className = s.waiting_since ? "waiting" : "";
+      row.className = [s.waiting_since ? "waiting" : "", s.breaches && s.breaches.length ? "breached" : ""].join(" ").trim();
       row.waited = el("td", { class: "waited" });
       const sent = last ? el("time", { datetime: last.sent_at, title: stamp(last.sent_at, displayOf(s.tenant)) }) : "—";
       row.aged = el("td", { class: "age" }, sent);
       const status = s.state ? s.state.status : null;
-      const due = s.next_due_at
-        ? el("span", { class: "countdown", "data-due": s.next_due_at, title: stamp(s.next_due_at, displayOf(s.tenant)) })
-        : "—";
+      // In breach: the clock passed is named and counts how long overdue; otherwise what falls due next.
+      const breach = s.breaches && s.breaches.length ? s.breaches[0] : null;
+      const due = breach
+        ? el("span", { class: "breach" },
+          el("span", { class: "badge breach", text: `${CLOCK_NAMES[breach.kind] || label(breach.kind)} breached` }), " ",
+          el("span", { class: "countdown", "data-due": breach.due_at, title: `Was due ${stamp(breach.due_at, displayOf(s.tenant))}` }))
+        : s.next_due_at
+          ? el("span", { class: "countdown", "data-due": s.next_due_at, title: stamp(s.next_due_at, displayOf(s.tenant)) })
+          : "—";
       row.replaceChildren(
         el("th", { scope: "row", class: "customer" },
           // The customer's name leads; without one, the conversation id, as the analyst knows it from elsewhere.
@@ -333,7 +354,8 @@
     live("/api/live", {
       message: (d) => { said(d); reread(); },
       case: (d) => { upsert(d.case, true); reread(); },
-      suggestion: (d) => unread(d.suggestion.conversation_id, d.suggestion.suggestion_id, true),
+      // A suggestion may be a timer's notice (a target passed): the queue is read again for the row's breach.
+      suggestion: (d) => { unread(d.suggestion.conversation_id, d.suggestion.suggestion_id, true); if (d.suggestion.kind === "follow_up") reread(); },
       feedback: (d) => unread(d.case.conversation_id, d.feedback.suggestion_id, false),
     }, reload);
     // Back from a conversation, or from another tab: what was read there is no longer unread here.
