@@ -1,7 +1,8 @@
 """The procedures each tenant's cases follow: mined from its resolved cases on the scheduler, stored in the
 ``procedure`` table, and read by every replica's next-step skill.
 
-The mining job (durable: one replica per window) takes a tenant's latest ``window`` resolved or closed cases, each
+The mining job (durable: one replica per window) takes a tenant's latest ``window`` resolved or closed cases (unless
+none was resolved, closed or changed since the replica last mined them: the procedures would be the same), each
 as its customer and analyst turns (an analyst turn's ``metadata.step`` is its label) with the platform's category
 from the ``opened`` event, mines them (vigil/progress/procedures.py) and replaces the tenant's procedures. A
 replica reads the stored procedures again when they are older than ``refresh_s``.
@@ -54,6 +55,8 @@ class Library:
         self._refresh_s = refresh_s
         self._window = window
         self._cache: dict[str, tuple[float, dict[str, Procedure]]] = {}
+        self._mined_from: dict[str, tuple[int, datetime | None]] = {}
+        """Per tenant, what this replica last mined from: how many resolved cases, and the latest change to one."""
 
     async def procedures(self, tenant: str) -> dict[str, Procedure]:
         """The tenant's procedures mined from at least ``min_cases`` cases, by name (empty before the first
@@ -80,6 +83,9 @@ class Library:
             tenants = (await conn.execute(sa.select(CONVERSATION.c.tenant).distinct())).scalars().all()
         stored = {}
         for tenant in tenants:
+            resolved = await self._resolved(tenant)
+            if self._mined_from.get(tenant) == resolved:
+                continue  # no case resolved, closed or changed since this replica last mined: the same procedures
             cases = await self._cases(tenant)
             if not cases:
                 continue
@@ -87,6 +93,7 @@ class Library:
             mined = await asyncio.to_thread(procedures.mine, cases)
             await self._store(tenant, mined, now)
             self._cache.pop(tenant, None)
+            self._mined_from[tenant] = resolved
             stored[tenant] = len(mined)
         return stored
 
@@ -99,6 +106,19 @@ class Library:
                 log.info("procedures mined: %s", stored)
 
         return Job(name=MINE, run=run, every_s=every_s, durable=True, coalesce=True, lease_s=max(600.0, every_s))
+
+    async def _resolved(self, tenant: str) -> tuple[int, datetime | None]:
+        """How many of the tenant's cases are resolved or closed, and when the latest of them changed."""
+        c = CONVERSATION.c
+        async with self._engine.connect() as conn:
+            row = (
+                await conn.execute(
+                    sa.select(sa.func.count(), sa.func.max(c.updated_at)).where(
+                        c.tenant == tenant, c.state.in_([State.RESOLVED.value, State.CLOSED.value])
+                    )
+                )
+            ).one()
+        return int(row[0]), row[1]
 
     async def _cases(self, tenant: str) -> list[tuple[str | None, list[Turn]]]:
         c = CONVERSATION.c
