@@ -120,10 +120,12 @@ async def test_a_message_sent_with_the_banners_command_gets_a_suggestion_in_the_
     assert f"broker:  {address['bootstrap_servers']} " in banner[2]
     assert address["bootstrap_servers"] in demo.log()  # the broker is there, where it says
     command = shlex.split(banner[4].strip())
-    assert command[:2] == ["vigil", "send"]
+    assert Path(command[0]).name == "vigil" and command[1] == "send"  # "vigil" if it is on the PATH, else its path
+    assert address["tenant"] == "brightwave"  # the demo's conversations'
 
     sent = vigil.call(*command[1:])  # no VIGIL_KAFKA__BOOTSTRAP_SERVERS: found through the data dir
     assert sent.returncode == 0, sent.stderr
+    assert "(tenant brightwave)" in sent.stdout  # the demo's tenant, as the demo's own conversations are
     conversation_id = command[command.index("--conversation") + 1]
 
     def answered() -> dict[str, Any] | None:
@@ -138,6 +140,18 @@ async def test_a_message_sent_with_the_banners_command_gets_a_suggestion_in_the_
     assert view["messages"][0]["role"] == "customer"
     queue = demo.get("/api/queue").json()
     assert conversation_id in json.dumps(queue)
+
+    # A message vigil refuses is a failure, with vigil's reason, not "sent".
+    refused = vigil.call("send", "--conversation", conversation_id, "--tenant", "acme", "and another thing")
+    assert refused.returncode == 1, refused.stdout
+    assert f"was dead-lettered to {address['dlq_topic']}: tenant_mismatch: conversation" in refused.stderr, (
+        refused.stderr
+    )
+    # The customer named, for an action on their account.
+    named = vigil.call("send", "--conversation", "try-2", "--customer", "C-1042", "Please refund my last order")
+    assert named.returncode == 0, named.stderr
+    view = await eventually("the named message", lambda: demo.conversation("try-2"), timeout_s=30, process=demo)
+    assert view["messages"][0]["metadata"] == {"customer_id": "C-1042"}
 
     mine = tmp_path / "mine.jsonl"  # replay finds the demo the same way
     mine.write_text(json.dumps(message("mine-1", "m-1", "Is there an outage near me?", sent_at=at(0))) + "\n")

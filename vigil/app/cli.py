@@ -161,8 +161,19 @@ def _parser() -> argparse.ArgumentParser:
     send.add_argument("text", help="what the message says")
     send.add_argument("--conversation", required=True, help="the conversation id (a new one opens a new case)")
     send.add_argument("--role", choices=("customer", "analyst", "bot", "system"), default="customer")
-    send.add_argument("--tenant", help="the tenant (default: VIGIL_DEFAULT_TENANT)")
+    send.add_argument("--tenant", help="the tenant (default: the running demo's, else VIGIL_DEFAULT_TENANT)")
     send.add_argument("--author", help="who wrote it, as the panel shows it")
+    send.add_argument(
+        "--customer", help="the customer's id in the company's systems (metadata.customer_id), for actions on them"
+    )
+    send.add_argument(
+        "--wait",
+        type=float,
+        default=5.0,
+        metavar="SECONDS",
+        help="how long to watch for vigil dead-lettering the message, which is then a failure (default 5; 0: "
+        "do not watch)",
+    )
     send.set_defaults(command=_send)
     _eval_commands(
         commands.add_parser("eval", help="evaluate vigil offline").add_subparsers(required=True, metavar="ACTION")
@@ -580,6 +591,7 @@ async def _when_demo_ready(daemon: Daemon, settings: Settings, publisher: KafkaP
         dlq_topic=kafka.dlq_topic,
         panel_url=panel,
         pid=os.getpid(),
+        tenant=next((str(e["tenant"]) for c in conversations for e in c if e.get("tenant")), None),
     )
     discovery.publish(settings.data_dir, address)
     print(demo_banner(address), flush=True)
@@ -603,19 +615,39 @@ def demo_banner(address: DemoAddress) -> str:
             f"  panel:   {address.panel_url}",
             f"  broker:  {address.bootstrap_servers} (Kafka; events to {address.input_topic})",
             "  send a customer message (from this directory, or with the same VIGIL_DATA_DIR):",
-            f'    vigil send --conversation try-1 "{BANNER_MESSAGE}"',
+            f'    {_this_vigil()} send --conversation try-1 "{BANNER_MESSAGE}"',
         ]
     )
+
+
+def _this_vigil() -> str:
+    """How to run this vigil from the current directory: ``vigil`` when that is it on the PATH, else its path
+    (``.venv/bin/vigil`` after `make run`, whose venv is not activated)."""
+    import shutil
+
+    me = Path(sys.argv[0])
+    found = shutil.which("vigil")
+    with contextlib.suppress(OSError):
+        if found is not None and Path(found).samefile(me):
+            return "vigil"
+    with contextlib.suppress(ValueError):
+        return str(me.resolve().relative_to(Path.cwd().resolve()))
+    return str(me.resolve())
 
 
 def _kafka_to_publish(settings: Settings, command: str) -> KafkaSettings:
     """The Kafka that `replay` and `send` publish to: VIGIL_KAFKA__BOOTSTRAP_SERVERS, else the demo running in the
     data dir (its broker and topics), else a clear error."""
+    return _kafka_and_demo(settings, command)[0]
+
+
+def _kafka_and_demo(settings: Settings, command: str) -> tuple[KafkaSettings, DemoAddress | None]:
+    """``_kafka_to_publish``'s Kafka, and the running demo it belongs to (None: VIGIL_KAFKA__BOOTSTRAP_SERVERS)."""
     from vigil.dev import discovery
 
     kafka = settings.kafka
     if kafka.bootstrap_servers:
-        return kafka
+        return kafka, None
     demo = discovery.find(settings.data_dir)
     if demo is None:
         raise SettingsError(
@@ -630,7 +662,7 @@ def _kafka_to_publish(settings: Settings, command: str) -> KafkaSettings:
         "suggestions_topic": demo.suggestions_topic,
         "dlq_topic": demo.dlq_topic,
     }
-    return kafka.model_copy(update=update)
+    return kafka.model_copy(update=update), demo
 
 
 async def _replay(args: argparse.Namespace, settings: Settings) -> int:
@@ -684,23 +716,24 @@ async def _send(args: argparse.Namespace, settings: Settings) -> int:
     import uuid
     from datetime import UTC, datetime
 
-    from vigil.transport.kafka import KafkaPublisher
+    from vigil.transport.kafka import KafkaPublisher, dead_letter_of
     from vigil.wire.events import parse
 
-    kafka = _kafka_to_publish(settings, "send")
+    kafka, demo = _kafka_and_demo(settings, "send")
     event: dict[str, object] = {
         "type": "message",
         "schema_version": 1,
         "message_id": f"{args.conversation}-{uuid.uuid4().hex[:12]}",
         "conversation_id": args.conversation,
+        "tenant": args.tenant or (demo.tenant if demo is not None and demo.tenant else settings.default_tenant),
         "sent_at": datetime.now(UTC).isoformat().replace("+00:00", "Z"),
         "role": args.role,
         "text": args.text,
     }
-    if args.tenant:
-        event["tenant"] = args.tenant
     if args.author:
         event["author"] = args.author
+    if args.customer:
+        event["metadata"] = {"customer_id": args.customer}
     value = json.dumps(event, ensure_ascii=False).encode()
     # Check it as vigil will, so a mistake is told here rather than dead-lettered there.
     parse(value, max_event_bytes=settings.ingest.max_event_bytes, max_text_bytes=settings.ingest.max_text_bytes)
@@ -710,7 +743,13 @@ async def _send(args: argparse.Namespace, settings: Settings) -> int:
         await publisher.send(kafka.input_topic, value, args.conversation.encode())
     finally:
         await publisher.close()
-    print(f"sent message {event['message_id']} in conversation {args.conversation} to {kafka.input_topic}")
+    said = f"message {event['message_id']} in conversation {args.conversation} (tenant {event['tenant']})"
+    rejected = await dead_letter_of(kafka, value, timeout_s=args.wait) if args.wait > 0 else None
+    if rejected is not None:
+        reason, detail = rejected.get("vigil.dlq.reason", "?"), rejected.get("vigil.dlq.detail", "")
+        print(f"vigil: {said} was dead-lettered to {kafka.dlq_topic}: {reason}: {detail}", file=sys.stderr)
+        return 1
+    print(f"sent {said} to {kafka.input_topic}")
     return 0
 
 

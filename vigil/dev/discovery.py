@@ -25,6 +25,8 @@ class DemoAddress:
     dlq_topic: str
     panel_url: str
     pid: int
+    tenant: str | None = None
+    """The tenant the demo's conversations are of: what `vigil send` writes as unless told otherwise."""
 
 
 def demo_file(data_dir: Path) -> Path:

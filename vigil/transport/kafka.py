@@ -431,3 +431,34 @@ class KafkaOutbox:
 
     async def submit(self, value: bytes, *, tenant: str, conversation_id: str) -> None:
         await self._publisher.send(self._topic, value, conversation_id.encode())
+
+
+async def dead_letter_of(settings: KafkaSettings, value: bytes, *, timeout_s: float) -> dict[str, str] | None:
+    """Why vigil dead-lettered the record ``value``, if it does within ``timeout_s``: the dead letter's headers
+    (``vigil.dlq.reason``, ``vigil.dlq.detail``...); None if none came. For `vigil send`, which then tells its user
+    rather than "sent". The topic is read from its start (seeking to its end is not to be trusted on every broker),
+    and a dead letter is known by its value, which is the record's own unless it was too large to keep whole."""
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=settings.bootstrap_servers,
+        client_id=settings.client_id,
+        group_id=None,
+        enable_auto_commit=False,
+        request_timeout_ms=int(settings.request_timeout_s * 1000) + 5000,
+    )
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    try:
+        await consumer.start()
+        await consumer.topics()  # the cluster's metadata, with the topic's partitions
+        partitions = consumer.partitions_for_topic(settings.dlq_topic) or set()
+        consumer.assign([TopicPartition(settings.dlq_topic, p) for p in sorted(partitions)])
+        await consumer.seek_to_beginning()
+        while partitions and (left := deadline - asyncio.get_running_loop().time()) > 0:
+            batch = await consumer.getmany(timeout_ms=int(min(left, 0.5) * 1000))
+            for record in (r for records in batch.values() for r in records):
+                if record.value == value:
+                    return {k: v.decode("utf-8", "replace") for k, v in record.headers}
+    except (KafkaError, OSError) as exc:
+        raise TransportUnavailable(f"cannot read the dead-letter topic {settings.dlq_topic}: {exc}") from exc
+    finally:
+        await consumer.stop()
+    return None
