@@ -86,14 +86,15 @@ eval: $(DEV_STAMP)
 	$(BIN)/python -m eval.irc_agreement
 
 # Issue 12 (docs/evaluation.md): the #ubuntu threads replayed in date order as cases closed by a human, with the
-# miner as the environment sets it (VIGIL_MINER__ENABLED=false for the comparison), scored on the test period
-# (threads from 2010-01-01). 8 to 15 minutes. Its own SQLite database and data dir in IRC_OUT, emptied first.
+# miner as the environment sets it (VIGIL_MINER__ENABLED=false for the comparison), its entries served as mined (no
+# lead reviews them here), scored on the test period (threads from 2010-01-01). Its own SQLite database and data dir
+# in IRC_OUT, emptied first.
 IRC_OUT ?= /tmp/vigil-eval-irc
 eval-irc: $(DEV_STAMP)
 	mkdir -p $(IRC_OUT)/data
 	$(BIN)/python eval/ubuntu_irc.py --cases --out $(IRC_OUT)/events.jsonl
 	VIGIL_DATA_DIR=$(IRC_OUT)/data VIGIL_DATABASE__URL=sqlite+aiosqlite:///$(IRC_OUT)/data/vigil.db \
-	  VIGIL_KNOWLEDGE__PATHS='["knowledge/articles","knowledge/faqs"]' \
+	  VIGIL_KNOWLEDGE__PATHS='["knowledge/articles","knowledge/faqs"]' VIGIL_MINER__REQUIRE_REVIEW=false \
 	  $(BIN)/vigil eval replay $(IRC_OUT)/events.jsonl --out $(IRC_OUT)/suggestions.jsonl --fresh
 	$(BIN)/python -m eval.irc_score $(IRC_OUT)/events.jsonl $(IRC_OUT)/suggestions.jsonl --since 2010-01-01 \
 	  --json $(IRC_OUT)/score.json

@@ -103,6 +103,7 @@ def replay(events: list[dict[str, Any]], folder: Path, *, miner: bool) -> tuple[
         "VIGIL_KNOWLEDGE__PATHS": "[]",
         "VIGIL_MINER__ENABLED": "true" if miner else "false",
         "VIGIL_MINER__INTERVAL_S": str(MINE_EVERY_S),
+        "VIGIL_MINER__REQUIRE_REVIEW": "false",  # served as mined: what the miner learns, not what a lead approved
         "VIGIL_LLM__API_KEY": "",
     }
     vigil = Path(sys.executable).with_name("vigil")  # the venv's console script

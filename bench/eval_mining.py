@@ -349,8 +349,12 @@ async def run(args: argparse.Namespace) -> list[str]:
         "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for merge, conflict, same, faq in grid:
-        settings = MinerSettings(
-            merge_similarity=merge, conflict_similarity=conflict, conflict_problem_similarity=same, faq_similarity=faq
+        settings = MinerSettings(  # served as mined: what the miner learns, not what a lead chose to approve
+            merge_similarity=merge,
+            conflict_similarity=conflict,
+            conflict_problem_similarity=same,
+            faq_similarity=faq,
+            require_review=False,
         )
         mined = await mine(company, embedder, settings)
         lines.append(

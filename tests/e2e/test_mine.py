@@ -53,10 +53,11 @@ def test_mine_once_mines_the_stored_cases_once_and_a_lead_approves_what_waits(tm
     )
     assert stored.returncode == 0, stored.stderr
 
-    first = vigil(tmp_path, "mine", "--once", VIGIL_MINER__REQUIRE_REVIEW="true")
+    # Every mined entry waits for a lead: review is the default, and no group of cases is served without one here.
+    first = vigil(tmp_path, "mine", "--once", VIGIL_MINER__SERVE_AT_CASES="0")
     assert first.returncode == 0, first.stderr
     assert first.stdout.startswith("mined 18 cases"), first.stdout
-    again = vigil(tmp_path, "mine", "--once", VIGIL_MINER__REQUIRE_REVIEW="true")
+    again = vigil(tmp_path, "mine", "--once", VIGIL_MINER__SERVE_AT_CASES="0")
     assert again.stdout.startswith("mined 0 cases"), again.stdout
     # While another miner (a daemon's) runs, this one mines nothing and says so, with sysexits' "try again later".
     holder = asyncio.run(hold_the_miners_lease(tmp_path / "data" / "vigil.db"))
@@ -65,8 +66,10 @@ def test_mine_once_mines_the_stored_cases_once_and_a_lead_approves_what_waits(tm
     assert f"nothing mined: another miner ({holder}) holds the lease until" in busy.stderr
 
     entries = list(map(json.loads, vigil(tmp_path, "kb", "export").stdout.splitlines()))
-    mined = [e for e in entries if e["origin"] == "miner"]
+    # Each case in one entry (an FAQ lists its group's; the entries it states are retired, the FAQ waits for them).
+    mined = [e for e in entries if e["origin"] == "miner" and e["status"] != "retired"]
     assert sum(len(e["provenance"]["cases"]) for e in mined) == 18
+    assert all(e["status"] == "pending_review" for e in mined)
     # The analysts' replies to the questions vigil was silent on wait for review too, whatever the setting.
     replies = [e for e in entries if e["origin"] == "reply"]
     assert first.stdout.rstrip().endswith(f"{len(replies)} analysts' replies proposed for review") and replies

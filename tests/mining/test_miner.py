@@ -145,8 +145,14 @@ async def knowledge(store: CaseStore, tmp_path: Path, embedder) -> AsyncIterator
 
 
 def miner(store: CaseStore, knowledge: KnowledgeStore, rewriter: Rewriter | None = None, **settings: Any) -> Miner:
+    """A miner that serves what it mines at once, unless a test asks for review: the review the defaults ask for
+    has tests of its own (``test_by_default_...``)."""
     return Miner(
-        MinerSettings(**settings), engine=store.engine, knowledge=knowledge, clock=SystemClock(), rewriter=rewriter
+        MinerSettings(**{"require_review": False, **settings}),
+        engine=store.engine,
+        knowledge=knowledge,
+        clock=SystemClock(),
+        rewriter=rewriter,
     )
 
 
@@ -456,9 +462,27 @@ async def test_a_case_the_customer_rated_badly_is_kept_but_not_served(store, kno
     assert not await knowledge.search(PARCEL[0], 3, tenant="parcelco")
 
 
+async def test_by_default_an_entry_of_one_case_waits_for_a_lead_and_three_agreeing_cases_are_served_at_once(
+    store, knowledge
+):
+    defaults = Miner(MinerSettings(), engine=store.engine, knowledge=knowledge, clock=SystemClock())
+    await record(store, parcel_case(0))
+    await defaults.run()
+    [row] = await entries(store)
+    assert row.status == "pending_review"
+    assert not await knowledge.search(PARCEL[0], 3, tenant="parcelco")
+
+    for n in (1, 2):  # the same problem, resolved alike, twice more
+        await record(store, parcel_case(n))
+    await defaults.run()
+    served = [e for e in await entries(store) if e.status == "active"]
+    assert len(served) == 1 and served[0].provenance["support"] == 3
+    assert await knowledge.search(PARCEL[0], 3, tenant="parcelco")
+
+
 async def test_with_review_required_mined_entries_wait_for_a_lead(store, knowledge):
     await record(store, parcel_case(0))
-    await miner(store, knowledge, require_review=True).run()
+    await miner(store, knowledge, require_review=True, serve_at_cases=0).run()
     [row] = await entries(store)
     assert row.status == "pending_review"
     assert [e["id"] for e in await knowledge.governed(status="pending_review")] == [row.id]

@@ -324,9 +324,11 @@ class Miner:
             if not cluster.members or cluster.status == "retired":
                 continue
             disputed = bool(rivals.get(cluster.entry_id)) or bool(cluster.conflicts(self._settings.conflict_similarity))
-            if self._status(cluster, rivals.get(cluster.entry_id, [])) == "active":
+            # An entry waiting only for a lead's review may join an FAQ (whose cases together may be enough to serve
+            # it); one waiting for a disagreement to be settled keeps FAQs away.
+            if not disputed or self._status(cluster, rivals.get(cluster.entry_id, [])) == "active":
                 served.append(cluster)
-            elif disputed:
+            else:
                 held.append(cluster)
         found = faqs.group(
             served,
@@ -362,8 +364,9 @@ class Miner:
         entries: list[Entry] = []
         governance: dict[str, Governance] = {}
         for cluster in changed:
-            status = self._status(cluster, rivals.get(cluster.entry_id, []))
             faq = grouped.get(cluster.entry_id)
+            support = len(faq.members) if faq is not None else len(cluster.members)
+            status = self._status(cluster, rivals.get(cluster.entry_id, []), support=support)
             # An FAQ states its whole group, and the analysts' verdicts on answers drawn from any of its entries
             # (before it formed, or from a superseded entry cited since) count towards it.
             whole = (
@@ -376,7 +379,7 @@ class Miner:
                     dismissed=sum(c.dismissed for c in faq.clusters),
                 )
             )
-            if status == "active" and cluster.superseded_by is not None:
+            if cluster.superseded_by is not None:  # its FAQ states it, and is served or reviewed for it
                 status = "retired"
                 report.entries["superseded"] += 1
             elif status != "active":
@@ -466,18 +469,21 @@ class Miner:
         redacted: str = self._redactor.redact(text, names=names).text
         return redacted
 
-    def _status(self, cluster: Cluster, rivals: Sequence[str]) -> EntryStatus:
+    def _status(self, cluster: Cluster, rivals: Sequence[str], *, support: int | None = None) -> EntryStatus:
         """Retired once no case supports it or a lead retired it; waiting for review when its cases disagree or
-        another entry for the same problem says otherwise (unless a lead approved it knowing those), or when every
-        mined entry must be reviewed and no lead has approved it yet; otherwise served."""
+        another entry for the same problem says otherwise (unless a lead approved it knowing those), or when mined
+        entries must be reviewed and neither a lead has approved it nor ``serve_at_cases`` agreeing cases support
+        it (``support``: how many cases an FAQ's group holds); otherwise served."""
         if not cluster.members or cluster.status == "retired":
             return "retired"
         conflicts = {m.conversation_id for m in cluster.conflicts(self._settings.conflict_similarity)} | set(rivals)
         if conflicts and not (cluster.status == "active" and conflicts <= cluster.reviewed):
             return "pending_review"
-        if cluster.status == "active":
+        if cluster.status == "active" or not self._settings.require_review:
             return "active"
-        return "pending_review" if self._settings.require_review else "active"
+        enough = self._settings.serve_at_cases
+        cases = len(cluster.members) if support is None else support
+        return "active" if enough and cases >= enough else "pending_review"
 
     def _confidence(self, cluster: Cluster) -> float:
         """The share of good outcomes, smoothed: (good + 1) / (all + 2), where each case counts as good unless its

@@ -26,7 +26,15 @@ class MinerSettings(BaseModel):
         default=3, ge=2, description="A problem resolved in this many mined cases becomes an FAQ."
     )
     require_review: bool = Field(
-        default=False, description="Mined entries wait for a lead's approval (vigil kb approve) before being served."
+        default=True,
+        description="Mined entries wait for a lead's approval (the review page, or vigil kb approve) before being "
+        "served, unless enough agreeing cases support them (serve_at_cases).",
+    )
+    serve_at_cases: int = Field(
+        default=3,
+        ge=0,
+        description="With require_review, an entry supported by at least this many cases that agree (none of them, "
+        "and no other entry, saying otherwise) is served without waiting for a lead; 0: every mined entry waits.",
     )
     merge_similarity: float = Field(
         default=0.75,
