@@ -86,6 +86,19 @@ async def test_a_conversation_comes_back_with_messages_in_order(store: CaseStore
         missing = await client.get("/no/such/page", headers={"Accept": "text/html"})
         assert missing.status_code == 404 and missing.headers["content-type"].startswith("text/html")
         assert (await client.get("/no/such/page")).json() == {"detail": "Not Found"}
+        # A panel page is a page whoever asks (curl too), unless they ask for JSON alone.
+        unknown = await client.get("/panel/conversations/unknown")
+        assert unknown.status_code == 404 and unknown.headers["content-type"].startswith("text/html")
+        assert "unknown conversation" in unknown.text and "Back to the queue" in unknown.text
+        scripted = await client.get("/panel/conversations/unknown", headers={"Accept": "application/json"})
+        assert scripted.json() == {"detail": "unknown conversation"}
+        # A body that is not JSON text is a 400, as the API documents; JSON of the wrong shape, a 422.
+        garbled = await client.post(
+            "/api/suggestions/s-1/feedback", content=b'{"verdict": ', headers={"Content-Type": "application/json"}
+        )
+        assert garbled.status_code == 400 and garbled.json()["detail"].startswith("the body is not JSON text")
+        wrong = await client.post("/api/suggestions/s-1/feedback", json={"verdict": "loved"})
+        assert wrong.status_code == 422 and wrong.json()["detail"][0]["loc"] == ["body", "verdict"]
 
 
 async def test_the_api_says_503_when_the_database_is_down(tmp_path, metrics: Metrics):

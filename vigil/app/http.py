@@ -12,6 +12,8 @@ from urllib.parse import quote
 
 import uvicorn
 from fastapi import APIRouter, FastAPI, Request, Response
+from fastapi.exception_handlers import request_validation_exception_handler
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, RedirectResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.exceptions import HTTPException
@@ -115,6 +117,17 @@ def _allowed_methods(request: Request, routes: Sequence[BaseRoute]) -> str | Non
     return ", ".join(sorted(methods)) if methods else None
 
 
+def _wants_page(request: Request) -> bool:
+    """Whether an error is answered with a page: on the panel's paths, unless the client asks for JSON alone (the
+    panel's scripts, a script of its own); elsewhere (the API, probes, unknown paths), only for a browser."""
+    accept = request.headers.get("accept", "")
+    if request.url.path.startswith("/api"):
+        return False
+    if request.url.path.startswith("/panel"):
+        return "text/html" in accept or "application/json" not in accept
+    return "text/html" in accept
+
+
 def _error_pages(app: FastAPI, routes: Sequence[BaseRoute]) -> None:
     """Browsers get pages (and a sign-in redirect); API clients get JSON. Starlette's HTTPException, the base of
     FastAPI's, so that unknown paths and methods get the same treatment; a database (or Chroma) that fails is a 503
@@ -124,12 +137,21 @@ def _error_pages(app: FastAPI, routes: Sequence[BaseRoute]) -> None:
     async def sign_in(request: Request, exc: SignIn) -> Response:
         return RedirectResponse(f"/login?next={quote(exc.next_path)}", status_code=303)
 
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request: Request, exc: RequestValidationError) -> Response:
+        """A body that cannot be read as JSON is a 400, as the API documents; what JSON fails to validate, a 422."""
+        unreadable = next((e for e in exc.errors() if e.get("type") == "json_invalid"), None)
+        if unreadable is not None:
+            why = unreadable.get("ctx", {}).get("error") or unreadable.get("msg") or "invalid JSON"
+            return JSONResponse({"detail": f"the body is not JSON text: {why}"}, status_code=400)
+        return await request_validation_exception_handler(request, exc)
+
     @app.exception_handler(HTTPException)
     async def http_error(request: Request, exc: HTTPException) -> Response:
         allowed = _allowed_methods(request, routes) if exc.status_code == 405 else None
         if allowed:
             exc.headers = {**(exc.headers or {}), "Allow": allowed}
-        if request.url.path.startswith("/api") or "text/html" not in request.headers.get("accept", ""):
+        if not _wants_page(request):
             return JSONResponse({"detail": exc.detail}, status_code=exc.status_code, headers=exc.headers)
         context: dict[str, Any] = {"status": exc.status_code, "detail": exc.detail, "who": None, "csrf": ""}
         return TEMPLATES.TemplateResponse(request, "error.html", context, status_code=exc.status_code)
