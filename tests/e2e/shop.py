@@ -86,7 +86,7 @@ class ShopFile:
         with self._connect() as conn:
             conn.execute(
                 "INSERT INTO orders (id, customer_id, status, items, total_cents, currency, payment_method_id, "
-                "address, placed_at) VALUES (?, ?, ?, ?, ?, 'USD', ?, '1 Test Street, Leeds LS1 1AA', ?)",
+                "address, placed_at) VALUES (?, ?, ?, ?, ?, 'GBP', ?, '1 Test Street, Leeds LS1 1AA', ?)",
                 (
                     order.id,
                     order.customer_id,

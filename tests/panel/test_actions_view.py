@@ -28,8 +28,9 @@ from vigil.cases import actions as stored
 from vigil.cases.store import CaseStore
 from vigil.core.clock import ManualClock
 from vigil.core.metrics import Metrics
-from vigil.panel.actions_view import origin
+from vigil.panel.actions_view import origin, result_words
 from vigil.panel.auth import token_digest
+from vigil.panel.display import Display
 from vigil.panel.settings import PanelSettings, PanelUser
 from vigil.testing import Wired, panel_app, wired
 from vigil.transport.memory import MemoryOutbox
@@ -315,3 +316,11 @@ async def test_in_the_browser_a_disguised_request_says_so_and_only_an_admin_may_
             await expect(card.locator(".approver")).to_have_text("An admin (or above) must approve it.")
             await expect(card.get_by_role("button", name="Approve")).to_have_count(1 if may else 0)
             await page.goto("about:blank")
+
+
+def test_what_the_system_answered_is_said_in_words_with_money_in_the_tenants_currency():
+    answered = {"refund_id": "RF-70004", "amount_cents": 6249, "status": "completed", "lines": [1, 2]}
+    assert result_words(answered, Display(currency="GBP")) == (
+        "Refund id: RF-70004 · Amount: £62.49 · Status: completed · Lines: [1, 2]"
+    )
+    assert result_words({"amount_cents": 1001}, Display()) == "Amount: 10.01"  # no currency set: none made up

@@ -29,7 +29,8 @@ from vigil.cases.store import CaseStore
 from vigil.core.clock import ManualClock
 from vigil.core.metrics import Metrics
 from vigil.panel.auth import token_digest
-from vigil.panel.goodwill import money, window_words
+from vigil.panel.display import Display, amount
+from vigil.panel.goodwill import window_words
 from vigil.panel.settings import PanelSettings, PanelUser
 from vigil.testing import panel_app, wired
 
@@ -125,6 +126,13 @@ async def test_the_composition_root_hands_the_overview_the_budget_only_when_acti
 
 
 def test_money_and_windows_are_written_for_people():
-    assert (money(123456789), money(5), money(-250)) == ("1,234,567.89", "0.05", "-2.50")
+    assert (amount(123456789), amount(5), amount(-250)) == ("1,234,567.89", "0.05", "-2.50")
+    pounds, francs, none = Display(currency="GBP"), Display(currency="CHF"), Display()
+    assert (pounds.money(6249), pounds.money(-1000), francs.money(1250), none.money(1250)) == (
+        "£62.49",
+        "-£10.00",
+        "12.50 CHF",
+        "12.50",
+    )
     assert (window_words(7 * 86400), window_words(86400), window_words(12 * 3600)) == ("7 days", "1 day", "12 hours")
     assert window_words(5400) == "1h 30m"

@@ -29,6 +29,7 @@ from vigil.panel.progress import STATE_WORDS, duration, progress_of
 from vigil.panel.settings import PanelSettings
 from vigil.progress.library import MINE
 from vigil.testing import Wired, panel_app, wired
+from vigil.transport.memory import MemoryOutbox
 from vigil.wire.events import Event
 
 LONDON = Display(locale="en-GB", time_zone="Europe/London")
@@ -274,6 +275,7 @@ async def test_in_the_browser_clocks_count_down_the_brief_opens_and_the_queue_pu
         metrics=Metrics(CollectorRegistry()),
         clock=vigil.clock,
         feed=vigil.feed,
+        outboxes=[MemoryOutbox()],  # where the analysts' verdicts go
         panel=PanelSettings(auth="none"),
     )
     async with served(app) as url, chromium() as browser:
@@ -317,6 +319,13 @@ async def conversation_progress(page: Page, url: str, p: Progressing) -> None:
     await expect(card.locator(".step")).to_have_text("Step: Ask new address (Address change)")
     handover = page.locator('.card[data-kind="handover"] .text')
     assert len((await handover.inner_text()).splitlines()) >= 5
+    # A notice to the analyst is noted or dismissed: nothing to copy into the reply, no confidence to weigh.
+    notice = page.locator('.card[data-kind="handover"]').first
+    await expect(notice.get_by_role("button", name="Accept")).to_have_count(0)
+    await expect(notice.locator(".confidence")).to_have_count(0)
+    await notice.get_by_role("button", name="Noted").click()
+    await expect(notice.locator(".verdict")).to_have_text(re.compile(r"^Noted"))
+    await expect(page.locator("#reply")).to_have_value(NEXT_REPLY)  # what the step put there, not the brief
 
     # The analyst answers: the section is drawn again, live, without the stopped clock, the brief left open.
     await p.send(DUE_IN_S + 5, say(5, "analyst", NEXT_REPLY, p.minutes(DUE_IN_S + 5), "soon"))

@@ -510,6 +510,12 @@ async def _demo(args: argparse.Namespace, settings: Settings) -> int:
         settings = settings.model_copy(
             update={"kafka": settings.kafka.model_copy(update={"bootstrap_servers": bootstrap})}
         )
+    if DEMO_TENANT not in settings.panel.tenant_display:
+        # The demo's company is British: its times in London's, its money in pounds (its shop's records are in pence).
+        from vigil.panel.settings import TenantDisplay
+
+        shown = {**settings.panel.tenant_display, DEMO_TENANT: TenantDisplay(time_zone="Europe/London", currency="GBP")}
+        settings = settings.model_copy(update={"panel": settings.panel.model_copy(update={"tenant_display": shown})})
     if not settings.knowledge.paths:
         bundled = bundled_knowledge()
         paths = [bundled / "articles", bundled / "faqs"]
@@ -547,6 +553,8 @@ async def _demo_systems(settings: Settings) -> AsyncIterator[Settings]:
         yield settings.model_copy(update={"actions": actions})
 
 
+DEMO_TENANT = "brightwave"
+"""The tenant of the demo's conversations (knowledge/demo/conversations.jsonl)."""
 BANNER_MESSAGE = "My hub light is solid amber and the internet is down, what should I do?"
 
 

@@ -24,7 +24,6 @@ from vigil.cases.actions import ActionRecord, AuditEntry
 from vigil.cases.tables import SUGGESTION
 from vigil.cases.views import ActionView, CaseViews, ConversationView
 from vigil.panel.display import Display
-from vigil.panel.goodwill import money
 from vigil.panel.identity import Identity
 from vigil.panel.progress import Countdown, countdown, moment, words_of
 
@@ -87,7 +86,8 @@ class ActionCard:
     decided: str | None
     """"by lee at 10:42" once someone decided it."""
     result: str | None
-    """What the system answered once it ran (or why it failed), compact."""
+    """What the system answered once it ran (or why it failed), for people: "Refund id: RF-70004 · Amount:
+    £62.49 · Status: completed"."""
     may_approve: bool
     may_reject: bool
     disguised: str | None = None
@@ -177,7 +177,7 @@ def card_of(
             Argument(
                 name=k,
                 value=v if isinstance(v, str) else json.dumps(v, ensure_ascii=False),
-                money=money(v) if k == amount and isinstance(v, int) else None,
+                money=display.money(v) if k == amount and isinstance(v, int) else None,
                 origin=origin(a.provenance.get(k)),
             )
             for k, v in a.arguments.items()
@@ -192,7 +192,7 @@ def card_of(
         status_words=STATUS_WORDS.get(phase(a.status, a.verdict), words_of(a.status)),
         expiry=countdown(a.expires_at, None, display, now) if a.status == "suggested" and a.expires_at else None,
         decided=f"by {a.decided_by} at {moment(a.decided_at, display, now)}" if a.decided_by and a.decided_at else None,
-        result=_compact(a.result) if a.result else None,
+        result=result_words(a.result, display) if a.result else None,
         may_approve=may_approve,
         may_reject=open_,
         kept_out=refused[1].split(": ", 1)[-1] if refused and refused[0] == "same_person" else None,
@@ -267,6 +267,21 @@ def _record(view: ConversationView, a: ActionView) -> ActionRecord:
         separate_from=a.separate_from,
         facts={"_people": a.handled_by},
     )
+
+
+def result_words(result: Mapping[str, Any], display: Display) -> str:
+    """What a system answered, for people: each field named in words, amounts in cents as money, one line."""
+    parts = []
+    for key, value in result.items():
+        name = key.removesuffix("_cents") if key.endswith("_cents") else key
+        if key.endswith("_cents") and isinstance(value, int) and not isinstance(value, bool):
+            shown = display.money(value)
+        elif isinstance(value, str | int | float | bool) or value is None:
+            shown = str(value)
+        else:
+            shown = json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
+        parts.append(f"{words_of(name)}: {shown}")
+    return _cut(" · ".join(parts), 300)
 
 
 def _compact(value: Any) -> str:

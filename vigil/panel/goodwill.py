@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from vigil.panel.display import UTC_DISPLAY, Display, Displays
 from vigil.panel.progress import duration
 
 
@@ -43,7 +44,7 @@ class BudgetLine:
 
     tenant: str
     spent: str
-    """Money for people: "123.45"."""
+    """Money for people, in the tenant's currency: "£123.45"."""
     budget: str
     window: str
     """The rolling window in words: "7 days"."""
@@ -58,19 +59,20 @@ class BudgetLine:
     """The share of what a case merits that is offered at this multiplier: "82%"."""
 
 
-def budget_lines(standings: Sequence[GoodwillBudget]) -> list[BudgetLine]:
-    """The overview's lines, by tenant."""
-    return [line_of(s) for s in sorted(standings, key=lambda s: s.tenant)]
+def budget_lines(standings: Sequence[GoodwillBudget], displays: Displays | None = None) -> list[BudgetLine]:
+    """The overview's lines, by tenant, each in its tenant's money (``displays``; None: none named)."""
+    shown = displays or Displays()
+    return [line_of(s, shown.of(s.tenant)) for s in sorted(standings, key=lambda s: s.tenant)]
 
 
-def line_of(s: GoodwillBudget) -> BudgetLine:
+def line_of(s: GoodwillBudget, display: Display = UTC_DISPLAY) -> BudgetLine:
     """One tenant's line."""
     over = s.spent_cents > s.budget_cents
     share = "—" if s.budget_cents <= 0 else f"{s.spent_cents / s.budget_cents:.0%}"
     return BudgetLine(
         tenant=s.tenant,
-        spent=money(s.spent_cents),
-        budget=money(s.budget_cents),
+        spent=display.money(s.spent_cents),
+        budget=display.money(s.budget_cents),
         window=window_words(s.window_s),
         spent_cents=s.spent_cents,
         budget_cents=s.budget_cents,
@@ -88,10 +90,3 @@ def window_words(seconds: float) -> str:
         if n >= 1 and rest == 0:
             return f"{n:.0f} {name}{'s' if n != 1 else ''}"
     return duration(seconds)
-
-
-def money(cents: int) -> str:
-    """Cents for people, with thousands grouped: 1234567 -> "12,345.67"."""
-    sign = "-" if cents < 0 else ""
-    whole, part = divmod(abs(cents), 100)
-    return f"{sign}{whole:,}.{part:02d}"

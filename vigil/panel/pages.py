@@ -159,7 +159,7 @@ def page_routes(
             fitted=fitted,
             windows=list(WINDOWS),
             charts=all_charts(report, display=displays.of_person(who.tenants)),
-            goodwill=budget_lines(await budgets(who.tenant_filter)) if budgets is not None else None,
+            goodwill=budget_lines(await budgets(who.tenant_filter), displays) if budgets is not None else None,
         )
 
     _knowledge_routes(router, render=render, viewer=viewer, knowledge=knowledge, displays=displays, clock=clock)

@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, SecretStr, field_validator
 
-from vigil.panel.display import Display, Displays, locale_problem, zone_problem
+from vigil.panel.display import Display, Displays, currency_problem, locale_problem, zone_problem
 
 PanelRole = Literal["analyst", "lead", "admin"]
 
@@ -57,6 +57,13 @@ def _checked_zone(value: str | None) -> str | None:
     return value
 
 
+def _checked_currency(value: str | None) -> str | None:
+    problem = currency_problem(value) if value is not None else None
+    if problem:
+        raise ValueError(problem)
+    return value
+
+
 class TenantDisplay(BaseModel):
     """How one tenant's times are shown; a part left out is the panel's default (``VIGIL_PANEL__LOCALE`` or
     ``VIGIL_PANEL__TIME_ZONE``)."""
@@ -65,9 +72,11 @@ class TenantDisplay(BaseModel):
 
     locale: str | None = Field(default=None, description="BCP 47 tag, e.g. en-GB (24-hour) or en-US (12-hour).")
     time_zone: str | None = Field(default=None, description="IANA time zone, e.g. Europe/London.")
+    currency: str | None = Field(default=None, description="ISO 4217 code of the tenant's money, e.g. GBP.")
 
     _locale = field_validator("locale")(_checked_locale)
     _zone = field_validator("time_zone")(_checked_zone)
+    _currency = field_validator("currency")(_checked_currency)
 
 
 class PanelSettings(BaseModel):
@@ -91,20 +100,27 @@ class PanelSettings(BaseModel):
         default="en-GB", description="How times are written for tenants not in TENANT_DISPLAY (BCP 47 tag)."
     )
     time_zone: str = Field(default="UTC", description="The time zone of tenants not in TENANT_DISPLAY (IANA name).")
+    currency: str | None = Field(
+        default=None,
+        description="The money of tenants not in TENANT_DISPLAY (ISO 4217 code); unset: amounts without a currency.",
+    )
     tenant_display: dict[str, TenantDisplay] = Field(
         default_factory=dict,
-        description='Per tenant: {"acme-uk": {"locale": "en-GB", "time_zone": "Europe/London"}}.',
+        description='Per tenant: {"acme-uk": {"locale": "en-GB", "time_zone": "Europe/London", "currency": "GBP"}}.',
     )
 
     _locale = field_validator("locale")(_checked_locale)
     _zone = field_validator("time_zone")(_checked_zone)
+    _currency = field_validator("currency")(_checked_currency)
 
     @property
     def displays(self) -> Displays:
         """Each tenant's display, with the default for the rest."""
-        default = Display(self.locale, self.time_zone)
+        default = Display(self.locale, self.time_zone, self.currency)
         tenants = {
-            tenant: Display(d.locale or default.locale, d.time_zone or default.time_zone)
+            tenant: Display(
+                d.locale or default.locale, d.time_zone or default.time_zone, d.currency or default.currency
+            )
             for tenant, d in self.tenant_display.items()
         }
         return Displays(default, tenants)

@@ -1,5 +1,6 @@
 """The demo systems' records as their HTTP API shows them: a customer with their payment methods, an order with its
-items and refunds, a customer's goodwill credits. Money is in integer cents; times are ISO 8601 in UTC."""
+items and refunds, a customer's goodwill credits. Money is in integer minor units (pence: every order and credit
+names its currency); times are ISO 8601 in UTC."""
 
 from __future__ import annotations
 
@@ -89,7 +90,7 @@ def _customer(conn: sqlite3.Connection, row: sqlite3.Row) -> dict[str, Any]:
         "id": row["id"],
         "name": row["name"],
         "email": row["email"],
-        "zip": row["zip"],
+        "postcode": row["zip"],  # stored as zip by the first demo files, which a restarted demo keeps
         "address": row["address"],
         "two_factor": {"enabled": bool(row["two_factor"]), "reset_at": row["two_factor_reset_at"]},
         "payment_methods": [dict(m) for m in methods],

@@ -1,19 +1,21 @@
-"""The demo systems' data: a small web shop's customers, payment methods, orders, refunds and credits.
+"""The demo systems' data: a small British web shop's customers, payment methods, orders, refunds and credits (the
+shop Brightwave's analysts serve in the demo, whose policy speaks of pounds).
 
 The data is the same on every run; its times are set back from the moment it is seeded (``now``), so that "an order
-placed yesterday" and "a card added six hours ago" stay true in a demo. Prices in US cents.
+placed yesterday" and "a card added six hours ago" stay true in a demo. Prices in pence (every record says
+``"currency": "GBP"``); addresses in the UK, with their postcodes.
 
 Customers (``*`` two-factor authentication on):
 
     CUS-1001 Maria Keller    maria.keller@example.com   *  PM-5001 Visa 4242, PM-5002 PayPal
-    CUS-1002 James Okafor    james.okafor@example.com      PM-5003 Mastercard 5100; credit CR-80001 $10
+    CUS-1002 James Okafor    james.okafor@example.com      PM-5003 Mastercard 5100; credit CR-80001 £10
     CUS-1003 Sofia Alvarez   sofia.alvarez@example.com  *  PM-5004 Visa 1881
     CUS-1004 Liam Chen       liam.chen@example.com      *  PM-5005 Amex 0005, PM-5006 gift card added 1 day ago
     CUS-1005 Priya Nair      priya.nair@example.com        PM-5007 Visa 3056
     CUS-1006 Noah Williams   noah.williams@example.com  *  PM-5008 Mastercard 4444
     CUS-1007 Emma Schulz     emma.schulz@example.com       PM-5009 PayPal
     CUS-1008 Daniel Rossi    daniel.rossi@example.com   *  PM-5010 Visa 9424, PM-5011 Visa 6011 added 6 hours ago;
-                                                           credits CR-80002 $25 and CR-80003 $15
+                                                           credits CR-80002 £25 and CR-80003 £15
     CUS-1009 Aisha Bello     aisha.bello@example.com    *  PM-5012 Mastercard 2223
     CUS-1010 Lucas Martin    lucas.martin@example.com      PM-5013 Visa 8812
     CUS-1011 Hannah Kim      hannah.kim@example.com     *  PM-5014 Amex 1009
@@ -22,36 +24,36 @@ Customers (``*`` two-factor authentication on):
 
 Orders (days since placed; refundable is what is left to refund):
 
-    ORD-10001 CUS-1001 delivered  45d  headphones                     $89.99
-    ORD-10002 CUS-1001 delivered  12d  keyboard, 2 cables             $154.98; RF-70001 $12.99 (damaged cable)
-    ORD-10003 CUS-1001 pending    12h  laptop stand                   $39.00 (PayPal)
-    ORD-10004 CUS-1002 delivered  20d  monitor                        $279.00
-    ORD-10005 CUS-1002 processed   2d  mouse, cable                   $62.49
-    ORD-10006 CUS-1003 delivered   8d  speaker                        $74.50
-    ORD-10007 CUS-1003 cancelled  30d  webcam                         $69.00
-    ORD-10008 CUS-1003 pending     1d  2 chargers                     $69.98
-    ORD-10009 CUS-1004 delivered  15d  backpack, cable                $71.99
-    ORD-10010 CUS-1004 processed   1d  headphones                     $89.99, paid with the new gift card PM-5006
-    ORD-10011 CUS-1005 delivered  60d  keyboard                       $129.00
-    ORD-10012 CUS-1005 delivered   5d  webcam, laptop stand           $108.00
-    ORD-10013 CUS-1005 pending     5h  2 mice                         $99.00
-    ORD-10014 CUS-1006 processed   3d  monitor                        $279.00
-    ORD-10015 CUS-1006 delivered  25d  charger                        $34.99; RF-70003 $34.99 (never arrived), 0 left
-    ORD-10016 CUS-1007 delivered  10d  speaker, cable                 $87.49
-    ORD-10017 CUS-1007 cancelled  14d  headphones                     $89.99
-    ORD-10018 CUS-1007 pending    19h  backpack                       $59.00
-    ORD-10019 CUS-1008 delivered  40d  2 monitors                     $558.00; RF-70002 $279.00, $279.00 left
-    ORD-10020 CUS-1008 processed   7h  2 headphones, charger          $214.97, paid with the new card PM-5011
-    ORD-10021 CUS-1009 delivered   9d  laptop stand, mouse            $88.50
-    ORD-10022 CUS-1009 processed   2d  keyboard                       $129.00
-    ORD-10023 CUS-1010 delivered  18d  webcam                         $69.00
-    ORD-10024 CUS-1010 cancelled   7d  2 speakers                     $149.00
-    ORD-10025 CUS-1010 pending     2h  3 cables                       $38.97
-    ORD-10026 CUS-1011 delivered   6d  headphones, charger            $124.98
-    ORD-10027 CUS-1011 processed  36h  backpack                       $59.00
-    ORD-10028 CUS-1012 delivered  28d  keyboard, mouse                $178.50
-    ORD-10029 CUS-1012 processed  12h  monitor                        $279.00, paid with the new PayPal PM-5016
-    ORD-10030 CUS-1012 cancelled   3d  laptop stand                   $39.00
+    ORD-10001 CUS-1001 delivered  45d  headphones                     £89.99
+    ORD-10002 CUS-1001 delivered  12d  keyboard, 2 cables             £154.98; RF-70001 £12.99 (damaged cable)
+    ORD-10003 CUS-1001 pending    12h  laptop stand                   £39.00 (PayPal)
+    ORD-10004 CUS-1002 delivered  20d  monitor                        £279.00
+    ORD-10005 CUS-1002 processed   2d  mouse, cable                   £62.49
+    ORD-10006 CUS-1003 delivered   8d  speaker                        £74.50
+    ORD-10007 CUS-1003 cancelled  30d  webcam                         £69.00
+    ORD-10008 CUS-1003 pending     1d  2 chargers                     £69.98
+    ORD-10009 CUS-1004 delivered  15d  backpack, cable                £71.99
+    ORD-10010 CUS-1004 processed   1d  headphones                     £89.99, paid with the new gift card PM-5006
+    ORD-10011 CUS-1005 delivered  60d  keyboard                       £129.00
+    ORD-10012 CUS-1005 delivered   5d  webcam, laptop stand           £108.00
+    ORD-10013 CUS-1005 pending     5h  2 mice                         £99.00
+    ORD-10014 CUS-1006 processed   3d  monitor                        £279.00
+    ORD-10015 CUS-1006 delivered  25d  charger                        £34.99; RF-70003 £34.99 (never arrived), 0 left
+    ORD-10016 CUS-1007 delivered  10d  speaker, cable                 £87.49
+    ORD-10017 CUS-1007 cancelled  14d  headphones                     £89.99
+    ORD-10018 CUS-1007 pending    19h  backpack                       £59.00
+    ORD-10019 CUS-1008 delivered  40d  2 monitors                     £558.00; RF-70002 £279.00, £279.00 left
+    ORD-10020 CUS-1008 processed   7h  2 headphones, charger          £214.97, paid with the new card PM-5011
+    ORD-10021 CUS-1009 delivered   9d  laptop stand, mouse            £88.50
+    ORD-10022 CUS-1009 processed   2d  keyboard                       £129.00
+    ORD-10023 CUS-1010 delivered  18d  webcam                         £69.00
+    ORD-10024 CUS-1010 cancelled   7d  2 speakers                     £149.00
+    ORD-10025 CUS-1010 pending     2h  3 cables                       £38.97
+    ORD-10026 CUS-1011 delivered   6d  headphones, charger            £124.98
+    ORD-10027 CUS-1011 processed  36h  backpack                       £59.00
+    ORD-10028 CUS-1012 delivered  28d  keyboard, mouse                £178.50
+    ORD-10029 CUS-1012 processed  12h  monitor                        £279.00, paid with the new PayPal PM-5016
+    ORD-10030 CUS-1012 cancelled   3d  laptop stand                   £39.00
 
 New refunds are numbered from RF-70004, credits from CR-80004, payment methods from PM-60001.
 """
@@ -79,20 +81,20 @@ CATALOG = {
     "SKU-SP10": ("Bluetooth speaker", 7450),
 }
 
-# id, name, email, zip, address, two-factor on
+# id, name, email, postcode, address, two-factor on
 CUSTOMERS = [
-    ("CUS-1001", "Maria Keller", "maria.keller@example.com", "94110", "2150 Mission St, San Francisco, CA 94110", 1),
-    ("CUS-1002", "James Okafor", "james.okafor@example.com", "60614", "1840 N Clark St, Chicago, IL 60614", 0),
-    ("CUS-1003", "Sofia Alvarez", "sofia.alvarez@example.com", "78704", "1203 S Congress Ave, Austin, TX 78704", 1),
-    ("CUS-1004", "Liam Chen", "liam.chen@example.com", "98103", "3410 Fremont Ave N, Seattle, WA 98103", 1),
-    ("CUS-1005", "Priya Nair", "priya.nair@example.com", "02139", "77 Massachusetts Ave, Cambridge, MA 02139", 0),
-    ("CUS-1006", "Noah Williams", "noah.williams@example.com", "30307", "455 Moreland Ave NE, Atlanta, GA 30307", 1),
-    ("CUS-1007", "Emma Schulz", "emma.schulz@example.com", "97214", "1320 SE Hawthorne Blvd, Portland, OR 97214", 0),
-    ("CUS-1008", "Daniel Rossi", "daniel.rossi@example.com", "10011", "210 W 14th St, New York, NY 10011", 1),
-    ("CUS-1009", "Aisha Bello", "aisha.bello@example.com", "80205", "2901 Welton St, Denver, CO 80205", 1),
-    ("CUS-1010", "Lucas Martin", "lucas.martin@example.com", "33133", "3015 Grand Ave, Miami, FL 33133", 0),
-    ("CUS-1011", "Hannah Kim", "hannah.kim@example.com", "55408", "2800 Hennepin Ave, Minneapolis, MN 55408", 1),
-    ("CUS-1012", "Omar Haddad", "omar.haddad@example.com", "85004", "120 E Roosevelt St, Phoenix, AZ 85004", 1),
+    ("CUS-1001", "Maria Keller", "maria.keller@example.com", "N1 9GU", "14 Upper Street, London N1 9GU", 1),
+    ("CUS-1002", "James Okafor", "james.okafor@example.com", "M4 1HN", "27 Oldham Street, Manchester M4 1HN", 0),
+    ("CUS-1003", "Sofia Alvarez", "sofia.alvarez@example.com", "BS1 5TR", "8 Park Row, Bristol BS1 5TR", 1),
+    ("CUS-1004", "Liam Chen", "liam.chen@example.com", "LS1 6DL", "41 Briggate, Leeds LS1 6DL", 1),
+    ("CUS-1005", "Priya Nair", "priya.nair@example.com", "CB2 1RH", "12 Trumpington Street, Cambridge CB2 1RH", 0),
+    ("CUS-1006", "Noah Williams", "noah.williams@example.com", "B5 4BU", "90 Bristol Street, Birmingham B5 4BU", 1),
+    ("CUS-1007", "Emma Schulz", "emma.schulz@example.com", "EH1 1QS", "3 Cockburn Street, Edinburgh EH1 1QS", 0),
+    ("CUS-1008", "Daniel Rossi", "daniel.rossi@example.com", "SE1 9SG", "55 Southwark Street, London SE1 9SG", 1),
+    ("CUS-1009", "Aisha Bello", "aisha.bello@example.com", "NE1 6RD", "17 Grey Street, Newcastle NE1 6RD", 1),
+    ("CUS-1010", "Lucas Martin", "lucas.martin@example.com", "L1 4DQ", "62 Bold Street, Liverpool L1 4DQ", 0),
+    ("CUS-1011", "Hannah Kim", "hannah.kim@example.com", "G1 2BB", "230 Buchanan Street, Glasgow G1 2BB", 1),
+    ("CUS-1012", "Omar Haddad", "omar.haddad@example.com", "CF10 1FA", "9 Queen Street, Cardiff CF10 1FA", 1),
 ]
 
 # id, customer, kind, label, days since added
@@ -208,7 +210,7 @@ def _insert(conn: sqlite3.Connection, now: datetime) -> None:
         cancelled = (ago(days - 0.05), "the customer changed their mind") if status == "cancelled" else (None, None)
         conn.execute(
             "INSERT INTO orders (id, customer_id, status, items, total_cents, currency, payment_method_id, address, "
-            "placed_at, cancelled_at, cancel_reason) VALUES (?, ?, ?, ?, ?, 'USD', ?, ?, ?, ?, ?)",
+            "placed_at, cancelled_at, cancel_reason) VALUES (?, ?, ?, ?, ?, 'GBP', ?, ?, ?, ?, ?)",
             (
                 order_id,
                 customer_id,
@@ -228,6 +230,6 @@ def _insert(conn: sqlite3.Connection, now: datetime) -> None:
     )
     conn.executemany(
         "INSERT INTO credits (id, customer_id, amount_cents, currency, reason, created_at) "
-        "VALUES (?, ?, ?, 'USD', ?, ?)",
+        "VALUES (?, ?, ?, 'GBP', ?, ?)",
         [(cr, cus, amount, reason, ago(days)) for cr, cus, amount, reason, days in CREDITS],
     )

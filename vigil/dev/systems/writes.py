@@ -15,6 +15,8 @@ PAYMENT_KINDS = ("card", "paypal", "gift_card")
 CANCELLABLE = ("pending", "processed")
 # An address can change until the parcel is handed to the carrier, which the demo calls "delivered".
 READDRESSABLE = ("pending", "processed")
+CURRENCY = "GBP"
+"""The shop's money (vigil/dev/systems/seed.py)."""
 
 
 def cancel_order(conn: sqlite3.Connection, now: datetime, order_id: str, reason: str) -> Answer:
@@ -65,7 +67,7 @@ def add_credit(conn: sqlite3.Connection, now: datetime, customer_id: str, amount
     credit_id = _next_id(conn, "credits", "CR-", 80001)
     conn.execute(
         "INSERT INTO credits (id, customer_id, amount_cents, currency, reason, created_at) VALUES (?, ?, ?, ?, ?, ?)",
-        (credit_id, customer_id, amount_cents, "USD", reason, now.isoformat()),
+        (credit_id, customer_id, amount_cents, CURRENCY, reason, now.isoformat()),
     )
     row = conn.execute("SELECT * FROM credits WHERE id = ?", (credit_id,)).fetchone()
     return Answer(201, dict(row))

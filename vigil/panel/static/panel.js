@@ -403,6 +403,12 @@
       return el("li", {}, el("span", { class: "mono", text: `${source.kind}: ` }), body);
     }
 
+    // Notices to the analyst (a reminder, a missed promise or target, a handover brief): noted or dismissed, never
+    // copied into the reply. Actions are decided under Actions. Neither has a confidence to show: a notice is so, and
+    // an action's verdict is the rule's.
+    const NOTICES = new Set(["follow_up", "handover", "escalation"]);
+    const UNSCORED = new Set(["follow_up", "handover", "escalation", "action"]);
+
     function addCard(s, earlierPage = false) {
       if (cardNodes.has(s.suggestion_id)) return;
       const percent = Math.round(s.confidence * 100);
@@ -415,7 +421,7 @@
         el("header", {},
           el("span", { class: "kind", text: KIND_LABELS[s.kind] || s.kind }),
           // The card's one number: the calibrated chance that it is right. Sources carry no raw retrieval scores.
-          el("span", { class: "confidence", title: "How likely vigil judges this suggestion to be right" },
+          UNSCORED.has(s.kind) ? null : el("span", { class: "confidence", title: "How likely vigil judges this suggestion to be right" },
             "Confidence ",
             el("meter", { min: "0", max: "1", value: String(s.confidence), "aria-hidden": "true" }),
             `${percent}%`)),
@@ -447,6 +453,12 @@
         card.parts.buttons.replaceChildren(open ? el("a", { href: "#actions", text: "Decide it under Actions" }) : "");
         return;
       }
+      if (NOTICES.has(card.parts.suggestion.kind)) {
+        card.parts.buttons.replaceChildren(
+          el("button", { type: "button", onclick: () => send(card, "accepted", null) }, "Noted"),
+          el("button", { type: "button", class: "secondary", onclick: () => dismiss(card) }, "Dismiss"));
+        return;
+      }
       card.parts.buttons.replaceChildren(
         el("button", { type: "button", onclick: () => accept(card), "aria-label": "Accept: copy into the reply" }, "Accept"),
         el("button", { type: "button", class: "secondary", onclick: () => edit(card) }, "Edit"),
@@ -460,7 +472,8 @@
       card.parts.form = null;
       card.parts.buttons.replaceChildren();
       const reason = verdict === "dismissed" && text ? `: ${text}` : "";
-      card.parts.verdict.textContent = `${VERDICT_LABELS[verdict] || verdict}${by ? ` by ${by}` : ""}${reason}`;
+      const said = verdict === "accepted" && NOTICES.has(card.parts.suggestion.kind) ? "Noted" : VERDICT_LABELS[verdict] || verdict;
+      card.parts.verdict.textContent = `${said}${by ? ` by ${by}` : ""}${reason}`;
     }
 
     async function send(card, verdict, text) {
