@@ -28,7 +28,7 @@ async def test_a_refund_asked_for_in_parts_is_one_refund_of_the_total_that_a_lea
     assert action["provenance"]["amount_cents"]["parts"] == [
         {"quote": "£40", "cents": 4000}, {"quote": "£45", "cents": 4500}, {"quote": "£50", "cents": 5000},
     ]  # fmt: skip
-    assert card.text.startswith("Refund 135.00 on order ORD-10002.")
+    assert card.text.startswith("Refund £135.00 on order ORD-10002.")
 
     await chat.say("analyst", "Your identity is verified. I can refund 135.00 for ORD-10002 altogether, ok?")
     await chat.say("customer", "yes")

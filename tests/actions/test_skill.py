@@ -126,7 +126,7 @@ async def test_a_refund_is_suggested_with_where_each_argument_came_from_and_wait
         "field": "refundable_cents",
     }
     assert (action["status"], action["verdict"], action["rule"]) == ("suggested", "deny", "identity_not_verified")
-    assert card.text.startswith("Refund 89.99 on order ORD-10001. Waiting (identity_not_verified)")
+    assert card.text.startswith("Refund £89.99 on order ORD-10001. Waiting (identity_not_verified)")
 
 
 async def test_the_verdict_follows_the_conversation_and_only_the_named_role_can_approve(vigil: Wired, shop: Shop):
@@ -380,7 +380,7 @@ async def test_a_refund_whose_answer_was_lost_is_shown_in_doubt_and_then_settled
         faults.configure("")
     doubtful = chat.cards()[-1]
     assert action_of(doubtful)["status"] == "in_doubt" and doubtful.text.startswith(
-        "Refund 89.99 on order ORD-10001. In doubt"
+        "Refund £89.99 on order ORD-10001. In doubt"
     )
     assert shop.refunds("ORD-10001") == [8999]
 

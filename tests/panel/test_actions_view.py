@@ -257,7 +257,7 @@ async def test_in_the_browser_an_analyst_may_approve_only_their_own_and_a_lead_a
             await expect(page.locator("body[data-live=on]")).to_have_count(1, timeout=SEEN)
             held = page.locator(f'.action-card[data-action-id="{refund["action_id"]}"]')
             mine = page.locator(f'.action-card[data-action-id="{credit["action_id"]}"]')
-            await expect(held.locator(".title strong")).to_have_text("Refund 89.99 on order ORD-10001")
+            await expect(held.locator(".title strong")).to_have_text("Refund £89.99 on order ORD-10001")
             await expect(held.locator('[data-argument="order_id"] .origin')).to_have_text(
                 "from the customer's message: ORD-10001"
             )
@@ -278,7 +278,7 @@ async def test_in_the_browser_an_analyst_may_approve_only_their_own_and_a_lead_a
             await expect(held.locator(".status")).to_have_text("Executed", timeout=SEEN)
             await expect(held.locator(".decided")).to_contain_text("by lia")
             await expect(held.get_by_role("button")).to_have_count(0)
-            done = page.locator('.card[data-kind="action"]', has_text="Refund 89.99 on order ORD-10001. Done.")
+            done = page.locator('.card[data-kind="action"]', has_text="Refund £89.99 on order ORD-10001. Done.")
             await expect(done.get_by_role("link", name="Decide it under Actions")).to_have_count(0)
             await page.locator("#audit-log summary").click()
             steps = page.locator("#audit-log tbody tr")

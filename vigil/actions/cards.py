@@ -11,6 +11,7 @@ from typing import Any
 from vigil.actions.catalog import ActionSpec
 from vigil.actions.facts import disguise
 from vigil.cases.actions import ActionRecord
+from vigil.core.money import money
 from vigil.flow.skills import Proposal
 from vigil.wire.events import Action
 
@@ -19,9 +20,10 @@ def card_key(record: ActionRecord) -> str:
     return f"action/{record.action_id}/{record.status}/{record.verdict}/{record.rule}"
 
 
-def card(record: ActionRecord, spec: ActionSpec) -> Proposal:
-    """The action's card: what will run, exactly, and the rule behind the verdict."""
-    title = _title(spec, record.arguments)
+def card(record: ActionRecord, spec: ActionSpec, currency: str | None) -> Proposal:
+    """The action's card: what will run, exactly, and the rule behind the verdict; its amount in ``currency``
+    (the rulebook's)."""
+    title = _title(spec, record.arguments, currency)
     disguised = disguise(record.facts)
     warning = f" Disguised: the customer's text {_listed(disguised)}; read as it looks." if disguised else ""
     return Proposal(
@@ -49,8 +51,8 @@ def card(record: ActionRecord, spec: ActionSpec) -> Proposal:
     )
 
 
-def _title(spec: ActionSpec, arguments: Mapping[str, Any]) -> str:
-    shown = {k: (f"{v / 100:.2f}" if k == spec.amount and isinstance(v, int) else v) for k, v in arguments.items()}
+def _title(spec: ActionSpec, arguments: Mapping[str, Any], currency: str | None) -> str:
+    shown = {k: (money(v, currency) if k == spec.amount and isinstance(v, int) else v) for k, v in arguments.items()}
     try:
         return (spec.suggest.title if spec.suggest else spec.description).format(**shown)
     except (KeyError, IndexError, ValueError):

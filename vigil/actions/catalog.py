@@ -16,9 +16,10 @@ from typing import Any, Literal
 import yaml
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from vigil.core.errors import InvalidArguments, RulebookError
+from vigil.core.money import currency_problem
 
 Method = Literal["GET", "POST", "PUT", "PATCH", "DELETE"]
 
@@ -146,6 +147,15 @@ class _Rest(BaseModel):
     facts: dict[str, FactCue] = Field(default_factory=dict)
     lookups: dict[str, Lookup] = Field(default_factory=dict)
     preconditions: tuple[str, ...] = ()
+    currency: str | None = None
+
+    @field_validator("currency")
+    @classmethod
+    def _a_currency(cls, value: str | None) -> str | None:
+        problem = currency_problem(value) if value is not None else None
+        if problem:
+            raise ValueError(problem)
+        return value
 
 
 def _problem(exc: ValidationError) -> str:
@@ -170,8 +180,11 @@ class Catalog(Mapping[str, ActionSpec]):
         facts: Mapping[str, FactCue] | None = None,
         lookups: Mapping[str, Lookup] | None = None,
         preconditions: tuple[str, ...] = (),
+        currency: str | None = None,
     ) -> None:
         self._actions = dict(actions)
+        self.currency = currency
+        """The money the actions move (ISO 4217), as the rulebook names it: how their cards write amounts."""
         self.facts = dict(facts or {})
         self.lookups = dict(lookups or {})
         self.preconditions = frozenset(preconditions)
@@ -204,7 +217,9 @@ class Catalog(Mapping[str, ActionSpec]):
             rest = _Rest.model_validate({k: v for k, v in document.items() if k != "actions"})
         except ValidationError as exc:
             raise RulebookError(f"{path}: {_problem(exc)}") from exc
-        return cls(actions, facts=rest.facts, lookups=rest.lookups, preconditions=rest.preconditions)
+        return cls(
+            actions, facts=rest.facts, lookups=rest.lookups, preconditions=rest.preconditions, currency=rest.currency
+        )
 
     def check(self, name: str, arguments: Mapping[str, Any]) -> ActionSpec:
         """The action ``name``, once ``arguments`` are valid for it.

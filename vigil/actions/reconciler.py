@@ -31,12 +31,13 @@ class Reconciler:
     async def run(self, due: datetime) -> None:
         """One window's settling."""
         for record in await self._approvals.reconcile():
-            spec = self._rulebooks.of(record.tenant).catalog.get(record.name)
+            catalog = self._rulebooks.of(record.tenant).catalog
+            spec = catalog.get(record.name)
             if self._outlet is None or spec is None:
                 continue
             try:
                 await self._outlet.announce(
-                    card(record, spec),
+                    card(record, spec, catalog.currency),
                     conversation_id=record.conversation_id,
                     tenant=record.tenant,
                     key=card_key(record),

@@ -155,10 +155,10 @@ class ActionSkill:
             record.suggestion_id = suggestion_id(keyed(case.conversation_id, card_key(record)))
             kept, new = await self._approvals.record(record, conn)
         if new:
-            return [card(record, spec), *escalation]
+            return [card(record, spec, rulebook.catalog.currency), *escalation]
         if kept.action_id == record.action_id:
             # This very message stored it, on an earlier try the pipeline made: its card, so that it can be approved.
-            return [card(kept, spec), *(escalation if kept.status == Status.BLOCKED else [])]
+            return [card(kept, spec, rulebook.catalog.currency), *(escalation if kept.status == Status.BLOCKED else [])]
         return []  # the same request is on the case already, and not over
 
     async def _waiting(self, rulebook: Rulebook, case: CaseState) -> list[ActionRecord]:
@@ -184,7 +184,7 @@ class ActionSkill:
                 record, verdict, status=_status(verdict, rulebook.catalog), facts=shown(facts)
             )
             if changed is not None:
-                cards.append(card(changed, spec))
+                cards.append(card(changed, spec, rulebook.catalog.currency))
         return cards
 
     async def _judged(self, event: Feedback) -> list[Proposal]:
@@ -204,8 +204,9 @@ class ActionSkill:
                 return []  # another replica has it, or the result waits for the reconciler
         elif not (record.status == Status.REJECTED and event.verdict == "rejected" and record.decided_by == event.by):
             return []  # refused (the audit log says why), or decided and run before
-        spec = self._rulebooks.of(record.tenant).catalog.get(record.name)
-        proposals = [card(record, spec)] if spec is not None else []
+        catalog = self._rulebooks.of(record.tenant).catalog
+        spec = catalog.get(record.name)
+        proposals = [card(record, spec, catalog.currency)] if spec is not None else []
         if record.status == Status.BLOCKED:  # approved, then blocked as it was claimed: something changed meanwhile
             rulebook = self._rulebooks.of(record.tenant)
             patterns = {p.name for p in rulebook.guard.patterns} if rulebook.guard is not None else set()

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from functools import cache
 
+from vigil.core.money import money
+
 # language[-script][-region][-variant...][-extension...], the shapes of BCP 47 a browser's Intl takes.
 LOCALE_TAG = re.compile(
     r"(?P<language>[a-z]{2,3}|[a-z]{5,8})"
@@ -55,27 +57,6 @@ def _zones() -> frozenset[str]:
     return frozenset(zoneinfo.available_timezones())
 
 
-CURRENCY = re.compile(r"[A-Z]{3}")
-"""An ISO 4217 code."""
-SYMBOLS = {"GBP": "£", "USD": "$", "EUR": "€", "CAD": "CA$", "AUD": "A$", "NZD": "NZ$", "INR": "₹", "JPY": "¥"}
-"""The currencies written with a sign; any other is written with its code ("12.50 CHF")."""
-
-
-def currency_problem(code: str) -> str | None:
-    """Why ``code`` is not a currency the panel can write, or None when it is one."""
-    if not CURRENCY.fullmatch(code):
-        return f"{code!r} is not an ISO 4217 currency code (e.g. GBP, USD, EUR)"
-    return None
-
-
-def amount(cents: int) -> str:
-    """Minor units for people, with thousands grouped: 1234567 -> "12,345.67" (two decimals, as every amount vigil
-    handles is in cents)."""
-    sign = "-" if cents < 0 else ""
-    whole, part = divmod(abs(cents), 100)
-    return f"{sign}{whole:,}.{part:02d}"
-
-
 @dataclass(frozen=True, slots=True)
 class Display:
     """One way of showing times and money: a locale, a time zone and a currency (all checked by the settings)."""
@@ -87,12 +68,7 @@ class Display:
 
     def money(self, cents: int) -> str:
         """An amount in the tenant's currency: "£62.49", "-$10.00", "12.50 CHF"; without one, "62.49"."""
-        if self.currency is None:
-            return amount(cents)
-        symbol = SYMBOLS.get(self.currency)
-        if symbol is None:
-            return f"{amount(cents)} {self.currency}"
-        return f"-{symbol}{amount(-cents)}" if cents < 0 else f"{symbol}{amount(cents)}"
+        return money(cents, self.currency)
 
     @property
     def zone(self) -> zoneinfo.ZoneInfo:

@@ -7,7 +7,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, SecretStr, field_validator
 
-from vigil.panel.display import Display, Displays, currency_problem, locale_problem, zone_problem
+from vigil.core.money import currency_problem
+from vigil.panel.display import Display, Displays, locale_problem, zone_problem
 
 PanelRole = Literal["analyst", "lead", "admin"]
 
