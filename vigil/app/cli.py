@@ -727,6 +727,7 @@ async def _send(args: argparse.Namespace, settings: Settings) -> int:
     from vigil.transport.kafka import KafkaPublisher, dead_letter_of
     from vigil.wire.events import parse
 
+    logging.getLogger("aiokafka").setLevel(logging.WARNING)  # its consumer's chatter is not the user's business
     kafka, demo = _kafka_and_demo(settings, "send")
     event: dict[str, object] = {
         "type": "message",
