@@ -319,8 +319,15 @@ async def test_in_the_browser_a_disguised_request_says_so_and_only_an_admin_may_
 
 
 def test_what_the_system_answered_is_said_in_words_with_money_in_the_tenants_currency():
-    answered = {"refund_id": "RF-70004", "amount_cents": 6249, "status": "completed", "lines": [1, 2]}
+    answered = {
+        "refund_id": "RF-70004",
+        "amount_cents": 6249,
+        "status": "completed",
+        "lines": [1, 2],
+        "order": {"id": "ORD-10005", "items": []},
+        "meta": {"trace": "x"},
+    }
     assert result_words(answered, Display(currency="GBP")) == (
-        "Refund id: RF-70004 · Amount: £62.49 · Status: completed · Lines: [1, 2]"
+        "Refund id: RF-70004 · Amount: £62.49 · Status: completed · Lines: 2 items · Order: ORD-10005"
     )
     assert result_words({"amount_cents": 1001}, Display()) == "Amount: 10.01"  # no currency set: none made up

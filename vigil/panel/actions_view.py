@@ -270,7 +270,8 @@ def _record(view: ConversationView, a: ActionView) -> ActionRecord:
 
 
 def result_words(result: Mapping[str, Any], display: Display) -> str:
-    """What a system answered, for people: each field named in words, amounts in cents as money, one line."""
+    """What a system answered, for people: each field named in words, amounts in cents as money, a record it
+    embeds by its id (the audit log keeps the whole answer), one line."""
     parts = []
     for key, value in result.items():
         name = key.removesuffix("_cents") if key.endswith("_cents") else key
@@ -278,8 +279,12 @@ def result_words(result: Mapping[str, Any], display: Display) -> str:
             shown = display.money(value)
         elif isinstance(value, str | int | float | bool) or value is None:
             shown = str(value)
+        elif isinstance(value, Mapping) and "id" in value:
+            shown = str(value["id"])
+        elif isinstance(value, list):
+            shown = f"{len(value)} item{'s' if len(value) != 1 else ''}"
         else:
-            shown = json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
+            continue
         parts.append(f"{words_of(name)}: {shown}")
     return _cut(" · ".join(parts), 300)
 
