@@ -28,8 +28,8 @@ from vigil.cases import actions as stored
 from vigil.cases.store import CaseStore
 from vigil.core.clock import ManualClock
 from vigil.core.metrics import Metrics
-from vigil.panel.auth import token_digest
 from vigil.core.money import amount
+from vigil.panel.auth import token_digest
 from vigil.panel.display import Display
 from vigil.panel.goodwill import window_words
 from vigil.panel.settings import PanelSettings, PanelUser

@@ -244,7 +244,7 @@ async def test_the_conversation_page_draws_the_cases_progress(progressing: Progr
     assert page.status_code == 200 and alone.status_code == 200
     drawn = section(page.text)
     assert section(alone.text) == drawn and "<html" not in alone.text  # the section alone, to draw again
-    since = shown(now + timedelta(seconds=DUE_IN_S - 1200), now)
+    since = shown(now + timedelta(seconds=-1780), now)  # its promise ("within 2 hours") put it on the analyst
     assert f'<p class="state" data-fact="state">Waiting on the analyst since {since}</p>' in drawn
     clock = re.search(r'<li data-clock="next_response">.*?</li>', drawn, re.S)
     assert clock and f'data-due="{(now + timedelta(seconds=DUE_IN_S)).isoformat()}"' in clock.group(0)
@@ -327,12 +327,14 @@ async def conversation_progress(page: Page, url: str, p: Progressing) -> None:
     await expect(notice.locator(".verdict")).to_have_text(re.compile(r"^Noted"))
     await expect(page.locator("#reply")).to_have_value(NEXT_REPLY)  # what the step put there, not the brief
 
-    # The analyst answers: the section is drawn again, live, without the stopped clock, the brief left open.
+    # The analyst answers: the section is drawn again, live, without the stopped clock, the brief left open. The
+    # promise to get back within 2 hours is still open, so the case stays the analyst's, since this message.
     await p.send(DUE_IN_S + 5, say(5, "analyst", NEXT_REPLY, p.minutes(DUE_IN_S + 5), "soon"))
-    await expect(progress.locator(".state")).to_have_text(re.compile(r"^Waiting on the customer since "), timeout=SEEN)
+    answered = shown(p.now + timedelta(seconds=DUE_IN_S + 5), p.now)
+    await expect(progress.locator(".state")).to_have_text(f"Waiting on the analyst since {answered}", timeout=SEEN)
     await expect(clock).to_have_count(0)
     await expect(brief).to_be_visible()
-    await expect(brief).to_contain_text("Handover: case soon (waiting on customer)")
+    await expect(brief).to_contain_text("Handover: case soon (waiting on analyst)")
 
 
 async def queue_order(page: Page, url: str, p: Progressing) -> None:
@@ -343,7 +345,7 @@ async def queue_order(page: Page, url: str, p: Progressing) -> None:
     assert [await r.get_attribute("data-conversation-id") for r in await rows.all()] == ["later", "soon"]
     soon = page.locator('tr[data-conversation-id="soon"]')
     later = page.locator('tr[data-conversation-id="later"]')
-    await expect(soon.locator(".state")).to_have_text("Waiting on the customer")
+    await expect(soon.locator(".state")).to_have_text("Waiting on the analyst")  # its promise is open
     await expect(soon.locator(".due .countdown")).to_have_text(re.compile(r"^1h 3\dm left$"))
     await expect(later.locator(".state")).to_have_text("New, not answered yet")
     await expect(later.locator(".due .countdown")).to_have_text(re.compile(r"^1h 2\dm left$"))

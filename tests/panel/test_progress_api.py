@@ -37,7 +37,8 @@ async def client(vigil: Wired) -> AsyncIterator[httpx.AsyncClient]:
 
 async def test_a_conversation_gives_its_state_running_timers_and_commitments(client: httpx.AsyncClient):
     got = (await client.get("/api/conversations/c-1", headers=bearer("ana"))).json()
-    assert got["state"]["status"] == "waiting_on_analyst" and got["state"]["since"] == "2026-03-10T09:30:00Z"
+    # On the analyst since the promise (09:02), which the customer's chasing leaves there.
+    assert got["state"]["status"] == "waiting_on_analyst" and got["state"]["since"] == "2026-03-10T09:02:00Z"
     timers = {t["kind"]: t["due_at"] for t in got["state"]["timers"]}
     assert timers == {
         "next_response": "2026-03-10T09:50:00Z",

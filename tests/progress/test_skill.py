@@ -176,6 +176,29 @@ async def test_a_promise_is_recorded_reminded_before_it_falls_due_and_missed_whe
     assert vigil.sample("vigil_commitments_settled_total", status="missed") == 1
 
 
+async def test_an_open_promise_keeps_the_case_on_the_analyst_until_it_is_kept(vigil: Wired):
+    await vigil.send(say(1, "customer", "Is there a fault on my line?", 0))
+    await vigil.send(say(2, "analyst", "I'll check with engineering and get back to you within 2 hours.", 1))
+    state = (await view(vigil)).state
+    assert (state.status, state.since) == ("waiting_on_analyst", at(1))  # the analyst owes the next move
+    await vigil.send(say(3, "customer", "Thanks, I'll wait", 2))
+    await vigil.send(say(4, "analyst", "Do you have any other devices on the line?", 3))  # not the promised update
+    assert (await view(vigil)).state.status == "waiting_on_analyst"
+    await vigil.advance(at(121))  # missed: still the analyst's move
+    assert (await view(vigil)).state.status == "waiting_on_analyst"
+    await vigil.send(say(5, "analyst", "I've heard back from engineering: the fault at the exchange is fixed.", 125))
+    assert (await view(vigil)).state.status == "waiting_on_customer"
+
+
+async def test_a_kept_promise_hands_the_case_back_to_the_customer(vigil: Wired):
+    await vigil.send(say(1, "customer", "Is there a fault on my line?", 0))
+    await vigil.send(say(2, "analyst", "I'll check with engineering and get back to you within 2 hours.", 1))
+    await vigil.send(say(3, "analyst", "I've heard back from engineering: the fault at the exchange is fixed.", 40))
+    assert (await view(vigil)).state.status == "waiting_on_customer"
+    await vigil.send(say(4, "analyst", "I'll call you back if it drops again.", 41))  # no due time: no owed move
+    assert (await view(vigil)).state.status == "waiting_on_customer"
+
+
 async def test_a_promise_followed_up_on_is_kept_and_never_reminded(vigil: Wired):
     await vigil.send(say(1, "customer", "Is there a fault on my line?", 0))
     await vigil.send(say(2, "analyst", "I'll check with engineering and get back to you within 2 hours.", 1))

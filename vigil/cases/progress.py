@@ -19,6 +19,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from vigil.cases.states import Trigger, sql_next
 from vigil.cases.tables import CASE_EVENT, CASE_PROGRESS, COMMITMENT, CONVERSATION, MESSAGE
 from vigil.db.engine import insert, upsert
 
@@ -152,6 +153,23 @@ async def settle_all(conn: AsyncConnection, settles: Sequence[Settle]) -> None:
             for s in settles
         ]
         await conn.execute(_SETTLE, rows)
+
+
+_PROMISED = (
+    sa.update(CONVERSATION)
+    .where(
+        CONVERSATION.c.id == sa.bindparam("b_id"),
+        sql_next(CONVERSATION.c.state, Trigger.PROMISED) != CONVERSATION.c.state,
+    )
+    .values(state=sql_next(CONVERSATION.c.state, Trigger.PROMISED), state_since=sa.bindparam("b_at"))
+)
+
+
+async def promised(conn: AsyncConnection, owed: Sequence[tuple[str, datetime]]) -> None:
+    """Each case ``(conversation id, when)`` whose analyst left a timed promise open: the ``promised`` transition
+    (vigil/cases/states.py), since ``when``."""
+    if owed:
+        await conn.execute(_PROMISED, [{"b_id": conversation_id, "b_at": at} for conversation_id, at in owed])
 
 
 _OPEN_IN = (

@@ -1,6 +1,7 @@
 """A case's state through its life, and the transitions between states, written as data.
 
     new ─customer─► new ─analyst─► waiting_on_customer ─customer─► waiting_on_analyst ─analyst─► ...
+    waiting_on_customer ─promised─► waiting_on_analyst (the analyst's message left a timed promise open)
     any open state ─escalated─► waiting_on_internal ─analyst─► (stays: the other team has it) ─status open─► ...
     any state ─status resolved─► resolved ─customer─► waiting_on_analyst (a reply reopens a resolved case)
     any state ─closed─► closed ─reopened─► waiting_on_analyst
@@ -44,6 +45,9 @@ class Trigger(StrEnum):
     """A customer message."""
     ANALYST = "analyst"
     """An analyst message."""
+    PROMISED = "promised"
+    """An analyst message after which a promise with a due time is open: the analyst owes the next move until it is
+    kept, and after it is missed (the progress keeper applies it, in the message's transaction)."""
     ESCALATED = "escalated"
     PENDING = "pending"
     """A status event: waiting on the customer."""
@@ -74,6 +78,7 @@ TRANSITIONS: tuple[Transition, ...] = (
     Transition(Trigger.CUSTOMER, State.NEW, (State.NEW,)),
     Transition(Trigger.CUSTOMER, State.WAITING_ON_ANALYST, (State.WAITING_ON_CUSTOMER, State.RESOLVED)),
     Transition(Trigger.ANALYST, State.WAITING_ON_CUSTOMER, (State.NEW, State.WAITING_ON_ANALYST)),
+    Transition(Trigger.PROMISED, State.WAITING_ON_ANALYST, (State.WAITING_ON_CUSTOMER,)),
     Transition(Trigger.ESCALATED, State.WAITING_ON_INTERNAL, OPEN),
     Transition(Trigger.PENDING, State.WAITING_ON_CUSTOMER, (*OPEN, State.RESOLVED)),
     Transition(Trigger.ON_HOLD, State.WAITING_ON_INTERNAL, (*OPEN, State.RESOLVED)),

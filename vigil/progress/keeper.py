@@ -4,8 +4,9 @@ group-committed transaction (vigil/flow/keeping.py), so that it is committed wit
 Per event:
 - every event: the SLA timers the case's state calls for are armed, the others cancelled (vigil/progress/sla.py);
 - an analyst's message: open commitments it follows up on are ``kept`` (their timers cancelled); the promises it
-  makes are stored, each with a timer at its due time and a reminder before it; its first sentence joins what has
-  been tried;
+  makes are stored, each with a timer at its due time and a reminder before it; while a promise with a due time is
+  open after it, the case is the analyst's to move (``promised``: waiting on the analyst); its first sentence joins
+  what has been tried;
 - a customer's message: the first states the problem; the customer's mood and chasing are read again;
 - ``closed``: open commitments are ``cancelled``, and every timer of the case with them;
 - a case event: who handles the case, and its category when it opens.
@@ -79,6 +80,8 @@ class _Writes:
     settle: list[Settle] = field(default_factory=list)
     made: list[Commitment] = field(default_factory=list)
     readings: list[Reading] = field(default_factory=list)
+    owed: list[tuple[str, datetime]] = field(default_factory=list)
+    """Cases left with a timed promise open by an analyst's message, and when."""
     kept: int = 0
     cancelled: int = 0
 
@@ -126,6 +129,7 @@ class ProgressKeeper:
         await timers.cancel_in(conn, writes.closed)
         await progress.settle_all(conn, writes.settle)
         await progress.add_commitments(conn, writes.made)
+        await progress.promised(conn, writes.owed)
         await progress.save_readings(conn, writes.readings)
         if writes.kept:
             self._reminders.settled(progress.KEPT, writes.kept)
@@ -159,8 +163,10 @@ class ProgressKeeper:
         self._clocks(case, stored.running.get(conversation_id, []), writes)
         open_ = stored.open_.get(conversation_id, [])
         if isinstance(event, Message) and event.role == "analyst":
-            self._kept(event, open_, writes)
-            self._promised(event, case, writes)
+            kept = self._kept(event, open_, writes)
+            made = self._promised(event, case, writes)
+            if any(c.due_at is not None for c in [*(c for c in open_ if c not in kept), *made]):
+                writes.owed.append((conversation_id, event.sent_at))  # the analyst owes the next move
             read.tried = [*read.tried, *_steps(event.text)][-TRIED:]
         elif isinstance(event, Message) and event.role == "customer":
             if read.problem is None:
@@ -199,16 +205,19 @@ class ProgressKeeper:
         writes.arm += [a for a in plan.arm if a.timer_id not in clocks or clocks[a.timer_id].due_at != a.due_at]
         writes.cancel += [timer_id for timer_id in clocks if timer_id not in plan.keep]
 
-    def _kept(self, message: Message, open_: list[Commitment], writes: _Writes) -> None:
+    def _kept(self, message: Message, open_: list[Commitment], writes: _Writes) -> list[Commitment]:
         kept = [c for c in open_ if c.message_id != message.message_id and follows_up(c.what, message.text)]
         writes.settle += [
             Settle(c.conversation_id, c.commitment_id, progress.KEPT, message.sent_at, message.message_id) for c in kept
         ]
         writes.cancel += [commitment_timer(c.conversation_id, c.commitment_id) for c in kept]
         writes.kept += len(kept)
+        return kept
 
-    def _promised(self, message: Message, case: CaseState, writes: _Writes) -> None:
+    def _promised(self, message: Message, case: CaseState, writes: _Writes) -> list[Commitment]:
+        """The promises ``message`` makes, stored, each timed one with its timer; those with a due time to come."""
         zone = _zone(message) or self._settings.zone(case.tenant)
+        timed: list[Commitment] = []
         for n, promise in enumerate(find_promises(message.text, sent_at=message.sent_at, zone=zone), 1):
             c = Commitment(
                 commitment_id=f"{message.message_id}#{n}",
@@ -222,6 +231,7 @@ class ProgressKeeper:
             writes.made.append(c)
             if c.due_at is None or c.due_at <= c.made_at:
                 continue
+            timed.append(c)
             lead = min(timedelta(seconds=self._settings.remind_before_s), (c.due_at - c.made_at) / 2)
             writes.arm.append(
                 Arm(
@@ -235,6 +245,7 @@ class ProgressKeeper:
                     ref=c.commitment_id,
                 )
             )
+        return timed
 
 
 def commitment_timer(conversation_id: str, commitment_id: str) -> str:
