@@ -7,6 +7,7 @@ tenants, CSRF), and a mined entry's knowledge page.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, datetime, timedelta
@@ -240,6 +241,23 @@ async def test_a_conflict_shows_the_stated_resolution_beside_each_conflicting_on
     # Both cases are in its provenance, the conflicting one marked.
     assert fee.attr("li", "data-conversation-id", class_="case") == ["g-1", "g-2"]
     assert fee.text("span", class_="tag") == ["stated", "conflicts"]
+
+
+async def test_an_entry_whose_cases_disagree_is_headed_by_the_problem_of_the_case_it_states(
+    shelf: Shelf, client: httpx.AsyncClient
+):
+    other = "will I get the fee back if I cancel?"
+    fee, said = mined(
+        "case-mixed",
+        "globex",
+        [case("g-1", FEE_PROBLEM, [FEE_KEPT]), case("g-2", other, [FEE_OTHER], 2)],
+        conflicts=["g-2"],
+    )
+    await shelf.put(dataclasses.replace(fee, title=other), said)  # the miner's title: the other case's wording
+    answer = await client.get("/panel/review", headers=bearer("lee"))
+    box = Page(entry_box(answer.text, "case-mixed"))
+    assert box.text("h2") == [FEE_PROBLEM]
+    assert box.text("section", class_="kept")[0].endswith(f"Customer: {FEE_PROBLEM} {FEE_KEPT}")
 
 
 async def test_entries_for_one_problem_that_disagree_are_shown_beside_each_other(

@@ -134,10 +134,13 @@ def reviewed(
     conflicts = set(provenance.get("conflicts") or ())
     cases = tuple(_case(c, kept, conflicts, display) for c in provenance.get("cases") or () if c.get("conversation_id"))
     feedback: Mapping[str, Any] = provenance.get("feedback") or {}
+    stated = next((c for c in cases if c.kept), None)
     return Reviewed(
         id=row["id"],
         kind=row["kind"],
-        title=row["title"],
+        # Cases that disagree: headed by the problem of the case whose resolution it states (the entry's own title
+        # may be another case's wording), so that each problem is read with its own resolution.
+        title=stated.problem if conflicts and stated is not None and stated.problem else row["title"],
         body=row["body"],
         tenant=row.get("tenant"),
         status=row["status"],
