@@ -81,6 +81,11 @@ def test_mine_once_mines_the_stored_cases_once_and_a_lead_approves_what_waits(tm
     assert len(vigil(tmp_path, "kb", "pending").stdout.splitlines()) == len(mined) + len(replies) - 1
     exported = {e["id"]: e for e in map(json.loads, vigil(tmp_path, "kb", "export").stdout.splitlines())}
     assert exported[chosen]["status"] == "active" and exported[chosen]["provenance"]["source"] == "miner"
+    # Searched as the conversations' tenant sees it (VIGIL_DEFAULT_TENANT here; a running demo's otherwise), the
+    # approved entry is found with its problem's words; it is the tenant's, so global entries alone would miss it.
+    problem = exported[chosen]["provenance"]["cases"][0]["problem"]
+    found = vigil(tmp_path, "kb", "search", problem, "--k", "10", VIGIL_DEFAULT_TENANT=exported[chosen]["tenant"])
+    assert found.stdout.startswith(f"as tenant {exported[chosen]['tenant']}:") and chosen in found.stdout, found
     assert exported[chosen]["provenance"]["cases"][0]["conversation_id"].startswith("demo-c")
 
     retired = vigil(tmp_path, "kb", "retire", chosen)

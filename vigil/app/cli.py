@@ -242,7 +242,11 @@ def _kb_commands(kb: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     search.add_argument("text")
     search.add_argument("--k", type=_positive_int, default=5, help="how many entries to show (default: 5)")
     search.add_argument("--json", action="store_true", help="print JSON")
-    search.add_argument("--tenant", help="search as this tenant's conversations do (default: global entries only)")
+    search.add_argument(
+        "--tenant",
+        help="search as this tenant's conversations do: its own entries (mined ones too) and the global ones "
+        "(default: the running demo's tenant, else VIGIL_DEFAULT_TENANT)",
+    )
     search.set_defaults(command=_kb_search)
     stats = kb.add_parser("stats", help="entries per kind")
     stats.add_argument("--tenant", action="append", help="count what this tenant sees (repeat; default: every entry)")
@@ -309,12 +313,17 @@ async def _kb_import(args: argparse.Namespace, settings: Settings) -> int:
 
 
 async def _kb_search(args: argparse.Namespace, settings: Settings) -> int:
+    from vigil.dev import discovery
     from vigil.knowledge.store import standalone
 
+    demo = discovery.find(settings.data_dir)
+    tenant = args.tenant or (demo.tenant if demo is not None and demo.tenant else settings.default_tenant)
+    if not (args.json or args.text == "-"):
+        print(f"as tenant {tenant}:")
     async with standalone(settings.knowledge, settings.database, data_dir=settings.data_dir) as knowledge:
         queries = sys.stdin if args.text == "-" else [args.text]
         for query in queries:
-            hits = await knowledge.search(query.strip(), args.k, tenant=args.tenant)
+            hits = await knowledge.search(query.strip(), args.k, tenant=tenant)
             ranked = [{"id": h.entry_id, "kind": h.kind, "title": h.title, "score": round(h.score, 6)} for h in hits]
             if args.json or args.text == "-":
                 print(json.dumps(ranked), flush=True)
