@@ -15,8 +15,9 @@ How things are counted:
 - *rates*: accepted, edited and dismissed over the suggestions that got a verdict in that bucket; None without any.
 - *answer latency*: p50 and p90 of ``latency_ms`` of ``answer`` suggestions (linear interpolation).
 - *first response*: median of ``first_response_at - first_customer_at`` in seconds, for conversations by the
-  bucket of ``first_customer_at``; those without a response yet are counted as ``unanswered`` instead, and a
-  response stamped before the customer's message (events out of order) is left out.
+  bucket of ``first_customer_at``; a conversation without a response yet counts with its wait so far (to
+  ``until``), so the median is then a lower bound (``unanswered`` says how many), never a figure that leaves the
+  unanswered out; a response stamped before the customer's message (events out of order) is left out.
 - *knowledge size*: entries active now, by kind, created before each bucket's end and not expired by then (an entry
   may have an expiry). Removed entries are deleted and statuses keep no history, so the past is what is active
   today as it grew; it counts global entries and those of the tenants counted. *By source*, the same entries split
@@ -276,9 +277,14 @@ def _answer_latencies(w: _Window) -> sa.Select[Any]:
 
 
 def _first_responses(w: _Window) -> sa.Select[Any]:
+    """When each conversation's customer first wrote, and when an analyst first answered; for one not answered yet,
+    the window's end (the wait so far: a first response takes at least that long)."""
     c = CONVERSATION.c
-    return sa.select(c.first_customer_at, c.first_response_at).where(
-        w.holds(c.first_customer_at), w.of_tenants(c.tenant), c.first_response_at >= c.first_customer_at
+    answered = sa.func.coalesce(c.first_response_at, sa.literal(w.until, CONVERSATION.c.first_response_at.type))
+    return sa.select(c.first_customer_at, answered).where(
+        w.holds(c.first_customer_at),
+        w.of_tenants(c.tenant),
+        sa.or_(c.first_response_at.is_(None), c.first_response_at >= c.first_customer_at),
     )
 
 
