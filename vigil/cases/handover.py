@@ -1,6 +1,7 @@
 """The handover brief: what whoever takes a case over needs to know, read from what is stored of it.
 
-The problem (the customer's first words), what has been tried (the analysts' steps so far), the promises still
+The problem (the customer's first words), what has been tried (the actions run or under way, and the analysts'
+steps so far: sentences that say something done or to do, not courtesy or sympathy), the promises still
 open with their due times, the customer's mood, the next step of the procedure and the SLA clocks running. The
 progress capability keeps the reading it is built from up to date (vigil/cases/progress.py); the brief itself is
 only read, so the API gives the same brief at any moment that the ``handover`` suggestion gave when the case moved.
@@ -15,8 +16,9 @@ import sqlalchemy as sa
 from pydantic import BaseModel
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from vigil.cases import progress, timers
+from vigil.cases import actions, progress, timers
 from vigil.cases.tables import CONVERSATION
+from vigil.core.money import amount
 
 
 class OpenCommitment(BaseModel):
@@ -92,13 +94,35 @@ async def brief(conn: AsyncConnection, conversation_id: str, *, zone: ZoneInfo |
         "assignee": head.assignee,
         "priority": head.priority,
         "problem": read.problem if read else None,
-        "tried": list(read.tried) if read else [],
+        "tried": [
+            *map(_tried, await actions.of_conversation(conn, conversation_id, statuses=_TRIED)),
+            *(read.tried if read else []),
+        ],
         "open_commitments": [OpenCommitment(what=c.what, due_at=c.due_at) for c in open_],
         "sentiment": Mood(label=mood(score, chases), score=score, chases=chases),
         "next_step": step,
         "clocks": [RunningClock(kind=t.kind, due_at=t.due_at) for t in running],
     }
     return Brief(**fields, text=_text(fields, zone))
+
+
+_TRIED = {
+    "approved": "approved",
+    "executing": "running",
+    "executed": "done",
+    "failed": "failed",
+    "in_doubt": "in doubt",
+}
+"""The statuses of an action that was tried (decided to run), as the brief says them."""
+
+
+def _tried(action: actions.ActionRecord) -> str:
+    """An action tried, for the brief: "Refund order ORD-10005, 62.49: done"."""
+    name = action.name.replace("_", " ")
+    ids = [str(v) for v in action.arguments.values() if isinstance(v, str) and any(ch.isdigit() for ch in v)][:2]
+    money = [amount(action.amount_cents)] if action.amount_cents is not None else []
+    said = ", ".join([" ".join([name[:1].upper() + name[1:], *ids]), *money])
+    return f"{said}: {_TRIED.get(action.status, action.status)}"
 
 
 def _when(moment: datetime | None, zone: ZoneInfo | None) -> str:

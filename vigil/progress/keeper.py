@@ -53,6 +53,19 @@ _CHATTER = re.compile(
     r"|sorry|welcome)\b",
     re.I,
 )
+_SYMPATHY = re.compile(
+    r"^\W*(i'?m|i am|we'?re|we are) (so |really |very |truly )?sorry\b|\bapologi[sz]e\b|^\W*i (completely |totally )?"
+    r"understand\b|^\W*that (sounds|must be)\b",
+    re.I,
+)
+_DOING = re.compile(
+    r"\b(i'?ve|i have|we'?ve|we have|i'?ll|i will|we'?ll|we will|i just|i went ahead|i'?m going to|i am going to|"
+    r"i can see|i checked|i'?m (checking|booking|sending|raising|arranging|resetting)|we'?re (sending|arranging))\b|"
+    r"^\W*(please |just |now |then |first,? )?(restart|reboot|reset|unplug|plug|try|check|go to|open|tap|click|"
+    r"press|turn|switch|hold|wait|enter|type|select|update|reinstall|install|remove|log (in|out)|sign (in|out))\b",
+    re.I,
+)
+"""A sentence that reports something done, under way or promised, or tells the customer a step to take."""
 PRESSED_KEPT = 4096
 """How many customer messages' pressure waits for the skill at most (it takes each right after the commit)."""
 
@@ -273,9 +286,16 @@ def _problem(text: str, limit: int = 300) -> str:
 
 
 def _steps(text: str) -> list[str]:
-    """What an analyst's message did, for the brief: its first sentence that is not chatter."""
+    """What an analyst's message did, for the brief: its first sentence that says something done or to do ("I've
+    reset the line", "please restart the hub"), not courtesy, sympathy or a question."""
     for sentence in _SENTENCE.split(" ".join(text.split())):
-        if len(sentence.split()) >= 4 and not _CHATTER.match(sentence):
+        if (
+            len(sentence.split()) >= 4
+            and not _CHATTER.match(sentence)
+            and not _SYMPATHY.search(sentence)
+            and not sentence.endswith("?")
+            and _DOING.search(sentence)
+        ):
             return [sentence if len(sentence) <= 160 else sentence[:159] + "…"]
     return []
 
