@@ -76,3 +76,9 @@ def test_a_message_near_the_size_limit_is_scored_in_a_bounded_time_from_its_open
     score = sentiment(huge)
     assert time.perf_counter() - started < 0.2
     assert score <= -0.5  # what the customer says first and last is read
+
+
+def test_a_service_that_failed_the_customer_reads_as_angry_though_no_word_of_it_is_rude():
+    # VADER alone: 0.0 (neutral) for the customer who took a day off for an engineer who never came.
+    assert sentiment("I took a day off and the engineer never came.") <= -0.75
+    assert sentiment("The engineer came and fixed the line, thank you") > 0

@@ -2,8 +2,9 @@
 
 ``sentiment`` scores one customer message in [-1, 1]: VADER's compound score (a rule-based English sentiment
 lexicon, good on "terrible", "unacceptable", "furious") plus a small support lexicon of its own for what VADER reads
-as neutral in a support chat: threats ("cancel", "a manager", "complaint", "ombudsman") and exasperation ("fed up",
-"unbelievable", "not happy", "useless"), each -0.4. ``chasing`` says whether a message chases the analyst ("any
+as neutral in a support chat: threats ("cancel", "a manager", "complaint", "ombudsman"), exasperation ("fed up",
+"unbelievable", "not happy", "useless") and a service that failed them ("never came", "took a day off", "wasted my
+morning"), each -0.4. ``chasing`` says whether a message chases the analyst ("any
 update?", "hello??", "still waiting", "it's been 3 days"). ``pressure`` reads the customer's messages since the
 analyst's last reply and says escalate for two or more chasers, or for a strongly negative mood (-0.5 or below at
 its lowest, or -0.75 for a single message) that is not recovering (the last message no better than the first).
@@ -38,7 +39,9 @@ _CHASE = re.compile(
 )
 _CUES = re.compile(
     r"\b(?:cancel\w*|(?:a|the|your) manager|complain\w*|complaint|ombudsman|lawyer|unbelievable|useless|ridiculous"
-    r"|disgrace\w*|fed up|not happy|worst|lose patience|losing patience|joke)\b",
+    r"|disgrace\w*|fed up|not happy|worst|lose patience|losing patience|joke"
+    r"|never (?:came|arrived|turned up|showed up|showed|called back|got back)|no[- ]show|let (?:me|us) down"
+    r"|took (?:a|the) day off|wasted (?:a|my|the|our) (?:day|morning|afternoon)|(?:waited|waiting) (?:in )?all day)\b",
     re.IGNORECASE,
 )
 """Support-chat words VADER scores as neutral or mild, each taking CUE_WEIGHT off the score."""
