@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from datetime import UTC, datetime
 
@@ -135,3 +136,41 @@ def test_the_discovery_file_is_found_while_its_demo_runs_and_gone_after(tmp_path
     killed = discovery.DemoAddress("127.0.0.1:1", "in", "out", "dlq", "http://x/panel", int(gone.stdout))
     discovery.publish(tmp_path, killed)  # a demo killed before it could clean up
     assert discovery.find(tmp_path) is None
+
+
+async def test_a_run_plays_each_conversation_once_with_its_customer_renamed_everywhere():
+    from prometheus_client import CollectorRegistry
+
+    from vigil.core.clock import SystemClock
+    from vigil.core.metrics import Metrics
+    from vigil.core.retry import Backoff
+    from vigil.dev.demo import DemoTraffic, bundled_conversations, load_conversations, renamed
+
+    conversations = load_conversations(bundled_conversations())
+    sent: list[dict[str, object]] = []
+
+    class Publisher:
+        async def send(self, topic: str, value: bytes, key: bytes) -> None:
+            sent.append(json.loads(value))
+
+    clock = SystemClock()
+    player = DemoTraffic(
+        conversations,
+        publisher=Publisher(),  # type: ignore[arg-type]
+        topic="t",
+        clock=clock,
+        backoff=Backoff(clock, Metrics(CollectorRegistry())),
+        pace_s=0.0001,
+        parallel=8,
+    )
+    await player.run("run-a")
+    assert len(sent) == sum(map(len, conversations))  # every event once: no second round
+    assert len({e["conversation_id"] for e in sent}) == len(conversations)
+    names = renamed(conversations, "run-a")
+    assert names == renamed(conversations, "run-a") != renamed(conversations, "run-b")
+    assert len(set(names.values())) == len(names)  # each customer their own new name
+    said = " ".join(str(e.get("text", "")) + " " + str(e.get("author", "")) for e in sent)
+    for old in names:
+        assert re.search(rf"\b{old.split()[0]}\b", said) is None, old  # nor their first name, as a greeting says it
+    daniel = names["Daniel Okafor"]
+    assert any(e.get("author") == daniel for e in sent)

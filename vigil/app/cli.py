@@ -621,7 +621,7 @@ async def _when_demo_ready(daemon: Daemon, settings: Settings, publisher: KafkaP
             backoff=daemon.backoff,
             pace_s=settings.demo.pace_s,
             parallel=settings.demo.parallel,
-        ).run_forever()
+        ).run()
 
 
 def demo_banner(address: DemoAddress) -> str:

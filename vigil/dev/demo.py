@@ -1,4 +1,10 @@
-"""The demo's live traffic: the bundled conversations, re-stamped with fresh ids and times, at a steady pace."""
+"""The demo's live traffic: the bundled conversations, each played once per run, re-stamped with fresh ids and times
+and with new customers (another name in each conversation on each run), at a steady pace.
+
+Once per run, not round after round: a demo that replayed the same chats in a loop piled up copies of one scripted
+conversation, and a user watching the miner learn FAQs from them learnt the wrong thing about vigil (the miner counts
+a copy once in any case: vigil/mining/merge.py). After the last one the demo stays up, quiet, for your own traffic
+(`vigil send`). The wording is the scripts' own: only the customers change from run to run."""
 
 from __future__ import annotations
 
@@ -6,6 +12,7 @@ import asyncio
 import json
 import logging
 import random
+import re
 import sys
 import uuid
 from functools import partial
@@ -45,8 +52,41 @@ def load_conversations(path: Path) -> list[list[dict[str, Any]]]:
     return [list(group) for _, group in groupby(events, key=lambda e: e["conversation_id"])]
 
 
+CUSTOMERS = (
+    "Amara Okoye",
+    "Ben Hartley",
+    "Carys Evans",
+    "Dev Patel",
+    "Eilidh Fraser",
+    "Farah Siddiqui",
+    "George Whitmore",
+    "Hana Kowalski",
+    "Isaac Mensah",
+    "Jess Turnbull",
+    "Kofi Boateng",
+    "Lucy Marsh",
+    "Mohammed Rahman",
+    "Niamh Byrne",
+    "Oliver Grant",
+    "Poppy Shaw",
+    "Rhys Morgan",
+    "Sana Iqbal",
+    "Tomasz Nowak",
+    "Una McKenna",
+    "Victor Adeyemi",
+    "Willow Hayes",
+    "Yusuf Karim",
+    "Zoe Lambert",
+    "Arjun Mehta",
+    "Bronwen Price",
+    "Conor Doyle",
+    "Daisy Fletcher",
+)
+"""The names a run gives the demo's customers: each run its own shuffle of them."""
+
+
 class DemoTraffic:
-    """Plays conversations as a chat platform would, several at once, round after round, forever."""
+    """Plays conversations as a chat platform would, several at once, each once, with new customers."""
 
     def __init__(
         self,
@@ -67,20 +107,20 @@ class DemoTraffic:
         self._pace_s = pace_s
         self._slots = asyncio.Semaphore(parallel)
 
-    async def run_forever(self) -> None:
-        """Publish until cancelled, with the publisher started already (the demo's tidying uses it first)."""
-        run = uuid.uuid4().hex[:6]
-        round_no = 0
-        while True:
-            round_no += 1
-            tasks = [asyncio.create_task(self._play(events, f"{run}-{round_no}")) for events in self._conversations]
-            await asyncio.gather(*tasks)
+    async def run(self, run: str | None = None) -> None:
+        """Publish each conversation once (with the publisher started already: the demo's tidying uses it first),
+        its customer renamed for run ``run`` (default: a new one)."""
+        run = run or uuid.uuid4().hex[:6]
+        names = renamed(self._conversations, run)
+        tasks = [asyncio.create_task(self._play(events, run, names)) for events in self._conversations]
+        await asyncio.gather(*tasks)
+        log.info("demo traffic: %d conversations played, each once; send your own with `vigil send`", len(tasks))
 
-    async def _play(self, events: list[dict[str, Any]], tag: str) -> None:
+    async def _play(self, events: list[dict[str, Any]], tag: str, names: dict[str, str]) -> None:
         async with self._slots:
             for event in events:
                 await self._clock.sleep(self._pace_s * random.uniform(0.5, 1.5))
-                fresh = self._restamp(event, tag)
+                fresh = self._restamp(_with_names(event, names), tag)
                 value = json.dumps(fresh, ensure_ascii=False).encode()
                 key = fresh["conversation_id"].encode()
                 await self._backoff.retry(
@@ -96,6 +136,31 @@ class DemoTraffic:
         moment = self._clock.now().isoformat().replace("+00:00", "Z")
         fresh["sent_at" if fresh.get("type") == "message" else "at"] = moment
         return fresh
+
+
+def renamed(conversations: list[list[dict[str, Any]]], run: str) -> dict[str, str]:
+    """For run ``run``, each customer of ``conversations`` (by name) and the name they get: another for each
+    customer, the same for the same run."""
+    customers = sorted(
+        {e["author"] for c in conversations for e in c if e.get("role") == "customer" and e.get("author")}
+    )
+    pool = list(CUSTOMERS)
+    random.Random(run).shuffle(pool)
+    return {old: pool[n % len(pool)] for n, old in enumerate(customers)}
+
+
+def _with_names(event: dict[str, Any], names: dict[str, str]) -> dict[str, Any]:
+    """``event`` with each customer's name replaced, as author and in its text (a greeting says the first name)."""
+    fresh = dict(event)
+    if fresh.get("author") in names:
+        fresh["author"] = names[fresh["author"]]
+    text = fresh.get("text")
+    if isinstance(text, str):
+        for old, new in names.items():
+            text = re.sub(rf"\b{re.escape(old)}\b", new, text)
+            text = re.sub(rf"\b{re.escape(old.split()[0])}\b", new.split()[0], text)
+        fresh["text"] = text
+    return fresh
 
 
 async def tidy_earlier_runs(
