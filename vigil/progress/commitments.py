@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from zoneinfo import ZoneInfo
 
 from vigil.progress.due import TIME_WORDS, Times, has_time
+from vigil.progress.hours import WEEKDAYS_NINE_TO_FIVE, Calendar
 
 __all__ = ["Promise", "find_promises", "follows_up"]
 
@@ -94,13 +95,16 @@ def warm_up() -> None:
     find_promises("I'll call you on 21 May.", sent_at=datetime(2026, 1, 1, tzinfo=UTC), zone=ZoneInfo("UTC"))
 
 
-def find_promises(text: str, *, sent_at: datetime, zone: ZoneInfo) -> list[Promise]:
+def find_promises(
+    text: str, *, sent_at: datetime, zone: ZoneInfo, calendar: Calendar = WEEKDAYS_NINE_TO_FIVE
+) -> list[Promise]:
     """The analyst's promises in ``text``, in text order, each with its due time.
 
     Args:
         text: one analyst message.
         sent_at: when it was sent (aware).
         zone: the customer's time zone when known, else the tenant's: a time without a zone is read in it.
+        calendar: the tenant's business hours, for working days and hours.
     """
     clean = text.replace("\u2019", "'")  # same length: spans stay valid in ``text``
     if not _TRIGGER.search(clean):
@@ -108,7 +112,7 @@ def find_promises(text: str, *, sent_at: datetime, zone: ZoneInfo) -> list[Promi
     promises = []
     for sentence in _SENTENCE.finditer(clean):
         for start, end in _promise_spans(sentence.group(), sentence.start()):
-            when = Times(clean[start:end], clean[sentence.start() : start], sent_at, zone)
+            when = Times(clean[start:end], clean[sentence.start() : start], sent_at, zone, calendar)
             promises.append(Promise(_what(clean[start:end]), when.due_at(), start, end))
     return promises
 

@@ -5,9 +5,10 @@ customer's zone unless the text names one ("2pm Eastern", "your time"):
 
 - durations: "in 30 minutes", "within 2 hours", "within the hour" are elapsed time from sending; "in N days" and
   "in N weeks" are that many calendar days later at the same local clock time;
-- working days and hours: "within N working days" steps over Saturdays and Sundays at the same clock time; "next
-  business day" is the next weekday at 17:00; "within N business hours" counts 09:00-17:00, Monday to Friday.
-  Public holidays are not skipped (there is no holiday calendar);
+- working days and hours, by the tenant's business hours (vigil/progress/hours.py; without them, 09:00-17:00, Monday
+  to Friday, no holidays): "within N working days" steps over the days not worked (weekends, public holidays) at the
+  same clock time; "next business day" is the next working day at closing time; "within N business hours" counts
+  the hours worked;
 - days: "today", "tomorrow", a weekday (the next such day after the day of sending; "the following Tuesday" is the
   Tuesday of the next week), a calendar date ("21 May", "November 2", "the 18th", parsed by dateparser);
 - times: a clock time ("by 3pm", "at quarter to 4", "at 9:30"; a bare hour is 9-11 am, 12 noon, 1-8 pm), "first
@@ -25,8 +26,8 @@ from zoneinfo import ZoneInfo
 
 import dateparser
 
-OPEN, CLOSE = time(9), time(17)
-"""Working hours, Monday to Friday, for every tenant."""
+from vigil.progress.hours import WEEKDAYS_NINE_TO_FIVE, Calendar
+
 DAY_END = time(17)
 """The time of a promise that names a day and no time ("on Friday", "tomorrow", "end of day")."""
 
@@ -110,8 +111,11 @@ def _count(text: str) -> float:
 class Times:
     """The time words of one promise's clause, and the due time they give (the README's conventions)."""
 
-    def __init__(self, clause: str, before: str, sent_at: datetime, zone: ZoneInfo) -> None:
+    def __init__(
+        self, clause: str, before: str, sent_at: datetime, zone: ZoneInfo, calendar: Calendar = WEEKDAYS_NINE_TO_FIVE
+    ) -> None:
         self.clause, self.before, self.sent_at = clause, before, sent_at.astimezone(UTC)
+        self.calendar = calendar
         named = _ZONE.search(clause)
         self.zone = ZoneInfo(_ZONES[named.group("zone").lower()]) if named else zone
         self.local = self.sent_at.astimezone(self.zone)
@@ -144,14 +148,15 @@ class Times:
 
     def _working(self) -> datetime | None:
         if _NEXT_WORKING_DAY.search(self.clause):
-            return self._at(_add_working_days(self.local.date(), 1), DAY_END)
+            return self._at(self.calendar.add_days(self.local.date(), 1), self.calendar.closes)
         match = _WORKING.search(self.clause)
         if match is None:
             return None
         n = int(_count(match.group("n")))
         if match.group("unit").lower().startswith("h"):
-            return _add_business_hours(self.local.replace(tzinfo=None), n).replace(tzinfo=self.zone)
-        return self._at(_add_working_days(self.local.date(), n), self.local.time().replace(tzinfo=None))
+            end = self.calendar.add_local(self.local.replace(tzinfo=None), timedelta(hours=n))
+            return end.replace(tzinfo=self.zone)
+        return self._at(self.calendar.add_days(self.local.date(), n), self.local.time().replace(tzinfo=None))
 
     def _week(self) -> datetime | None:
         today = self.local.date()
@@ -245,28 +250,3 @@ def _next_month(day: date) -> date:
             return day.replace(year=year, month=month)
         except ValueError:
             continue
-
-
-def _add_working_days(day: date, n: int) -> date:
-    """``n`` Monday-to-Friday days after ``day``; public holidays are not known and not skipped."""
-    while n > 0:
-        day += timedelta(days=1)
-        if day.weekday() < 5:
-            n -= 1
-    return day
-
-
-def _add_business_hours(start: datetime, hours: int) -> datetime:
-    """``hours`` of 09:00-17:00, Monday to Friday, counted from ``start`` (a naive local time)."""
-    left = timedelta(hours=hours)
-    at = start
-    while True:
-        if at.weekday() >= 5 or at.time() >= CLOSE:
-            at = datetime.combine(at.date() + timedelta(days=1), OPEN)
-            continue
-        at = max(at, datetime.combine(at.date(), OPEN))
-        today = datetime.combine(at.date(), CLOSE) - at
-        if left <= today:
-            return at + left
-        left -= today
-        at = datetime.combine(at.date() + timedelta(days=1), OPEN)

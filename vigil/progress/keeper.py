@@ -231,7 +231,10 @@ class ProgressKeeper:
         """The promises ``message`` makes, stored, each timed one with its timer; those with a due time to come."""
         zone = _zone(message) or self._settings.zone(case.tenant)
         timed: list[Commitment] = []
-        for n, promise in enumerate(find_promises(message.text, sent_at=message.sent_at, zone=zone), 1):
+        calendar = self._settings.calendar(case.tenant)
+        for n, promise in enumerate(
+            find_promises(message.text, sent_at=message.sent_at, zone=zone, calendar=calendar), 1
+        ):
             c = Commitment(
                 commitment_id=f"{message.message_id}#{n}",
                 conversation_id=case.conversation_id,

@@ -1,10 +1,15 @@
-"""The progress section of the settings (``VIGIL_PROGRESS__*``): SLA targets, reminders, time zones."""
+"""The progress section of the settings (``VIGIL_PROGRESS__*``): SLA targets, business hours, reminders, time
+zones."""
 
 from __future__ import annotations
 
+from datetime import time
+from typing import Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
+
+from vigil.progress.hours import WEEKDAYS, Calendar, holiday_problem
 
 ANY = "*"
 """In ``sla`` and ``timezones``: every tenant (or priority) not named."""
@@ -16,6 +21,53 @@ class Targets(BaseModel):
     first_response_s: float | None = Field(default=None, gt=0)
     next_response_s: float | None = Field(default=None, gt=0)
     resolution_s: float | None = Field(default=None, gt=0)
+    working_time: bool = Field(
+        default=False,
+        description="Count these targets in the tenant's business hours (HOURS) only; false: round the clock.",
+    )
+
+
+Weekday = Literal["mon", "tue", "wed", "thu", "fri", "sat", "sun"]
+_WORKWEEK: tuple[Weekday, ...] = ("mon", "tue", "wed", "thu", "fri")
+
+
+class BusinessHours(BaseModel):
+    """A tenant's working week, in its time zone (``timezones``), and the public holidays it does not work."""
+
+    model_config = {"extra": "forbid"}
+
+    days: list[Weekday] = Field(default_factory=lambda: list(_WORKWEEK))
+    opens: time = Field(default=time(9), description="Local time the day's work starts, e.g. 09:00.")
+    closes: time = Field(default=time(17), description="Local time it ends, e.g. 17:30.")
+    holidays: str | None = Field(
+        default=None,
+        description='The public holidays not worked: a country, or country-region, e.g. "GB-ENG", "US", "DE-BY" '
+        "(the holidays library); none: every listed day is worked.",
+    )
+
+    @field_validator("holidays")
+    @classmethod
+    def _known_region(cls, value: str | None) -> str | None:
+        problem = holiday_problem(value) if value is not None else None
+        if problem:
+            raise ValueError(problem)
+        return value
+
+    @model_validator(mode="after")
+    def _a_working_day(self) -> BusinessHours:
+        if not self.days:
+            raise ValueError("a working week needs at least one day")
+        if self.closes <= self.opens:
+            raise ValueError(f"closes ({self.closes}) must come after opens ({self.opens}) on the same day")
+        return self
+
+    def calendar(self) -> Calendar:
+        return Calendar(
+            days=frozenset(WEEKDAYS.index(d) for d in self.days),
+            opens=self.opens,
+            closes=self.closes,
+            region=self.holidays,
+        )
 
 
 DEFAULT_SLA: dict[str, dict[str, Targets]] = {
@@ -56,6 +108,13 @@ class ProgressSettings(BaseModel):
         'a message\'s metadata "timezone" wins. "*" for every tenant not named.',
     )
     default_timezone: str = Field(default="UTC", description="The time zone of a tenant not in timezones.")
+    hours: dict[str, BusinessHours] = Field(
+        default_factory=dict,
+        description="Each tenant's business hours, for SLA targets that count working time and promises of working "
+        'days; "*" for every tenant not named. JSON, e.g. {"acme": {"days": ["mon", "tue", "wed", "thu", "fri"], '
+        '"opens": "09:00", "closes": "17:30", "holidays": "GB-ENG"}}. A tenant without: Monday to Friday, 09:00-17:00, '
+        "no holidays.",
+    )
     sweep_s: float = Field(default=0.5, gt=0, description="How often each replica looks for timers that have come due.")
     lease_s: float = Field(
         default=30.0, gt=0, description="How long a replica holds a timer it is firing before another may."
@@ -107,9 +166,14 @@ class ProgressSettings(BaseModel):
         """The time zone of ``tenant``'s customers."""
         return ZoneInfo(self.timezones.get(tenant) or self.timezones.get(ANY) or self.default_timezone)
 
+    def calendar(self, tenant: str) -> Calendar:
+        """``tenant``'s business hours (the default week, 09:00-17:00 Monday to Friday, when none are set)."""
+        hours = self.hours.get(tenant) or self.hours.get(ANY)
+        return hours.calendar() if hours is not None else Calendar()
+
     def targets(self, tenant: str, priority: str | None) -> Targets:
         """The SLA targets of a case of ``tenant`` at ``priority``: the most specific named, clock by clock."""
-        merged: dict[str, float | None] = {}
+        merged: dict[str, float | bool | None] = {}
         for t in (ANY, tenant):
             by_priority = self.sla.get(t)
             if by_priority is None:

@@ -7,8 +7,9 @@ Three clocks, each with a target per tenant and priority (``ProgressSettings.sla
 - **resolution**: from the case's opening until it is resolved or closed (a reopened case runs on the same clock).
 
 Escalated cases (``waiting_on_internal``) stop the response clocks: another team has the case. Each timer is warned
-of ``warn_before_s`` before it falls due (at most half its target). Time is calendar time: business hours are not
-modelled.
+of ``warn_before_s`` before it falls due (at most half its target). A target counts round the clock, unless the SLA
+says it counts working time (``Targets.working_time``): then only the tenant's business hours and working days count
+(``ProgressSettings.hours``, public holidays included: vigil/progress/hours.py), in the tenant's time zone.
 """
 
 from __future__ import annotations
@@ -53,10 +54,15 @@ def plan(case: CaseState, settings: ProgressSettings, targets: Targets | None = 
         targets = settings.targets(case.tenant, case.priority)
     armed: list[Arm] = []
 
+    calendar = settings.calendar(case.tenant) if targets.working_time else None
+
     def add(clock: str, started_at: datetime, target_s: float | None) -> None:
         if target_s is None:
             return
-        due = started_at + timedelta(seconds=target_s)
+        if calendar is None:
+            due = started_at + timedelta(seconds=target_s)
+        else:
+            due = calendar.add(started_at, target_s, settings.zone(case.tenant))
         lead = min(settings.warn_before_s, target_s / 2)
         armed.append(
             Arm(
