@@ -1,6 +1,7 @@
 """Commitment extraction, follow-ups and customer pressure (issue 13), scored on the team's labelled sets.
 
     python -m bench.eval_commitments --split dev|test|all [--errors]
+    python -m bench.eval_commitments --set shapes --split dev|test|all [--errors]   # commitments-shapes.jsonl
     python -m bench.eval_commitments --set follow-ups --split dev|test|all [--errors]
     python -m bench.eval_commitments --set pressure --split dev|test|all [--errors]
 
@@ -28,12 +29,21 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
 DATA = Path(__file__).resolve().parent / "data"
-TENANT_ZONES = {"brightwave": "Europe/London", "copperleaf": "America/New_York", "southerly": "Australia/Sydney"}
+TENANT_ZONES = {
+    "brightwave": "Europe/London",
+    "copperleaf": "America/New_York",
+    "southerly": "Australia/Sydney",
+    "fernway": "Europe/London",
+    "wattlebird": "Australia/Melbourne",
+    "lindenhof": "Europe/Berlin",
+    "oakhollow": "America/Chicago",
+}
 DUE_TOLERANCE_S = 60.0
 
 
@@ -131,10 +141,10 @@ def gold_spans(row: dict[str, Any]) -> list[Span]:
     return spans
 
 
-def commitments(split: str, errors: bool) -> None:
+def commitments(split: str, errors: bool, name: str = "commitments.jsonl") -> None:
     from vigil.progress.commitments import find_promises
 
-    rows = load("commitments.jsonl", split)
+    rows = load(name, split)
     total, by_tag = Score(), defaultdict(Score)
     ms: list[float] = []
     customer_text_alone = 0
@@ -242,11 +252,18 @@ def pressure(split: str, errors: bool) -> None:
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--set", choices=["commitments", "follow-ups", "pressure"], default="commitments")
+    parser.add_argument(
+        "--set", choices=["commitments", "shapes", "follow-ups", "pressure"], default="commitments"
+    )
     parser.add_argument("--split", choices=["dev", "test", "all"], default="dev")
     parser.add_argument("--errors", action="store_true", help="print each message scored wrong")
     args = parser.parse_args(argv)
-    run = {"commitments": commitments, "follow-ups": follow_ups, "pressure": pressure}[args.set]
+    run = {
+        "commitments": commitments,
+        "shapes": partial(commitments, name="commitments-shapes.jsonl"),
+        "follow-ups": follow_ups,
+        "pressure": pressure,
+    }[args.set]
     run(args.split, args.errors)
 
 

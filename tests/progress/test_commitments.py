@@ -196,3 +196,43 @@ def test_a_follow_up_keeps_a_promise_when_it_delivers_on_the_same_thing(text: st
 def test_a_day_of_the_month_after_by_is_a_date_not_a_clock_time():
     assert due("I'll send the statement by 20 February.") == utc(2026, 2, 20, 17, 0)
     assert due("I'll send the statement by 9 March, at the latest.") == utc(2026, 3, 9, 17, 0)
+
+
+# --- the shapes a tester found read wrong (issue 28; bench/data/commitments-shapes.jsonl) ---
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Give me 30 minutes and I'll have the corrected bill on your account.", utc(2026, 1, 14, 11, 0)),
+        ("Allow 48 hours and I'll have your meter re-commissioned.", utc(2026, 1, 16, 10, 30)),
+        ("Expect an update from me within 24 hours.", utc(2026, 1, 15, 10, 30)),
+        ("Expect a call from us within 20 minutes.", utc(2026, 1, 14, 10, 50)),
+    ],
+)
+def test_a_duration_said_before_the_promise_or_without_in_counts_from_sending(text: str, expected: datetime):
+    assert due(text) == expected
+
+
+def test_next_and_this_weekday_midnight_and_two_times_in_one_message():
+    monday = datetime(2026, 1, 12, 10, 0, tzinfo=UTC)
+    assert due("I'll call you back next Tuesday.", monday) == utc(2026, 1, 20, 17, 0)  # the next week's, not tomorrow
+    assert due("I'll post it this Friday.", FRIDAY) == utc(2026, 1, 16, 17, 0)  # said on a Friday: today
+    assert due("I'll cancel the line at midnight tonight.") == utc(2026, 1, 15, 0, 0)
+    first, second = promises("I'll rebook the install this afternoon and dispatch the router tomorrow.")
+    assert (first.due_at, second.due_at) == (utc(2026, 1, 14, 17, 0), utc(2026, 1, 15, 17, 0))
+    assert (first.what, second.what) == ("rebook the install", "dispatch the router")
+
+
+def test_a_promise_that_waits_on_the_customer_is_none_and_an_offer_after_a_promise_leaves_the_promise():
+    assert promises("I'll update the name once you've sent us the certificate.") == []
+    assert promises("As soon as you send the photos I'll raise the claim.") == []
+    (check,) = promises("I'll check your price-match eligibility today; if you qualify, I can apply it.")
+    assert check.what == "check your price-match eligibility" and check.due_at == utc(2026, 1, 14, 17, 0)
+    (sign,) = promises("I'll have a colleague check the offer this Friday, so you can sign next week.", FRIDAY)
+    assert sign.due_at == utc(2026, 1, 16, 17, 0)  # the purpose's "next week" is not its time
+
+
+def test_what_was_promised_keeps_no_preposition_of_its_time():
+    (promise,) = promises("I'll call you back by tomorrow lunchtime with a new slot.")
+    assert promise.what == "call you back with a new slot"

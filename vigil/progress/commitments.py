@@ -44,7 +44,7 @@ class Promise:
 _SENTENCE = re.compile(r"(?:[^.!?\n]|[.!?](?=[^\s.!?]))+[.!?]*")
 _TRIGGER = re.compile(
     r"\b(?:I'll|I will|we'll|we will|I(?:'m| am) going to|we(?:'re| are) going to|I promise to|let me|let us"
-    r"|you'll (?:hear|get|have)\b(?=[^.!?]*\bfrom (?:me|us)\b))",
+    r"|you'll (?:hear|get|have)\b(?=[^.!?]*\bfrom (?:me|us)\b)|expect\b(?=[^.!?]*\bfrom (?:me|us)\b))",
     re.IGNORECASE,
 )
 _NOT_A_PROMISE = re.compile(
@@ -55,11 +55,13 @@ _NOT_A_PROMISE = re.compile(
 """What follows a trigger in courtesy ("I'll be here"), refusals ("we will not"), needs ("we'll need an engineer")
 and work done at once, while the customer waits ("I'll do that now")."""
 _CONDITION = re.compile(
-    r"\b(?:otherwise|come back to (?:us|me)|(?:contact|call|message) (?:us|me)|get in touch|let (?:us|me) know)\b",
+    r"\b(?:otherwise|come back to (?:us|me)|(?:contact|call|message) (?:us|me)|get in touch|let (?:us|me) know"
+    r"|(?:once|as soon as|after) you(?:'ve| have)?|if you can)\b",
     re.IGNORECASE,
 )
 """Before a trigger in its sentence: a promise that waits on the customer's next move ("if it happens again, come
-back to us and we'll replace it"; "otherwise I'll close it"). One that waits on an event the analyst watches for is
+back to us and we'll replace it"; "otherwise I'll close it"; "as soon as you send the photos I'll raise the
+claim"). One that waits on an event the analyst watches for is
 kept ("if the test fails tonight, I'll call you first thing")."""
 _LET_ME_LATER = re.compile(
     r"\s*(?:just\s+)?(?:escalate|check with|talk|speak|ask|raise|chase|find out|look into|get back|come back|follow"
@@ -73,12 +75,20 @@ _IN_CHAT = re.compile(
 )
 _OFFER = re.compile(r"\bif (?:you|that(?:'s| is| would| suits))\b|\bhappy to\b|\bif it helps\b", re.IGNORECASE)
 """An offer that waits on the customer ("I can call you tomorrow if you like"): not a promise yet."""
+_WAITS_ON_CUSTOMER = re.compile(r"\b(?:once|as soon as|after) you(?:'ve| have)?\b", re.IGNORECASE)
+"""After a promise, in its clause: it waits on the customer ("I'll update the name once you've sent the
+certificate")."""
+_PURPOSE = re.compile(r",\s*so(?: that)? (?:you|we|it|they)\b", re.IGNORECASE)
+"""Where a promise's clause ends and its purpose begins: "this Friday, so you can sign next week"."""
+_THEN_OFFER = re.compile(r";|,\s*(?:and|but)\s+(?=if\b)|,\s*(?=if\b)", re.IGNORECASE)
+"""Where a promise ends and an offer begins: "I'll check your eligibility today; if you qualify, I can apply it"."""
 _AND = re.compile(
     r",?\s+and\s+(?:then\s+)?(?P<subject>(?:I'll|I will|we'll|we will|you'll|I'm going to)\s+)?", re.IGNORECASE
 )
 _DELIVERY_VERB = re.compile(
     r"(?:call|ring|phone|send|email|e-mail|message|text|post|drop|schedule|book|arrange|update|confirm|chase|raise"
-    r"|escalate|get|give|have|make|check|follow|reach|let|be in touch|come back|pick|refund|apply)\b",
+    r"|escalate|get|give|have|make|check|follow|reach|let|be in touch|come back|pick|refund|apply|dispatch|ship"
+    r"|deliver|rebook|process|cancel|credit|reset|replace|collect|install|fix)\b",
     re.IGNORECASE,
 )
 _MEANS = re.compile(
@@ -119,16 +129,31 @@ def find_promises(
 
 def _promise_spans(sentence: str, offset: int) -> Iterator[tuple[int, int]]:
     """Character spans (in the whole text) of the promises in one sentence."""
-    if sentence.rstrip().endswith("?") or _OFFER.search(sentence):
+    if sentence.rstrip().endswith("?"):
         return
+    offers = list(_OFFER.finditer(sentence))
+    if offers:
+        offer = offers[-1]  # the last: "check if you're eligible" is not an offer
+        # An offer after a promise ("...today; if you qualify, I can apply it") leaves the promise before it.
+        joints = [
+            j
+            for j in _THEN_OFFER.finditer(sentence)  # not up to the offer: a joint looks ahead at its "if"
+            if j.start() < offer.start() and _TRIGGER.search(sentence, 0, j.start())
+        ]
+        if not joints:
+            return
+        sentence = sentence[: joints[-1].start()]
     triggers: list[re.Match[str]] = []
     for trigger in _TRIGGER.finditer(sentence):
         if _is_promise(trigger, sentence) and not (
             triggers and _is_reply(sentence[triggers[-1].start() : trigger.start()])
         ):
             triggers.append(trigger)
+    purpose = _PURPOSE.search(sentence)
     for i, trigger in enumerate(triggers):
         stop = triggers[i + 1].start() if i + 1 < len(triggers) else len(sentence)
+        if purpose is not None and trigger.end() < purpose.start() < stop:
+            stop = purpose.start()  # "..., so you can sign next week": why, not when
         stop = len(_TAIL.sub("", sentence[:stop]))
         for start, end in _cut(sentence, trigger.start(), stop):
             yield offset + start, offset + end
@@ -141,6 +166,8 @@ _TAIL = re.compile(r"(?:[\s,;:.!-]|\b(?:and|then|but)\b)+$", re.IGNORECASE)
 def _is_promise(trigger: re.Match[str], sentence: str) -> bool:
     after = sentence[trigger.end() :]
     if _NOT_A_PROMISE.match(after) or _CONDITION.search(sentence[: trigger.start()]):
+        return False
+    if _WAITS_ON_CUSTOMER.search(re.split(r",|;|\band\b", after, maxsplit=1)[0]):
         return False
     if trigger.group().lower() in ("let me", "let us"):
         return bool(_LET_ME_LATER.match(after)) and not _IN_CHAT.search(sentence)
@@ -169,7 +196,7 @@ def _cut(sentence: str, start: int, stop: int) -> Iterator[tuple[int, int]]:
 
 
 _LEAD = re.compile(
-    r"^(?:I'll|I will|we'll|we will|I(?:'m| am) going to|we(?:'re| are) going to|I promise to|let me|let us)\s+"
+    r"^(?:I'll|I will|we'll|we will|I(?:'m| am) going to|we(?:'re| are) going to|I promise to|let me|let us|expect)\s+"
     r"(?:just\s+|make sure\s+)?",
     re.IGNORECASE,
 )
@@ -182,12 +209,19 @@ _LOOSE_END = re.compile(
 )
 
 
+_DANGLING = re.compile(
+    r"\s+(?:by|at|on|before|until|within)(?=\s+(?:with|and|so|to|for|once|when)\b|\s*,)", re.IGNORECASE
+)
+"""A time's preposition left behind once the time words are gone, before the rest of the promise."""
+
+
 def _what(span: str) -> str:
     """A short phrase of what was promised: the span without its trigger and its time words."""
     what = _LEAD.sub("", span)
     for pattern in TIME_WORDS:
         what = pattern.sub(" ", what)
     what = re.sub(r"\s+", " ", what).strip(" ,.")
+    what = _DANGLING.sub("", what)  # "call you back by with a new slot": its time was "by tomorrow lunchtime"
     what = _LOOSE_END.sub("", what)
     return what or span
 

@@ -3,18 +3,21 @@
 The due time is the latest moment at which the promise is still kept (bench/data/README.md, "Conventions"), in the
 customer's zone unless the text names one ("2pm Eastern", "your time"):
 
-- durations: "in 30 minutes", "within 2 hours", "within the hour" are elapsed time from sending; "in N days" and
-  "in N weeks" are that many calendar days later at the same local clock time;
+- durations: "in 30 minutes", "within 2 hours", "within the hour", and before the promise "give me 30 minutes (and
+  I'll...)", "allow 48 hours", are elapsed time from sending; "in N days" and "in N weeks" are that many calendar
+  days later at the same local clock time;
 - working days and hours, by the tenant's business hours (vigil/progress/hours.py; without them, 09:00-17:00, Monday
   to Friday, no holidays): "within N working days" steps over the days not worked (weekends, public holidays) at the
   same clock time; "next business day" is the next working day at closing time; "within N business hours" counts
   the hours worked;
-- days: "today", "tomorrow", a weekday (the next such day after the day of sending; "the following Tuesday" is the
-  Tuesday of the next week), a calendar date ("21 May", "November 2", "the 18th", parsed by dateparser);
+- days: "today", "tomorrow", a weekday (the next such day after the day of sending; "next Tuesday" and "the
+  following Tuesday" the Tuesday of the next calendar week; "this Friday" said on a Friday, that day), a calendar
+  date ("21 May", "November 2", "the 18th", parsed by dateparser);
 - times: a clock time ("by 3pm", "at quarter to 4", "at 9:30"; a bare hour is 9-11 am, 12 noon, 1-8 pm), "first
-  thing" 09:00, "morning" 12:00, "noon"/"lunchtime" 12:00, "afternoon" 17:00, "tonight"/"this evening" 21:00, and a
-  day without a time 17:00; "end of day" and "close of business" 17:00 today; "this week" and "end of the week"
-  Friday 17:00, "next week" the Friday after; "now" and "right away" the moment of sending;
+  thing" 09:00, "midnight" 00:00 ending the day named (tonight's: the next day's 00:00), "morning" 12:00,
+  "noon"/"lunchtime" 12:00, "afternoon" 17:00, "tonight"/"this evening" 21:00, and a day without a time 17:00; "end
+  of day" and "close of business" 17:00 today; "this week" and "end of the week" Friday 17:00, "next week" the
+  Friday after; "now" and "right away" the moment of sending;
 - vague ("soon", "as soon as I hear back", "in a few days") or no time at all: ``due_at`` is None.
 """
 
@@ -56,8 +59,19 @@ _END_OF_DAY = re.compile(
 _THIS_WEEK = re.compile(r"\b(?:(?:the )?end of (?:the|this) week|this week)\b", re.IGNORECASE)
 _NEXT_WEEK = re.compile(r"\b(?:(?:the )?end of next week|next week)\b", re.IGNORECASE)
 _TOMORROW = re.compile(r"\btomorrow\b", re.IGNORECASE)
+_MIDNIGHT = re.compile(r"\b(?:at|by|before)\s+midnight\b", re.IGNORECASE)
+_LEAD_DURATION = re.compile(
+    rf"\b(?:give (?:me|us)|allow|expect)\s+(?:the\s+next\s+)?{_COUNT}\s*"
+    r"(?P<unit>minutes?|mins?|hours?|hrs?|days?|weeks?)(?P<half>\s+and\s+a\s+half)?\b",
+    re.IGNORECASE,
+)
+"""A duration before the promise: "Give me 30 minutes and I'll...", "allow 48 hours and..." (elapsed time)."""
 _WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
-_WEEKDAY = re.compile(r"\b(?P<following>the following\s+)?(?P<day>(?:mon|tues|wednes|thurs|fri|satur|sun)day)\b", re.I)
+_WEEKDAY = re.compile(
+    r"\b(?:(?P<following>the following\s+)|(?P<next>next\s+)|(?P<this>this\s+))?"
+    r"(?P<day>(?:mon|tues|wednes|thurs|fri|satur|sun)day)\b",
+    re.I,
+)
 _MONTH = r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*"
 _DATE = re.compile(
     rf"\b(?:(?:mon|tues|wednes|thurs|fri|satur|sun)day,?\s+)?(?:\d{{1,2}}(?:st|nd|rd|th)?\s+(?:of\s+)?{_MONTH}"
@@ -133,7 +147,7 @@ class Times:
     def _elapsed(self) -> datetime | None:
         if _WITHIN_THE_HOUR.search(self.clause):
             return self.sent_at + timedelta(hours=1)
-        match = _DURATION.search(self.clause)
+        match = _DURATION.search(self.clause) or _LEAD_DURATION.search(self.before)
         if match is None:
             now = _NOW.search(self.clause) and not has_time(_NOW.sub(" ", self.clause))
             return self.sent_at if now else None
@@ -168,6 +182,8 @@ class Times:
         return None
 
     def _day_and_time(self) -> datetime | None:
+        if _MIDNIGHT.search(self.clause):  # the end of the day it names: 00:00 of the day after
+            return self._at((self._day() or self.local.date()) + timedelta(days=1), time(0))
         day = self._day()
         clock = self._clock()
         if day is None and clock is None:
@@ -189,8 +205,10 @@ class Times:
         weekday = _WEEKDAY.search(self.clause)
         if weekday is not None:
             target = _WEEKDAYS.index(weekday.group("day").lower())
-            if weekday.group("following"):
+            if weekday.group("following") or weekday.group("next"):  # that day of the week after this one
                 return today + timedelta(days=7 - today.weekday() + target)
+            if weekday.group("this") and target == today.weekday():  # "this Friday", said on a Friday: today
+                return today
             return today + timedelta(days=(target - today.weekday() - 1) % 7 + 1)
         return None
 
