@@ -95,3 +95,12 @@ async def test_the_queue_puts_the_longest_in_breach_first_then_what_falls_due_th
     assert [i.conversation_id for i in items] == ["breach-1", "breach-2", "due", "waited"]
     assert [b.due_at for b in items[0].breaches] == [at(12)] and items[1].breaches[0].due_at == at(13)
     assert items[2].next_due_at == at(30)
+
+
+async def test_a_breach_found_long_after_it_happened_is_in_the_queue_without_a_notice(vigil: Wired):
+    # vigil was down, or the events are old: the sweep finds the target passed 50 minutes ago.
+    await vigil.send(say(1, "customer", "My router keeps dropping the connection", 0))
+    await vigil.advance(at(60))
+    assert owed(await queue(vigil)) == {"c-1": ["first_response"]}
+    assert not [s for s in vigil.published if s.kind == "follow_up" and "overdue" in s.text]
+    assert vigil.sample("vigil_sla_breaches_total", clock="first_response", priority="none") == 1

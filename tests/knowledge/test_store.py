@@ -929,7 +929,9 @@ async def test_the_knowledge_page_answers_503_while_the_knowledge_database_is_un
     )
     try:
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://vigil.test") as client:
-            plain = await client.get("/panel/knowledge/esim-setup", headers=bearer("root"))
+            plain = await client.get(
+                "/panel/knowledge/esim-setup", headers=bearer("root") | {"accept": "application/json"}
+            )
             page = await client.get("/panel/knowledge/esim-setup", headers=bearer("root") | {"accept": "text/html"})
         assert (plain.status_code, plain.json()) == (503, {"detail": "the knowledge store is unavailable"})
         assert page.status_code == 503 and "the knowledge store is unavailable" in page.text

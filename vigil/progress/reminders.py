@@ -36,6 +36,9 @@ log = logging.getLogger(__name__)
 
 SWEEP = "progress-timers"
 BATCH = 500
+STALE_NOTICE = timedelta(minutes=15)
+"""A target found passed longer ago than this (vigil was down, or the events are old: a backlog, a replay) is counted
+and shows in the queue as a breach, but no notice is given: the notice is for the moment it happens."""
 AT_ONCE = 4
 """Timers of one claim fired at the same time."""
 COMMITMENT = timers.COMMITMENT
@@ -203,12 +206,13 @@ class Reminders:
             )
             self._reminded.labels(timer.kind).inc()
         else:
-            await self._say(  # before it is counted: a failure here leaves the timer to fire again
-                timer,
-                f"{label} is overdue: it was due by {self._local(timer, timer.due_at)}.",
-                f"SLA {timer.kind.replace('_', ' ')} target for {timer.priority or 'normal'} priority passed",
-                confidence=0.95,
-            )
+            if self._clock.now() - timer.due_at <= STALE_NOTICE:  # news only when it happens (the queue shows it still)
+                await self._say(  # before it is counted: a failure here leaves the timer to fire again
+                    timer,
+                    f"{label} is overdue: it was due by {self._local(timer, timer.due_at)}.",
+                    f"SLA {timer.kind.replace('_', ' ')} target for {timer.priority or 'normal'} priority passed",
+                    confidence=0.95,
+                )
             self._breaches.labels(clock=timer.kind, priority=(timer.priority or "none").lower()).inc()
             log.info("SLA %s breached on %s", timer.kind, timer.conversation_id)
 
