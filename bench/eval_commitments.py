@@ -252,9 +252,7 @@ def pressure(split: str, errors: bool) -> None:
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument(
-        "--set", choices=["commitments", "shapes", "follow-ups", "pressure"], default="commitments"
-    )
+    parser.add_argument("--set", choices=["commitments", "shapes", "follow-ups", "pressure"], default="commitments")
     parser.add_argument("--split", choices=["dev", "test", "all"], default="dev")
     parser.add_argument("--errors", action="store_true", help="print each message scored wrong")
     args = parser.parse_args(argv)
