@@ -89,3 +89,11 @@ def test_a_catalog_that_is_wrong_is_refused_naming_the_action_and_field(tmp_path
     path.write_text(text)
     with pytest.raises(RulebookError, match=problem):
         Catalog.load(path)
+
+
+def test_the_money_the_actions_move_is_a_currency_code(tmp_path: Path):
+    assert Catalog.load(DEMO).currency == "GBP"  # how the demo's cards write amounts: "Refund £62.49"
+    wrong = tmp_path / "actions.yaml"
+    wrong.write_text(DEMO.read_text("utf-8").replace("currency: GBP", "currency: pounds"), "utf-8")
+    with pytest.raises(RulebookError, match=r"currency: .*'pounds' is not an ISO 4217 currency code"):
+        Catalog.load(wrong)

@@ -79,3 +79,9 @@ async def test_an_sla_target_in_working_time_falls_due_in_the_tenants_hours(tmp_
         assert clocks["first_response"] == london(2026, 12, 29, 9, 15)  # 15 min on the 24th, 15 after the holidays
         # 24 working hours: 0.25 on the 24th, 8.5 on the 29th and the 30th, and 6.75 on the 31st.
         assert clocks["resolution"] == london(2026, 12, 31, 15, 45)
+
+
+def test_a_tenants_calendar_is_made_once_and_its_holidays_worked_out_once():
+    hours = ProgressSettings(hours={"acme": BusinessHours(holidays="GB-ENG")})
+    assert hours.calendar("acme") is hours.calendar("acme")  # read at every message: not built again each time
+    assert hours.calendar("globex") is ProgressSettings().calendar("initech")  # the default week, shared

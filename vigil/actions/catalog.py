@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from vigil.core.errors import InvalidArguments, RulebookError
 from vigil.core.money import currency_problem
+from vigil.core.settings import checked
 
 Method = Literal["GET", "POST", "PUT", "PATCH", "DELETE"]
 
@@ -149,13 +150,7 @@ class _Rest(BaseModel):
     preconditions: tuple[str, ...] = ()
     currency: str | None = None
 
-    @field_validator("currency")
-    @classmethod
-    def _a_currency(cls, value: str | None) -> str | None:
-        problem = currency_problem(value) if value is not None else None
-        if problem:
-            raise ValueError(problem)
-        return value
+    _a_currency = field_validator("currency")(checked(currency_problem))
 
 
 def _problem(exc: ValidationError) -> str:

@@ -8,6 +8,7 @@ from typing import Literal
 from pydantic import BaseModel, Field, SecretStr, field_validator
 
 from vigil.core.money import currency_problem
+from vigil.core.settings import checked
 from vigil.panel.display import Display, Displays, locale_problem, zone_problem
 
 PanelRole = Literal["analyst", "lead", "admin"]
@@ -44,27 +45,6 @@ class OidcSettings(BaseModel):
     )
 
 
-def _checked_locale(value: str | None) -> str | None:
-    problem = locale_problem(value) if value is not None else None
-    if problem:
-        raise ValueError(problem)
-    return value
-
-
-def _checked_zone(value: str | None) -> str | None:
-    problem = zone_problem(value) if value is not None else None
-    if problem:
-        raise ValueError(problem)
-    return value
-
-
-def _checked_currency(value: str | None) -> str | None:
-    problem = currency_problem(value) if value is not None else None
-    if problem:
-        raise ValueError(problem)
-    return value
-
-
 class TenantDisplay(BaseModel):
     """How one tenant's times are shown; a part left out is the panel's default (``VIGIL_PANEL__LOCALE`` or
     ``VIGIL_PANEL__TIME_ZONE``)."""
@@ -75,9 +55,9 @@ class TenantDisplay(BaseModel):
     time_zone: str | None = Field(default=None, description="IANA time zone, e.g. Europe/London.")
     currency: str | None = Field(default=None, description="ISO 4217 code of the tenant's money, e.g. GBP.")
 
-    _locale = field_validator("locale")(_checked_locale)
-    _zone = field_validator("time_zone")(_checked_zone)
-    _currency = field_validator("currency")(_checked_currency)
+    _locale = field_validator("locale")(checked(locale_problem))
+    _zone = field_validator("time_zone")(checked(zone_problem))
+    _currency = field_validator("currency")(checked(currency_problem))
 
 
 class PanelSettings(BaseModel):
@@ -110,9 +90,9 @@ class PanelSettings(BaseModel):
         description='Per tenant: {"acme-uk": {"locale": "en-GB", "time_zone": "Europe/London", "currency": "GBP"}}.',
     )
 
-    _locale = field_validator("locale")(_checked_locale)
-    _zone = field_validator("time_zone")(_checked_zone)
-    _currency = field_validator("currency")(_checked_currency)
+    _locale = field_validator("locale")(checked(locale_problem))
+    _zone = field_validator("time_zone")(checked(zone_problem))
+    _currency = field_validator("currency")(checked(currency_problem))
 
     @property
     def displays(self) -> Displays:

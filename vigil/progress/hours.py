@@ -12,6 +12,7 @@ as the one after it, and one that exists twice as the first.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from functools import cached_property
@@ -95,6 +96,12 @@ def _aware(local: datetime, zone: ZoneInfo) -> datetime:
     moment = local.replace(tzinfo=zone)
     back = moment.astimezone(UTC).astimezone(zone).replace(tzinfo=None)
     return moment if back == local else moment.astimezone(UTC).astimezone(zone)
+
+
+@functools.cache
+def calendar(days: frozenset[int], opens: time, closes: time, region: str | None) -> Calendar:
+    """The calendar of these hours, one per process: its holidays are worked out once, not at every message."""
+    return Calendar(days=days, opens=opens, closes=closes, region=region)
 
 
 WEEKDAYS_NINE_TO_FIVE = Calendar()

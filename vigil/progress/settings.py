@@ -9,7 +9,9 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
-from vigil.progress.hours import WEEKDAYS, Calendar, holiday_problem
+from vigil.core.settings import checked
+from vigil.progress import hours
+from vigil.progress.hours import WEEKDAYS, WEEKDAYS_NINE_TO_FIVE, Calendar, holiday_problem
 
 ANY = "*"
 """In ``sla`` and ``timezones``: every tenant (or priority) not named."""
@@ -45,13 +47,7 @@ class BusinessHours(BaseModel):
         "(the holidays library); none: every listed day is worked.",
     )
 
-    @field_validator("holidays")
-    @classmethod
-    def _known_region(cls, value: str | None) -> str | None:
-        problem = holiday_problem(value) if value is not None else None
-        if problem:
-            raise ValueError(problem)
-        return value
+    _known_region = field_validator("holidays")(checked(holiday_problem))
 
     @model_validator(mode="after")
     def _a_working_day(self) -> BusinessHours:
@@ -62,12 +58,8 @@ class BusinessHours(BaseModel):
         return self
 
     def calendar(self) -> Calendar:
-        return Calendar(
-            days=frozenset(WEEKDAYS.index(d) for d in self.days),
-            opens=self.opens,
-            closes=self.closes,
-            region=self.holidays,
-        )
+        days = frozenset(WEEKDAYS.index(d) for d in self.days)
+        return hours.calendar(days, self.opens, self.closes, self.holidays)
 
 
 DEFAULT_SLA: dict[str, dict[str, Targets]] = {
@@ -168,8 +160,8 @@ class ProgressSettings(BaseModel):
 
     def calendar(self, tenant: str) -> Calendar:
         """``tenant``'s business hours (the default week, 09:00-17:00 Monday to Friday, when none are set)."""
-        hours = self.hours.get(tenant) or self.hours.get(ANY)
-        return hours.calendar() if hours is not None else Calendar()
+        found = self.hours.get(tenant) or self.hours.get(ANY)
+        return found.calendar() if found is not None else WEEKDAYS_NINE_TO_FIVE
 
     def targets(self, tenant: str, priority: str | None) -> Targets:
         """The SLA targets of a case of ``tenant`` at ``priority``: the most specific named, clock by clock."""
