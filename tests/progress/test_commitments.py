@@ -128,6 +128,8 @@ def test_two_deliverables_are_two_promises_and_a_means_and_its_reply_are_one():
     two = promises("I'll send the report by 5 today and call you tomorrow at 2 to go through it.")
     assert [p.due_at for p in two] == [utc(2026, 1, 14, 17, 0), utc(2026, 1, 15, 14, 0)]
     assert len(promises("Let me check with the billing team and I'll come back to you before 4.")) == 1
+    (reply,) = promises("Let me check with the network team; you'll hear from me within the hour.")
+    assert reply.due_at == utc(2026, 1, 14, 11, 30)
     assert len(promises("I'll reset the port and check the stats again in 15 minutes.")) == 1
 
 
@@ -227,6 +229,8 @@ def test_next_and_this_weekday_midnight_and_two_times_in_one_message():
 def test_a_promise_that_waits_on_the_customer_is_none_and_an_offer_after_a_promise_leaves_the_promise():
     assert promises("I'll update the name once you've sent us the certificate.") == []
     assert promises("As soon as you send the photos I'll raise the claim.") == []
+    assert promises("I'll send the contract through when you've signed the direct debit form.") == []
+    assert promises("When you've activated the new app on your phone, I'll switch off the SMS codes.") == []
     (check,) = promises("I'll check your price-match eligibility today; if you qualify, I can apply it.")
     assert check.what == "check your price-match eligibility" and check.due_at == utc(2026, 1, 14, 17, 0)
     (sign,) = promises("I'll have a colleague check the offer this Friday, so you can sign next week.", FRIDAY)

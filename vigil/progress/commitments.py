@@ -56,7 +56,7 @@ _NOT_A_PROMISE = re.compile(
 and work done at once, while the customer waits ("I'll do that now")."""
 _CONDITION = re.compile(
     r"\b(?:otherwise|come back to (?:us|me)|(?:contact|call|message) (?:us|me)|get in touch|let (?:us|me) know"
-    r"|(?:once|as soon as|after) you(?:'ve| have)?|if you can)\b",
+    r"|(?:once|as soon as|after|when) you(?:'ve| have)?|if you can)\b",
     re.IGNORECASE,
 )
 """Before a trigger in its sentence: a promise that waits on the customer's next move ("if it happens again, come
@@ -75,7 +75,7 @@ _IN_CHAT = re.compile(
 )
 _OFFER = re.compile(r"\bif (?:you|that(?:'s| is| would| suits))\b|\bhappy to\b|\bif it helps\b", re.IGNORECASE)
 """An offer that waits on the customer ("I can call you tomorrow if you like"): not a promise yet."""
-_WAITS_ON_CUSTOMER = re.compile(r"\b(?:once|as soon as|after) you(?:'ve| have)?\b", re.IGNORECASE)
+_WAITS_ON_CUSTOMER = re.compile(r"\b(?:once|as soon as|after|when) you(?:'ve| have)?\b", re.IGNORECASE)
 """After a promise, in its clause: it waits on the customer ("I'll update the name once you've sent the
 certificate")."""
 _PURPOSE = re.compile(r",\s*so(?: that)? (?:you|we|it|they)\b", re.IGNORECASE)
@@ -175,8 +175,9 @@ def _is_promise(trigger: re.Match[str], sentence: str) -> bool:
 
 
 def _is_reply(left: str) -> bool:
-    """Whether the next trigger is the reply of this means: "let me check with billing and I'll come back to you"."""
-    return bool(_MEANS.match(left) and re.search(r",?\s+and\s+(?:then\s+)?$", left) and not has_time(left))
+    """Whether the next trigger is the reply of this means: "let me check with billing and I'll come back to you",
+    "let me check with the network team; you'll hear from me within the hour"."""
+    return bool(_MEANS.match(left) and re.search(r"(?:,?\s+and\s+(?:then\s+)?|\s*[;,]\s*)$", left) and not has_time(left))
 
 
 def _cut(sentence: str, start: int, stop: int) -> Iterator[tuple[int, int]]:
