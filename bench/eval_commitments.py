@@ -2,6 +2,7 @@
 
     python -m bench.eval_commitments --split dev|test|all [--errors]
     python -m bench.eval_commitments --set shapes --split dev|test|all [--errors]   # commitments-shapes.jsonl
+    python -m bench.eval_commitments --set heldout --split all [--errors]   # commitments-heldout.jsonl: all test
     python -m bench.eval_commitments --set follow-ups --split dev|test|all [--errors]
     python -m bench.eval_commitments --set pressure --split dev|test|all [--errors]
 
@@ -43,6 +44,10 @@ TENANT_ZONES = {
     "wattlebird": "Australia/Melbourne",
     "lindenhof": "Europe/Berlin",
     "oakhollow": "America/Chicago",
+    "harrowgate": "Europe/London",
+    "kowhai": "Pacific/Auckland",
+    "maplecrest": "America/Toronto",
+    "valdera": "Europe/Madrid",
 }
 DUE_TOLERANCE_S = 60.0
 
@@ -252,13 +257,16 @@ def pressure(split: str, errors: bool) -> None:
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--set", choices=["commitments", "shapes", "follow-ups", "pressure"], default="commitments")
+    parser.add_argument(
+        "--set", choices=["commitments", "shapes", "heldout", "follow-ups", "pressure"], default="commitments"
+    )
     parser.add_argument("--split", choices=["dev", "test", "all"], default="dev")
     parser.add_argument("--errors", action="store_true", help="print each message scored wrong")
     args = parser.parse_args(argv)
     run = {
         "commitments": commitments,
         "shapes": partial(commitments, name="commitments-shapes.jsonl"),
+        "heldout": partial(commitments, name="commitments-heldout.jsonl"),
         "follow-ups": follow_ups,
         "pressure": pressure,
     }[args.set]

@@ -23,6 +23,7 @@ def test_the_wheel_ships_migrations_and_bundled_knowledge(tmp_path: Path):
     assert "vigil/py.typed" in names
     data = "vigil-0.1.0.data/data/share/vigil/knowledge/"
     assert data + "demo/conversations.jsonl" in names
+    assert data + "demo/conversations.rewordings.jsonl" in names
     articles = {n for n in names if n.startswith(data + "articles/")}
     assert len(articles) == len(list((ROOT / "knowledge" / "articles").glob("*.md")))
     assert any(n.startswith(data + "faqs/") for n in names)

@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
+import pytest
+
 DATA = Path(__file__).resolve().parents[2] / "bench" / "data" / "commitments.jsonl"
 TENANT_ZONES = {"brightwave": "Europe/London", "copperleaf": "America/New_York", "southerly": "Australia/Sydney"}
 """Each tenant's own time zone: the one a time is read in when the message carries no customer time zone."""
@@ -126,3 +128,22 @@ def test_the_set_is_as_large_and_as_varied_as_issue_13_asks():
         assert tags[tag] >= 3, tag
     assert {row["tenant"] for row in rows()} == set(TENANT_ZONES)
     assert sum(bool(row["commitments"]) for row in rows() if row["role"] == "analyst") >= 120
+
+
+SHAPE_TAGS = {"duration_bare", "next_weekday", "clock_day", "two_times", "then_offer", "working_time"}
+"""The shape tags of the later sets (bench/data/README.md, issue 28); ``conditional`` is the first file's tag."""
+
+
+@pytest.mark.parametrize("name", ["commitments-shapes.jsonl", "commitments-heldout.jsonl"])
+def test_the_later_sets_quote_their_texts_and_customers_never_commit_in_them(name: str):
+    later = [json.loads(line) for line in (DATA.parent / name).read_text(encoding="utf-8").splitlines()]
+    assert len({row["id"] for row in later}) == len(later)
+    for row in later:
+        assert set(row) == KEYS and row["role"] in ("analyst", "customer"), row["id"]
+        ZoneInfo(row["timezone"] or "UTC")  # an unknown IANA name raises
+        assert set(row["tags"]) <= PROMISE_TAGS | NOT_PROMISE_TAGS | CONTEXT_TAGS | SHAPE_TAGS, row["id"]
+        assert all(c["span"] in row["text"] for c in row["commitments"]), row["id"]
+        assert all(due >= instant(row["sent_at"]) for due in dues(row)), row["id"]
+        assert ("two_promises" in row["tags"]) == (len(row["commitments"]) == 2), row["id"]
+        if row["role"] == "customer":
+            assert not row["commitments"], row["id"]

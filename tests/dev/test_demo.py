@@ -1,4 +1,5 @@
-"""The bundled demo traffic: every event is valid v1, and the player re-stamps ids and times."""
+"""The bundled demo traffic: every event is valid v1, its other wordings say the same, and the player re-stamps ids
+and times and plays each run in its own words."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import re
 from collections import Counter
 from datetime import UTC, datetime
 
-from vigil.dev.demo import bundled_conversations, load_conversations
+from vigil.dev.demo import bundled_conversations, load_conversations, load_rewordings, reworded, rewordings_of
 from vigil.dev.replay import conversation_key, read_lines
 from vigil.wire.events import Message, parse
 
@@ -34,6 +35,47 @@ def test_conversations_are_grouped_in_file_order():
     for events in conversations:
         assert len({e["conversation_id"] for e in events}) == 1
         assert events[0]["type"] == "case" and events[0]["event"] == "opened"
+
+
+MONEY = re.compile(r"£\s?\d+(?:,\d{3})*(?:\.\d\d)?|\b\d+\.\d\d\b")
+REFERENCES = re.compile(r"\b(?:ORD|CUS|BW)-\d+\b|\b[\w.+-]+@[\w-]+\.[\w.]+\b")
+
+
+def test_each_customer_and_analyst_message_has_two_other_wordings_that_keep_its_facts_and_promises():
+    from zoneinfo import ZoneInfo
+
+    from vigil.progress.commitments import find_promises
+
+    rewordings = load_rewordings(rewordings_of(bundled_conversations()))
+    said = {
+        e["message_id"]: e
+        for c in load_conversations(bundled_conversations())
+        for e in c
+        if e.get("role") in ("customer", "analyst")
+    }
+    assert set(rewordings) == set(said)
+    london = ZoneInfo("Europe/London")
+    for message_id, texts in rewordings.items():
+        event = said[message_id]
+        assert len(set(texts)) == 2 and event["text"] not in texts, message_id
+        sent_at = datetime.fromisoformat(event["sent_at"])
+        promised = [p.due_at for p in find_promises(event["text"], sent_at=sent_at, zone=london)]
+        for text in texts:
+            assert sorted(MONEY.findall(text)) == sorted(MONEY.findall(event["text"])), (message_id, text)
+            assert sorted(REFERENCES.findall(text)) == sorted(REFERENCES.findall(event["text"])), (message_id, text)
+            if event["role"] == "analyst":
+                due = [p.due_at for p in find_promises(text, sent_at=sent_at, zone=london)]
+                assert due == promised, (message_id, text)
+
+
+def test_a_run_picks_one_wording_per_message_the_same_each_time_it_is_asked():
+    event = {"type": "message", "message_id": "m-1", "text": "Where is my parcel?"}
+    others = {"m-1": ["Any news on my parcel?", "my parcel hasn't come, where is it"]}
+    wordings = {reworded(event, others, f"run-{n}")["text"] for n in range(30)}
+    assert wordings == {"Where is my parcel?", *others["m-1"]}
+    assert reworded(event, others, "run-a") == reworded(event, others, "run-a")
+    assert reworded(event, {}, "run-a") is event  # nothing to pick from: the script's own
+    assert event["text"] == "Where is my parcel?"  # the script is not changed
 
 
 def test_keys_come_from_the_conversation_id():
@@ -138,15 +180,16 @@ def test_the_discovery_file_is_found_while_its_demo_runs_and_gone_after(tmp_path
     assert discovery.find(tmp_path) is None
 
 
-async def test_a_run_plays_each_conversation_once_with_its_customer_renamed_everywhere():
+async def test_a_run_plays_each_conversation_once_in_its_own_words_with_its_customer_renamed_everywhere():
     from prometheus_client import CollectorRegistry
 
     from vigil.core.clock import SystemClock
     from vigil.core.metrics import Metrics
     from vigil.core.retry import Backoff
-    from vigil.dev.demo import DemoTraffic, bundled_conversations, load_conversations, renamed
+    from vigil.dev.demo import DemoTraffic, _with_names, bundled_conversations, load_conversations, renamed
 
     conversations = load_conversations(bundled_conversations())
+    rewordings = load_rewordings(rewordings_of(bundled_conversations()))
     sent: list[dict[str, object]] = []
 
     class Publisher:
@@ -162,6 +205,7 @@ async def test_a_run_plays_each_conversation_once_with_its_customer_renamed_ever
         backoff=Backoff(clock, Metrics(CollectorRegistry())),
         pace_s=0.0001,
         parallel=8,
+        rewordings=rewordings,
     )
     await player.run("run-a")
     assert len(sent) == sum(map(len, conversations))  # every event once: no second round
@@ -174,3 +218,8 @@ async def test_a_run_plays_each_conversation_once_with_its_customer_renamed_ever
         assert re.search(rf"\b{old.split()[0]}\b", said) is None, old  # nor their first name, as a greeting says it
     daniel = names["Daniel Okafor"]
     assert any(e.get("author") == daniel for e in sent)
+    # In its own words: about two thirds of the messages are not the script's (each picks one of three wordings).
+    scripted = {e["message_id"]: _with_names(e, names)["text"] for c in conversations for e in c if "text" in e}
+    played = [e for e in sent if str(e.get("message_id", "")).removesuffix("-run-a") in rewordings]
+    unscripted = [e for e in played if e["text"] != scripted[str(e["message_id"]).removesuffix("-run-a")]]
+    assert len(played) == len(rewordings) and 0.5 < len(unscripted) / len(played) < 0.85

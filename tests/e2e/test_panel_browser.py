@@ -310,6 +310,8 @@ async def test_a_lead_sees_the_overview_with_charts(page: Page, browser_daemon: 
     charts = page.locator("figure svg[role='img']")
     for title in ("Suggestions shown", "Answer latency", "Time to first response", "Knowledge size"):
         await expect(charts.filter(has_text=title)).to_have_count(1)
+    await expect(page.get_by_text("median time to first response, in real time")).to_be_visible()
+    await expect(page.get_by_text("first responses within the SLA's target, as its clock counts")).to_be_visible()
     await page.get_by_role("link", name="Last 7d").click()
     await expect(page).to_have_url(browser_daemon.url + "/panel/overview?window=7d")
 

@@ -244,6 +244,8 @@ def an_overview(buckets: int = 3, kinds: tuple[str, ...] = ("answer", "next_step
         first_response_median_s=[30.0, 45.0, None][:buckets],
         conversations=[1] * buckets,
         unanswered=[0] * buckets,
+        first_response_met=[0] * buckets,
+        first_response_late=[0] * buckets,
         knowledge={"faq": [3, 4, 4][:buckets], HOSTILE: [1, 1, 2][:buckets]},
         knowledge_sources={"mined": [0, 1, 3][:buckets], "imported": [4, 4, 4][:buckets]},
         totals=Totals(
@@ -254,6 +256,8 @@ def an_overview(buckets: int = 3, kinds: tuple[str, ...] = ("answer", "next_step
             first_response_median_s=None,
             conversations=0,
             unanswered=0,
+            first_response_met=0,
+            first_response_late=0,
             knowledge={},
             knowledge_sources={},
         ),

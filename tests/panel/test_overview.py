@@ -446,3 +446,26 @@ async def test_the_oldest_record_is_a_suggestion_verdict_or_conversation_of_the_
     assert await oldest_record(views_of(store), ["acme"], now) == now - timedelta(hours=3)
     assert await oldest_record(views_of(store), [], now) is None
     assert fitting(await oldest_record(views_of(store), ["acme"], now), now).name == "24h"
+
+
+async def test_first_responses_are_counted_against_the_sla_target_as_its_clock_ran(tmp_path: Path, db_url: str):
+    from tests.progress import test_skill as skill
+    from vigil.core.clock import ManualClock
+    from vigil.testing import wired
+
+    # First response within 10 minutes (tests/progress/test_skill.py): its timer's due time is the target.
+    async with wired(tmp_path, settings=skill.settings(tmp_path, db_url), clock=ManualClock(skill.T0)) as vigil:
+        for name, (asked, answered) in {
+            "met": (0, 5),
+            "late": (0, 15),
+            "waiting": (1, None),  # not answered, and its target passed: late
+            "inside": (18, None),  # not answered, still inside its target: neither
+        }.items():
+            await vigil.send(skill.say(1, "customer", "My router keeps dropping the connection", asked, name))
+            if answered is not None:
+                await vigil.send(skill.say(2, "analyst", "Sorry about that, let me look at it.", answered, name))
+        await vigil.advance(skill.at(20))
+        view = await overview(vigil.views, tenants=None, since=skill.T0, until=skill.at(20), bucket_s=HOUR)
+    assert (view.totals.first_response_met, view.totals.first_response_late) == (1, 2)
+    assert view.first_response_met == [1] and view.first_response_late == [2]
+    assert (view.totals.conversations, view.totals.unanswered) == (4, 2)

@@ -103,6 +103,10 @@ def test_business_hours_count_only_nine_to_five_on_weekdays():
 def test_a_zone_named_in_the_text_wins_over_the_customers():
     assert due("I'll call you at 2pm Eastern tomorrow.") == utc(2026, 1, 15, 19, 0)
     assert due("I'll call you at 3pm UK time on Friday.", zone=NEW_YORK) == utc(2026, 1, 16, 15, 0)
+    assert due("I'll ring you at 10 Madrid time on Thursday.") == utc(2026, 1, 15, 9, 0)  # any city of the zone db
+    assert due("I'll ring you at 10 Narnia time on Thursday.") == utc(
+        2026, 1, 15, 10, 0
+    )  # none: the customer's
 
 
 def test_a_day_is_the_customers_local_day_not_the_utc_one():
@@ -240,3 +244,34 @@ def test_a_promise_that_waits_on_the_customer_is_none_and_an_offer_after_a_promi
 def test_what_was_promised_keeps_no_preposition_of_its_time():
     (promise,) = promises("I'll call you back by tomorrow lunchtime with a new slot.")
     assert promise.what == "call you back with a new slot"
+
+
+def test_a_promise_made_to_the_customer_for_a_team_is_one_and_what_a_team_does_is_not():
+    (team,) = promises("Our accounts team will come back to you within 2 working days with the refund amount.")
+    assert team.what == "come back to you with the refund amount" and team.due_at == utc(2026, 1, 16, 10, 30)
+    assert promises("Our engineers will roll out the fix on 17 September.") == []
+
+
+def test_a_time_said_before_the_promises_of_a_sentence_is_theirs_but_a_conditions_time_is_not():
+    moved, cancelled = promises("Tomorrow I'll move your connection and cancel the old landline bundle.")
+    assert moved.due_at == cancelled.due_at == utc(2026, 1, 15, 17, 0)
+    updated, sent = promises("By Friday I'll have updated your address and sent you new pink slips.")
+    assert updated.due_at == sent.due_at == utc(2026, 1, 16, 17, 0)
+    (book,) = promises("If the meter still isn't sending readings by tomorrow, I'll book an engineer visit.")
+    assert book.due_at is None
+    (email,) = promises("Our team will have the account fixed within 2 business days, and I'll email you once done.")
+    assert email.due_at is None  # the first clause's time is not the second's
+
+
+def test_a_check_and_the_report_of_it_in_the_next_sentence_are_one_promise_due_at_the_report():
+    text = "Let me check with network ops whether there's planned work tonight. You'll hear from me within the hour."
+    (check,) = promises(text)
+    assert (check.start, check.end) == (0, len(text) - 1)
+    assert check.what.startswith("check with network ops") and check.due_at == utc(2026, 1, 14, 11, 30)
+
+
+def test_a_purpose_without_a_comma_does_not_give_the_promise_its_time():
+    (push,) = promises(
+        "I'll push the plan change through by midnight tonight so you're on the new pricing from tomorrow."
+    )
+    assert push.due_at == utc(2026, 1, 15, 0, 0)

@@ -586,13 +586,21 @@ async def _demo_with_traffic(daemon: Daemon, settings: Settings, stop: asyncio.E
 async def _when_demo_ready(daemon: Daemon, settings: Settings, publisher: KafkaPublisher, traffic: bool) -> None:
     """Once the daemon is ready: close what earlier runs left open, tell the world where the demo is, play."""
     from vigil.dev import discovery
-    from vigil.dev.demo import DemoTraffic, bundled_conversations, load_conversations, tidy_earlier_runs
+    from vigil.dev.demo import (
+        DemoTraffic,
+        bundled_conversations,
+        load_conversations,
+        load_rewordings,
+        rewordings_of,
+        tidy_earlier_runs,
+    )
 
     # The daemon has no "ready" event to wait on; /readyz reads the same two things.
     while not (daemon.phase is Phase.RUNNING and daemon.health.ready):  # noqa: ASYNC110
         await asyncio.sleep(0.1)
     kafka = settings.kafka
-    conversations = load_conversations(settings.demo.conversations or bundled_conversations())
+    played = settings.demo.conversations or bundled_conversations()
+    conversations = load_conversations(played)
     await daemon.backoff.retry("connecting the demo producer", publisher.start)
     await daemon.backoff.retry(
         "closing what earlier demo runs left open",
@@ -621,6 +629,7 @@ async def _when_demo_ready(daemon: Daemon, settings: Settings, publisher: KafkaP
             backoff=daemon.backoff,
             pace_s=settings.demo.pace_s,
             parallel=settings.demo.parallel,
+            rewordings=load_rewordings(rewordings_of(played)),
         ).run()
 
 

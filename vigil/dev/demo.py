@@ -1,10 +1,14 @@
-"""The demo's live traffic: the bundled conversations, each played once per run, re-stamped with fresh ids and times
-and with new customers (another name in each conversation on each run), at a steady pace.
+"""The demo's live traffic: the bundled conversations, each played once per run, re-stamped with fresh ids and times,
+with new customers (another name in each conversation on each run) and new wording, at a steady pace.
 
 Once per run, not round after round: a demo that replayed the same chats in a loop piled up copies of one scripted
 conversation, and a user watching the miner learn FAQs from them learnt the wrong thing about vigil (the miner counts
 a copy once in any case: vigil/mining/merge.py). After the last one the demo stays up, quiet, for your own traffic
-(`vigil send`). The wording is the scripts' own: only the customers change from run to run."""
+(`vigil send`).
+
+The wording changes too: beside ``conversations.jsonl`` lies ``conversations.rewordings.jsonl``, other ways of
+writing each customer's and analyst's message (the same facts, amounts, times and promises, as another person would
+type them), and each run picks one wording per message, so two runs tell the same stories in different words."""
 
 from __future__ import annotations
 
@@ -15,6 +19,7 @@ import random
 import re
 import sys
 import uuid
+from collections.abc import Mapping, Sequence
 from functools import partial
 from importlib import resources
 from itertools import groupby
@@ -44,6 +49,19 @@ def bundled_knowledge() -> Path:
 def bundled_conversations() -> Path:
     """The demo conversations that ship with vigil (``knowledge/demo/conversations.jsonl``)."""
     return bundled_knowledge() / "demo" / "conversations.jsonl"
+
+
+def rewordings_of(conversations: Path) -> Path:
+    """Where the other wordings of ``conversations`` lie: ``NAME.rewordings.jsonl`` beside ``NAME.jsonl``."""
+    return conversations.with_suffix(".rewordings.jsonl")
+
+
+def load_rewordings(path: Path) -> dict[str, list[str]]:
+    """Each message id in ``path`` and its other wordings (none when there is no such file)."""
+    if not path.is_file():
+        return {}
+    rows = (json.loads(line) for line in path.read_text("utf-8").splitlines() if line.strip())
+    return {str(row["message_id"]): [str(text) for text in row["texts"]] for row in rows}
 
 
 def load_conversations(path: Path) -> list[list[dict[str, Any]]]:
@@ -86,7 +104,8 @@ CUSTOMERS = (
 
 
 class DemoTraffic:
-    """Plays conversations as a chat platform would, several at once, each once, with new customers."""
+    """Plays conversations as a chat platform would, several at once, each once, with new customers and, where
+    ``rewordings`` has them, one of a message's wordings."""
 
     def __init__(
         self,
@@ -98,8 +117,10 @@ class DemoTraffic:
         backoff: Backoff,
         pace_s: float,
         parallel: int,
+        rewordings: Mapping[str, Sequence[str]] | None = None,
     ) -> None:
         self._conversations = conversations
+        self._rewordings = rewordings or {}
         self._publisher = publisher
         self._topic = topic
         self._clock = clock
@@ -120,7 +141,7 @@ class DemoTraffic:
         async with self._slots:
             for event in events:
                 await self._clock.sleep(self._pace_s * random.uniform(0.5, 1.5))
-                fresh = self._restamp(_with_names(event, names), tag)
+                fresh = self._restamp(_with_names(reworded(event, self._rewordings, tag), names), tag)
                 value = json.dumps(fresh, ensure_ascii=False).encode()
                 key = fresh["conversation_id"].encode()
                 await self._backoff.retry(
@@ -147,6 +168,15 @@ def renamed(conversations: list[list[dict[str, Any]]], run: str) -> dict[str, st
     pool = list(CUSTOMERS)
     random.Random(run).shuffle(pool)
     return {old: pool[n % len(pool)] for n, old in enumerate(customers)}
+
+
+def reworded(event: dict[str, Any], rewordings: Mapping[str, Sequence[str]], run: str) -> dict[str, Any]:
+    """``event`` in the wording run ``run`` gives it: the script's or one of its ``rewordings``, the same for the same
+    run and message."""
+    others = rewordings.get(str(event.get("message_id")))
+    if not others:
+        return event
+    return event | {"text": random.Random(f"{run}/{event['message_id']}").choice([event["text"], *others])}
 
 
 def _with_names(event: dict[str, Any], names: dict[str, str]) -> dict[str, Any]:

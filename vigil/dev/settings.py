@@ -10,7 +10,13 @@ from pydantic import BaseModel, Field, field_validator
 class DemoSettings(BaseModel):
     """`vigil demo`: its embedded broker and the demo traffic it publishes."""
 
-    conversations: Path | None = Field(default=None, description="JSONL of v1 events; default bundled.")
+    conversations: Path | None = Field(
+        default=None,
+        description=(
+            "JSONL of v1 events; default bundled. Other wordings of its messages, if any, in NAME.rewordings.jsonl"
+            " beside it (one {message_id, texts} per line): each run picks one per message."
+        ),
+    )
     pace_s: float = Field(default=2.0, gt=0, description="Mean seconds between demo events.")
     parallel: int = Field(default=3, ge=1, description="Conversations running at once.")
     broker_port: int = Field(

@@ -18,6 +18,10 @@ How things are counted:
   bucket of ``first_customer_at``; a conversation without a response yet counts with its wait so far (to
   ``until``), so the median is then a lower bound (``unanswered`` says how many), never a figure that leaves the
   unanswered out; a response stamped before the customer's message (events out of order) is left out.
+- *first response on target*: the same conversations against their SLA's first-response target, as the SLA clock
+  counted it (its timer's due time: in the tenant's business hours where its SLA counts working time). ``met`` when
+  an analyst answered by then; ``late`` when the answer came after it, or none came and it has passed (``until``);
+  a conversation still inside its target, or without one (no SLA clock armed), is in neither.
 - *knowledge size*: entries active now, by kind, created before each bucket's end and not expired by then (an entry
   may have an expiry). Removed entries are deleted and statuses keep no history, so the past is what is active
   today as it grew; it counts global entries and those of the tenants counted. *By source*, the same entries split
@@ -45,7 +49,8 @@ import sqlalchemy as sa
 from pydantic import BaseModel
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from vigil.cases.tables import CONVERSATION, FEEDBACK, SUGGESTION, first_source
+from vigil.cases import timers
+from vigil.cases.tables import CONVERSATION, FEEDBACK, SUGGESTION, TIMER, first_source
 from vigil.cases.views import CaseViews
 from vigil.knowledge.store import LEARNED, MINED, visible_to
 from vigil.knowledge.tables import ENTRY, FAQ_SINCE
@@ -109,6 +114,8 @@ class Totals(BaseModel):
     first_response_median_s: float | None
     conversations: int
     unanswered: int
+    first_response_met: int
+    first_response_late: int
     knowledge: dict[str, int]
     """Active entries by kind at ``until``."""
     knowledge_sources: dict[str, int]
@@ -154,6 +161,10 @@ class Overview(BaseModel):
     """Conversations whose first customer message fell in the bucket."""
     unanswered: list[int]
     """Of those, the ones no analyst has answered yet."""
+    first_response_met: list[int]
+    """Of those, the ones answered within the SLA's first-response target."""
+    first_response_late: list[int]
+    """Of those, the ones answered after the target, or not answered and past it."""
     knowledge: dict[str, list[int]]
     """Per knowledge kind with an active entry by ``until``: active entries at each bucket's end."""
     knowledge_sources: dict[str, list[int]]
@@ -258,11 +269,27 @@ def _latest_verdicts(w: _Window, dialect: str) -> sa.Subquery:
 
 
 def _started(w: _Window, dialect: str) -> sa.Subquery:
-    """Conversations by the bucket of the customer's first message, and whether anyone has answered."""
-    c = CONVERSATION.c
+    """Conversations by the bucket of the customer's first message, whether anyone has answered, and whether the
+    first response met its SLA target (``met``, ``late``, or NULL: inside it still, or no target)."""
+    c, t = CONVERSATION.c, TIMER.c
+    target = (
+        sa.select(sa.func.min(t.due_at))
+        .where(t.conversation_id == c.id, t.kind == timers.FIRST_RESPONSE)
+        .scalar_subquery()
+    )
+    until = sa.literal(w.until, CONVERSATION.c.first_response_at.type)
+    on_target = sa.case(
+        (target.is_(None), sa.null()),
+        (c.first_response_at <= target, "met"),
+        (c.first_response_at.is_not(None), "late"),
+        (target < until, "late"),
+        else_=sa.null(),
+    )
     return (
         sa.select(
-            w.sql(c.first_customer_at, dialect).label("bucket"), c.first_response_at.is_not(None).label("answered")
+            w.sql(c.first_customer_at, dialect).label("bucket"),
+            c.first_response_at.is_not(None).label("answered"),
+            on_target.label("on_target"),
         )
         .where(w.holds(c.first_customer_at), w.of_tenants(c.tenant))
         .subquery()
@@ -468,10 +495,13 @@ def _assemble(
     learning: Learning,
 ) -> Overview:
     conversations, unanswered = [0] * w.count, [0] * w.count
-    for bucket, answered, n in started:
+    on_target: dict[str, list[int]] = {"met": [0] * w.count, "late": [0] * w.count}
+    for bucket, answered, outcome, n in started:
         conversations[w.clamp(bucket)] += n
         if not answered:
             unanswered[w.clamp(bucket)] += n
+        if outcome in on_target:
+            on_target[outcome][w.clamp(bucket)] += n
     all_kinds = [Tally.total(series[i] for series in kinds.values()) for i in range(w.count)]
     totals = Totals(
         suggestions={kind: Tally.total(series) for kind, series in kinds.items()},
@@ -481,6 +511,8 @@ def _assemble(
         first_response_median_s=response.totals[0],
         conversations=sum(conversations),
         unanswered=sum(unanswered),
+        first_response_met=sum(on_target["met"]),
+        first_response_late=sum(on_target["late"]),
         knowledge={kind: sizes[-1] for kind, sizes in knowledge.items()},
         knowledge_sources={source: sizes[-1] for source, sizes in sources.items()},
     )
@@ -497,6 +529,8 @@ def _assemble(
         first_response_median_s=response.series[0],
         conversations=conversations,
         unanswered=unanswered,
+        first_response_met=on_target["met"],
+        first_response_late=on_target["late"],
         knowledge=knowledge,
         knowledge_sources=sources,
         totals=totals,

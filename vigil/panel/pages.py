@@ -29,6 +29,7 @@ from vigil.cases.views import CaseViews, ConversationView
 from vigil.core.clock import Clock
 from vigil.core.errors import AuthError, AuthUnavailable
 from vigil.knowledge.store import MINED, KnowledgeStore
+from vigil.panel import charts
 from vigil.panel.actions_view import case_actions
 from vigil.panel.auth import CSRF_FIELD, Authenticator
 from vigil.panel.display import Display, Displays
@@ -47,6 +48,7 @@ from vigil.wire.events import DRAFT_MARK
 log = logging.getLogger(__name__)
 
 TEMPLATES = Jinja2Templates(directory=str(resources.files("vigil.panel") / "templates"))
+TEMPLATES.env.filters["seconds"] = charts.seconds
 _MAX_FORM_BYTES = 8192
 
 

@@ -42,8 +42,16 @@ class Promise:
 
 
 _SENTENCE = re.compile(r"(?:[^.!?\n]|[.!?](?=[^\s.!?]))+[.!?]*")
+_ON_BEHALF = (
+    r"our (?:[\w-]+ ){0,2}(?:team|department|engineers?|specialists?|colleagues?|manager)(?: will|'ll)"
+    r"(?=(?: [\w-]+){1,3} (?:you|your)\b)"
+)
+"""A promise the analyst makes to the customer for a team ("our accounts team will come back to you within 2 working
+days"); what a team will do without a word to the customer is how things go ("our engineers will roll out the fix on
+September 17")."""
 _TRIGGER = re.compile(
     r"\b(?:I'll|I will|we'll|we will|I(?:'m| am) going to|we(?:'re| are) going to|I promise to|let me|let us"
+    rf"|{_ON_BEHALF}"
     r"|you'll (?:hear|get|have)\b(?=[^.!?]*\bfrom (?:me|us)\b)|expect\b(?=[^.!?]*\bfrom (?:me|us)\b))",
     re.IGNORECASE,
 )
@@ -78,7 +86,7 @@ _OFFER = re.compile(r"\bif (?:you|that(?:'s| is| would| suits))\b|\bhappy to\b|\
 _WAITS_ON_CUSTOMER = re.compile(r"\b(?:once|as soon as|after|when) you(?:'ve| have)?\b", re.IGNORECASE)
 """After a promise, in its clause: it waits on the customer ("I'll update the name once you've sent the
 certificate")."""
-_PURPOSE = re.compile(r",\s*so(?: that)? (?:you|we|it|they)\b", re.IGNORECASE)
+_PURPOSE = re.compile(r"(?:,\s*|\s+)so(?: that)? (?:you|we|it|they|there)(?:'re|'s| are| is)?\b", re.IGNORECASE)
 """Where a promise's clause ends and its purpose begins: "this Friday, so you can sign next week"."""
 _THEN_OFFER = re.compile(r";|,\s*(?:and|but)\s+(?=if\b)|,\s*(?=if\b)", re.IGNORECASE)
 """Where a promise ends and an offer begins: "I'll check your eligibility today; if you qualify, I can apply it"."""
@@ -86,9 +94,11 @@ _AND = re.compile(
     r",?\s+and\s+(?:then\s+)?(?P<subject>(?:I'll|I will|we'll|we will|you'll|I'm going to)\s+)?", re.IGNORECASE
 )
 _DELIVERY_VERB = re.compile(
-    r"(?:call|ring|phone|send|email|e-mail|message|text|post|drop|schedule|book|arrange|update|confirm|chase|raise"
-    r"|escalate|get|give|have|make|check|follow|reach|let|be in touch|come back|pick|refund|apply|dispatch|ship"
-    r"|deliver|rebook|process|cancel|credit|reset|replace|collect|install|fix)\b",
+    r"(?:(?:call|ring|phone|send|email|e-mail|message|text|post|drop|schedule|book|arrange|update|confirm|chase"
+    r"|raise|escalate|get|give|have|make|check|follow|reach|let|be in touch|come back|pick|refund|apply|dispatch"
+    r"|ship|deliver|rebook|process|cancel|credit|reset|replace|collect|install|fix|courier|issue|reissue|waive"
+    r"|move|switch|submit|lodge|log|order|upgrade|reconnect|restore|remove|add|change|amend|transfer|return|renew"
+    r"|reverse|release|activate|unblock|close|open)(?:s|e?d|led|ped|ted|ing)?|sent|made|given|got|rung)\b",
     re.IGNORECASE,
 )
 _MEANS = re.compile(
@@ -119,12 +129,56 @@ def find_promises(
     clean = text.replace("\u2019", "'")  # same length: spans stay valid in ``text``
     if not _TRIGGER.search(clean):
         return []  # most messages: no sentence to read
-    promises = []
+    promises: list[Promise] = []
     for sentence in _SENTENCE.finditer(clean):
-        for start, end in _promise_spans(sentence.group(), sentence.start()):
-            when = Times(clean[start:end], clean[sentence.start() : start], sent_at, zone, calendar)
-            promises.append(Promise(_what(clean[start:end]), when.due_at(), start, end))
+        spans = list(_promise_spans(sentence.group(), sentence.start()))
+        lead = clean[sentence.start() : spans[0][0]] if spans else ""
+        shared = lead if _time_lead(lead) else ""
+        for start, end in spans:
+            clause = clean[start:end]
+            if shared and not has_time(clause):
+                clause = f"{shared} {clause}"  # "By Friday I'll have updated X and sent you Y": both by Friday
+            when = Times(clause, clean[sentence.start() : start], sent_at, zone, calendar)
+            promise = Promise(_what(clean[start:end]), when.due_at(), start, end)
+            if promises and _replies_to(promises[-1], promise, clean):
+                means = promises.pop()  # "Let me check with network ops. You'll hear from me within the hour."
+                promise = Promise(means.what, promise.due_at, means.start, end)
+            promises.append(promise)
     return promises
+
+
+_LEAD_FILLER = frozenset("by before on at the of so ok okay right then and first thing well".split())
+
+
+def _time_lead(lead: str) -> bool:
+    """Whether the words before a sentence's first promise are only its time ("Tomorrow", "By the end of the day"),
+    which then is the time of each promise in the sentence that names none. Not a condition's time ("If the meter
+    still isn't sending readings by tomorrow, I'll book an engineer"), nor another clause's."""
+    if not has_time(lead):
+        return False
+    rest = lead
+    for pattern in TIME_WORDS:
+        rest = pattern.sub(" ", rest)
+    return all(word.lower() in _LEAD_FILLER for word in re.findall(r"[A-Za-z']+", rest))
+
+
+_REPLY = re.compile(
+    r"(?:you'll (?:hear|get|have)|I'll (?:get|come) back|(?:I|we)'ll be in touch"
+    r"|I'll (?:update|call|ring|phone|email|e-mail|message|text) you|expect)\b",
+    re.IGNORECASE,
+)
+"""How a promise to report back starts ("you'll hear from me within the hour", "I'll get back to you by 3")."""
+
+
+def _replies_to(means: Promise, reply: Promise, text: str) -> bool:
+    """Whether ``reply``, in the sentence after ``means``, is the report of that check: one promise, the reply's time
+    ("Let me check with network ops. You'll hear from me within the hour.")."""
+    return (
+        reply.due_at is not None
+        and re.fullmatch(r"[\s.!;,]*", text[means.end : reply.start]) is not None
+        and _MEANS.match(text[means.start : means.end]) is not None
+        and _REPLY.match(text, reply.start) is not None
+    )
 
 
 def _promise_spans(sentence: str, offset: int) -> Iterator[tuple[int, int]]:
@@ -150,12 +204,14 @@ def _promise_spans(sentence: str, offset: int) -> Iterator[tuple[int, int]]:
         ):
             triggers.append(trigger)
     purpose = _PURPOSE.search(sentence)
+    lead = sentence[: triggers[0].start()] if triggers else ""
+    shared = _time_lead(lead)  # "Tomorrow I'll ... and ...": one time for both
     for i, trigger in enumerate(triggers):
         stop = triggers[i + 1].start() if i + 1 < len(triggers) else len(sentence)
         if purpose is not None and trigger.end() < purpose.start() < stop:
             stop = purpose.start()  # "..., so you can sign next week": why, not when
         stop = len(_TAIL.sub("", sentence[:stop]))
-        for start, end in _cut(sentence, trigger.start(), stop):
+        for start, end in _cut(sentence, trigger.start(), stop, shared=shared):
             yield offset + start, offset + end
 
 
@@ -177,27 +233,36 @@ def _is_promise(trigger: re.Match[str], sentence: str) -> bool:
 def _is_reply(left: str) -> bool:
     """Whether the next trigger is the reply of this means: "let me check with billing and I'll come back to you",
     "let me check with the network team; you'll hear from me within the hour"."""
-    return bool(_MEANS.match(left) and re.search(r"(?:,?\s+and\s+(?:then\s+)?|\s*[;,]\s*)$", left) and not has_time(left))
+    joined = re.search(r"(?:,?\s+and\s+(?:then\s+)?|\s*[;,]\s*)$", left)
+    return bool(_MEANS.match(left) and joined and not has_time(left))
 
 
-def _cut(sentence: str, start: int, stop: int) -> Iterator[tuple[int, int]]:
-    """One clause's promises: cut at "and" where two deliverables meet, not between a means and its reply."""
+def _cut(sentence: str, start: int, stop: int, *, shared: bool = False) -> Iterator[tuple[int, int]]:
+    """One clause's promises: cut at "and" where two deliverables meet, not between a means and its reply. Two
+    deliverables meet where each has its own time, or where the time said before both is theirs (``shared``:
+    "By Friday I'll have updated your address and sent you new pink slips")."""
     for joint in _AND.finditer(sentence, start, stop):
         left, right = sentence[start : joint.start()], sentence[joint.end() : stop]
         if not _DELIVERY_VERB.match(right):
             continue
-        timed = has_time(left) and has_time(right)
-        if _ESCALATE.search(left) or timed or (joint.group("subject") and not _MEANS.match(left)):
+        timed = (has_time(left) and has_time(right)) or (shared and not has_time(left + right))
+        if (
+            _ESCALATE.search(left)
+            or (timed and not _MEANS.match(left))
+            or (joint.group("subject") and not _MEANS.match(left))
+        ):
             yield start, joint.start()
             if joint.group("subject") and not _TRIGGER.match(sentence, joint.start("subject")):
                 return  # "... and you'll get the reference by email": a process, not the analyst's promise
-            yield from _cut(sentence, joint.start("subject") if joint.group("subject") else joint.end(), stop)
+            after = joint.start("subject") if joint.group("subject") else joint.end()
+            yield from _cut(sentence, after, stop, shared=shared)
             return
     yield start, stop
 
 
 _LEAD = re.compile(
-    r"^(?:I'll|I will|we'll|we will|I(?:'m| am) going to|we(?:'re| are) going to|I promise to|let me|let us|expect)\s+"
+    r"^(?:I'll|I will|we'll|we will|I(?:'m| am) going to|we(?:'re| are) going to|I promise to|let me|let us|expect"
+    rf"|{_ON_BEHALF})\s+"
     r"(?:just\s+|make sure\s+)?",
     re.IGNORECASE,
 )

@@ -1,7 +1,7 @@
 """Due times: when a promise falls due, from the time words of its clause (bench/data/README.md, "Conventions").
 
 The due time is the latest moment at which the promise is still kept (bench/data/README.md, "Conventions"), in the
-customer's zone unless the text names one ("2pm Eastern", "your time"):
+customer's zone unless the text names one ("2pm Eastern", "10 Madrid time", "your time"):
 
 - durations: "in 30 minutes", "within 2 hours", "within the hour", and before the promise "give me 30 minutes (and
   I'll...)", "allow 48 hours", are elapsed time from sending; "in N days" and "in N weeks" are that many calendar
@@ -23,9 +23,10 @@ customer's zone unless the text names one ("2pm Eastern", "your time"):
 
 from __future__ import annotations
 
+import functools
 import re
 from datetime import UTC, date, datetime, time, timedelta
-from zoneinfo import ZoneInfo
+from zoneinfo import ZoneInfo, available_timezones
 
 import dateparser
 
@@ -97,8 +98,34 @@ _ZONES = {
 }  # fmt: skip
 _ZONE = re.compile(r"\b(?P<zone>eastern|central|mountain|pacific|uk|london|sydney|melbourne|perth|brisbane|adelaide"
                    r"|gmt|bst)(?:\s+time)?\b", re.IGNORECASE)  # fmt: skip
+_CITY_TIME = re.compile(r"\b(?P<city>[A-Z][a-z]+(?: [A-Z][a-z]+)?) time\b")
+"""A zone named by its city: "10 Madrid time", "3pm New York time" (any city the zone database names a zone by)."""
+
+
+@functools.cache
+def _city_zones() -> dict[str, str]:
+    """Each city of the zone database ("madrid", "new york") and its zone; the first when several name one."""
+    cities: dict[str, str] = {}
+    for name in sorted(available_timezones()):
+        if "/" in name and not name.startswith(("Etc/", "SystemV/", "US/")):
+            cities.setdefault(name.rsplit("/", 1)[1].replace("_", " ").lower(), name)
+    return cities
+
+
+def _named_zone(clause: str) -> ZoneInfo | None:
+    """The zone the clause names ("2pm Eastern", "3pm UK time", "10 Madrid time"), if any."""
+    named = _ZONE.search(clause)
+    if named is not None:
+        return ZoneInfo(_ZONES[named.group("zone").lower()])
+    for city in _CITY_TIME.finditer(clause):
+        zone = _city_zones().get(city.group("city").lower())
+        if zone is not None:
+            return ZoneInfo(zone)
+    return None
+
+
 TIME_WORDS = (_DURATION, _WITHIN_THE_HOUR, _WORKING, _NEXT_WORKING_DAY, _END_OF_DAY, _THIS_WEEK, _NEXT_WEEK,
-               _TOMORROW, _DATE, _DAY_PART, _WEEKDAY, _ZONE,
+               _TOMORROW, _DATE, _DAY_PART, _WEEKDAY, _ZONE, _CITY_TIME,
                re.compile(r"\b(?:at|by|before)\s+(?:quarter (?:to|past)\s+|half past\s+)?\d{1,2}(?:[:.]\d{2})?"
                           r"\s*(?:[ap]\.?m\b\.?)?(?:\s+sharp)?", re.I),
                re.compile(r"\b(?:your time|on|by|at|in)\s*$", re.I))  # fmt: skip
@@ -130,8 +157,7 @@ class Times:
     ) -> None:
         self.clause, self.before, self.sent_at = clause, before, sent_at.astimezone(UTC)
         self.calendar = calendar
-        named = _ZONE.search(clause)
-        self.zone = ZoneInfo(_ZONES[named.group("zone").lower()]) if named else zone
+        self.zone = _named_zone(clause) or zone
         self.local = self.sent_at.astimezone(self.zone)
 
     def due_at(self) -> datetime | None:
