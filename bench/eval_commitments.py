@@ -3,6 +3,7 @@
     python -m bench.eval_commitments --split dev|test|all [--errors]
     python -m bench.eval_commitments --set shapes --split dev|test|all [--errors]   # commitments-shapes.jsonl
     python -m bench.eval_commitments --set heldout --split all [--errors]   # commitments-heldout.jsonl: all test
+    python -m bench.eval_commitments --set heldout-2 --split all [--errors]   # commitments-heldout-2.jsonl: all test
     python -m bench.eval_commitments --set follow-ups --split dev|test|all [--errors]
     python -m bench.eval_commitments --set pressure --split dev|test|all [--errors]
 
@@ -48,6 +49,10 @@ TENANT_ZONES = {
     "kowhai": "Pacific/Auckland",
     "maplecrest": "America/Toronto",
     "valdera": "Europe/Madrid",
+    "tidewater": "Europe/Dublin",
+    "saltmarsh": "Europe/London",
+    "ironbark": "Australia/Sydney",
+    "prairieline": "America/Denver",
 }
 DUE_TOLERANCE_S = 60.0
 
@@ -258,7 +263,9 @@ def pressure(split: str, errors: bool) -> None:
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument(
-        "--set", choices=["commitments", "shapes", "heldout", "follow-ups", "pressure"], default="commitments"
+        "--set",
+        choices=["commitments", "shapes", "heldout", "heldout-2", "follow-ups", "pressure"],
+        default="commitments",
     )
     parser.add_argument("--split", choices=["dev", "test", "all"], default="dev")
     parser.add_argument("--errors", action="store_true", help="print each message scored wrong")
@@ -267,6 +274,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         "commitments": commitments,
         "shapes": partial(commitments, name="commitments-shapes.jsonl"),
         "heldout": partial(commitments, name="commitments-heldout.jsonl"),
+        "heldout-2": partial(commitments, name="commitments-heldout-2.jsonl"),
         "follow-ups": follow_ups,
         "pressure": pressure,
     }[args.set]

@@ -134,7 +134,9 @@ SHAPE_TAGS = {"duration_bare", "next_weekday", "clock_day", "two_times", "then_o
 """The shape tags of the later sets (bench/data/README.md, issue 28); ``conditional`` is the first file's tag."""
 
 
-@pytest.mark.parametrize("name", ["commitments-shapes.jsonl", "commitments-heldout.jsonl"])
+@pytest.mark.parametrize(
+    "name", ["commitments-shapes.jsonl", "commitments-heldout.jsonl", "commitments-heldout-2.jsonl"]
+)
 def test_the_later_sets_quote_their_texts_and_customers_never_commit_in_them(name: str):
     later = [json.loads(line) for line in (DATA.parent / name).read_text(encoding="utf-8").splitlines()]
     assert len({row["id"] for row in later}) == len(later)

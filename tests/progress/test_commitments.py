@@ -104,9 +104,7 @@ def test_a_zone_named_in_the_text_wins_over_the_customers():
     assert due("I'll call you at 2pm Eastern tomorrow.") == utc(2026, 1, 15, 19, 0)
     assert due("I'll call you at 3pm UK time on Friday.", zone=NEW_YORK) == utc(2026, 1, 16, 15, 0)
     assert due("I'll ring you at 10 Madrid time on Thursday.") == utc(2026, 1, 15, 9, 0)  # any city of the zone db
-    assert due("I'll ring you at 10 Narnia time on Thursday.") == utc(
-        2026, 1, 15, 10, 0
-    )  # none: the customer's
+    assert due("I'll ring you at 10 Narnia time on Thursday.") == utc(2026, 1, 15, 10, 0)  # none: the customer's
 
 
 def test_a_day_is_the_customers_local_day_not_the_utc_one():
@@ -275,3 +273,17 @@ def test_a_purpose_without_a_comma_does_not_give_the_promise_its_time():
         "I'll push the plan change through by midnight tonight so you're on the new pricing from tomorrow."
     )
     assert push.due_at == utc(2026, 1, 15, 0, 0)
+
+
+def test_a_bare_hour_tonight_is_in_the_evening_and_a_thing_of_tomorrow_s_is_no_day():
+    assert due("I'll email you the fraud report by 9 tonight.") == utc(2026, 1, 14, 21, 0)
+    assert due("I'll put a hold on tomorrow's direct debit today.") == utc(2026, 1, 14, 17, 0)
+
+
+def test_a_team_the_analyst_gets_to_call_the_customer_makes_a_promise_and_a_dash_before_an_offer_ends_one():
+    (team,) = promises("I'm getting our priority services team to phone you tomorrow to add you to it.")
+    assert team.due_at == utc(2026, 1, 15, 17, 0)
+    (confirm,) = promises("I'll confirm the switch in writing next Friday - and if you'd like a copy posted, I can.")
+    assert confirm.due_at == utc(2026, 1, 23, 17, 0)
+    reissue, mail = promises("I'll reissue your rail pass this afternoon and mail the card out on Monday.")
+    assert (reissue.due_at, mail.due_at) == (utc(2026, 1, 14, 17, 0), utc(2026, 1, 19, 17, 0))

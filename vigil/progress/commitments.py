@@ -43,7 +43,8 @@ class Promise:
 
 _SENTENCE = re.compile(r"(?:[^.!?\n]|[.!?](?=[^\s.!?]))+[.!?]*")
 _ON_BEHALF = (
-    r"our (?:[\w-]+ ){0,2}(?:team|department|engineers?|specialists?|colleagues?|manager)(?: will|'ll)"
+    r"(?:I(?:'m| am) (?:getting|asking|having) )?our (?:[\w-]+ ){0,2}"
+    r"(?:team|department|engineers?|specialists?|colleagues?|manager)(?: will|'ll| to)"
     r"(?=(?: [\w-]+){1,3} (?:you|your)\b)"
 )
 """A promise the analyst makes to the customer for a team ("our accounts team will come back to you within 2 working
@@ -88,7 +89,7 @@ _WAITS_ON_CUSTOMER = re.compile(r"\b(?:once|as soon as|after|when) you(?:'ve| ha
 certificate")."""
 _PURPOSE = re.compile(r"(?:,\s*|\s+)so(?: that)? (?:you|we|it|they|there)(?:'re|'s| are| is)?\b", re.IGNORECASE)
 """Where a promise's clause ends and its purpose begins: "this Friday, so you can sign next week"."""
-_THEN_OFFER = re.compile(r";|,\s*(?:and|but)\s+(?=if\b)|,\s*(?=if\b)", re.IGNORECASE)
+_THEN_OFFER = re.compile(r";|(?:,|\s+[-\u2013\u2014])\s*(?:and|but)?\s*(?=if\b)", re.IGNORECASE)
 """Where a promise ends and an offer begins: "I'll check your eligibility today; if you qualify, I can apply it"."""
 _AND = re.compile(
     r",?\s+and\s+(?:then\s+)?(?P<subject>(?:I'll|I will|we'll|we will|you'll|I'm going to)\s+)?", re.IGNORECASE
@@ -98,7 +99,7 @@ _DELIVERY_VERB = re.compile(
     r"|raise|escalate|get|give|have|make|check|follow|reach|let|be in touch|come back|pick|refund|apply|dispatch"
     r"|ship|deliver|rebook|process|cancel|credit|reset|replace|collect|install|fix|courier|issue|reissue|waive"
     r"|move|switch|submit|lodge|log|order|upgrade|reconnect|restore|remove|add|change|amend|transfer|return|renew"
-    r"|reverse|release|activate|unblock|close|open)(?:s|e?d|led|ped|ted|ing)?|sent|made|given|got|rung)\b",
+    r"|reverse|release|activate|unblock|close|open|mail)(?:s|e?d|led|ped|ted|ing)?|sent|made|given|got|rung)\b",
     re.IGNORECASE,
 )
 _MEANS = re.compile(

@@ -59,7 +59,8 @@ _END_OF_DAY = re.compile(
 )
 _THIS_WEEK = re.compile(r"\b(?:(?:the )?end of (?:the|this) week|this week)\b", re.IGNORECASE)
 _NEXT_WEEK = re.compile(r"\b(?:(?:the )?end of next week|next week)\b", re.IGNORECASE)
-_TOMORROW = re.compile(r"\btomorrow\b", re.IGNORECASE)
+_TOMORROW = re.compile(r"\btomorrow\b(?!'s)", re.IGNORECASE)
+"""Tomorrow as a day, not a thing of tomorrow's ("a hold on tomorrow's direct debit today")."""
 _MIDNIGHT = re.compile(r"\b(?:at|by|before)\s+midnight\b", re.IGNORECASE)
 _LEAD_DURATION = re.compile(
     rf"\b(?:give (?:me|us)|allow|expect)\s+(?:the\s+next\s+)?{_COUNT}\s*"
@@ -251,10 +252,12 @@ class Times:
 
 
 def _clock_time(match: re.Match[str], part: str | None) -> time:
-    """A clock time: "3pm", "9:30", "quarter to 4"; a bare hour is read in working hours (9-11 am, 12, 1-8 pm)."""
+    """A clock time: "3pm", "9:30", "quarter to 4"; a bare hour is read in working hours (9-11 am, 12, 1-8 pm), or in
+    the evening when the clause says "tonight"."""
     hour, minute = int(match.group("h")), int(match.group("m") or 0)
     ampm = (match.group("ampm") or "").lower()[:1]
-    if (ampm == "p" and hour < 12) or (not ampm and part not in ("first", "morning") and 1 <= hour <= 8):
+    pm = (part not in ("first", "morning") and 1 <= hour <= 8) or (part == "evening" and hour < 12)  # "9 tonight"
+    if (ampm == "p" and hour < 12) or (not ampm and pm):
         hour += 12
     elif ampm == "a" and hour == 12:
         hour = 0
