@@ -17,6 +17,14 @@ def peak_rss_bytes(pid: int | str) -> int:
     raise LookupError(f"no VmHWM for process {pid}")
 
 
+def rss_bytes(pid: int | str) -> int:
+    """The process's resident set size now (``VmRSS``)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise LookupError(f"no VmRSS for process {pid}")
+
+
 def cpu_seconds(pid: int | str) -> float:
     """CPU time the process has used so far, user and system, all threads."""
     stat = Path(f"/proc/{pid}/stat").read_text()

@@ -18,6 +18,12 @@ Then the faults stop, the traffic is all in, vigil gets ``--settle-s`` to finish
 reconciled against what vigil says (tests/e2e/reconcile.py): events, promises, actions and billing rows must
 agree, and nothing may be lost, doubled or stuck. The report is printed as JSON (and saved under bench/results).
 
+Memory over hours (issue 29): ``--no-faults --answers --minutes 60`` runs the same traffic in one process that is
+never killed, with the miner every ``--miner-every-s`` and procedures every ``--procedures-every-s``, and samples
+vigil's resident memory every ``--sample-s`` (``memory`` in the report: minute, MiB). Whether it levels off is read
+from the samples: the report gives the median of the first and of the last quarter of the hour after the first ten
+minutes, and the slope of a line through the samples after the first ten minutes (MiB an hour).
+
 Run: ``python -m bench.soak --minutes 10`` (``--database postgresql``, ``--seed``, ``--workdir`` to keep logs).
 """
 
@@ -29,6 +35,7 @@ import contextlib
 import json
 import random
 import sqlite3
+import statistics
 import sys
 import tempfile
 import time
@@ -44,6 +51,7 @@ import psycopg
 import sqlalchemy as sa
 
 from bench import databases, report, traffic
+from bench.linux import rss_bytes
 from tests.conftest import create_topics, new_topics
 from tests.e2e.crashes import Lives, Refund, SystemsProcess
 from tests.e2e.harness import VigilCli, eventually
@@ -74,6 +82,7 @@ class Soak:
         self.faults: Counter[str] = Counter()
         self.approvals: Counter[str] = Counter()
         self.armed: str | None = None
+        self.samples: list[tuple[float, int, float]] = []  # (minute, pid, MiB)
         self.ending = False
         self._restarting = asyncio.Lock()
 
@@ -149,8 +158,20 @@ class Soak:
 
     # The faults.
 
+    async def memory(self, until: float) -> None:
+        """vigil's resident memory every ``--sample-s`` until ``until`` (the process of the moment: a kill starts
+        another)."""
+        began = time.monotonic()
+        while time.monotonic() < until:
+            with contextlib.suppress(OSError, LookupError):
+                pid = self.lives.process.popen.pid
+                self.samples.append((round((time.monotonic() - began) / 60, 2), pid, rss_bytes(pid) / 2**20))
+            await asyncio.sleep(self.args.sample_s)
+
     async def chaos(self, until: float) -> None:
-        """Faults at random until ``until``: kills, database faults, systems stopped."""
+        """Faults at random until ``until``: kills, database faults, systems stopped (none with ``--no-faults``)."""
+        if not self.args.faults:
+            return
         rates = {
             "kill": 1 / self.args.kill_every_s,
             "database": 1 / self.args.database_every_s,
@@ -251,7 +272,10 @@ async def soak(args: argparse.Namespace, workdir: Path, db_url: str) -> dict[str
         topics = new_topics()
         await create_topics(broker.bootstrap, topics)
         cli = VigilCli(workdir)
-        settings = {} if not args.answers else {"VIGIL_ANSWERS__ENABLED": "true"}
+        settings = {
+            "VIGIL_MINER__INTERVAL_S": str(args.miner_every_s),
+            "VIGIL_PROGRESS__PROCEDURES_INTERVAL_S": str(args.procedures_every_s),
+        } | ({"VIGIL_ANSWERS__ENABLED": "true"} if args.answers else {})
         lives = Lives(
             cli,
             bootstrap=broker.bootstrap,
@@ -267,7 +291,7 @@ async def soak(args: argparse.Namespace, workdir: Path, db_url: str) -> dict[str
             began = time.monotonic()
             until = began + args.minutes * 60
             watcher = asyncio.create_task(run.watch())
-            await asyncio.gather(run.demo_traffic(until), run.refunds(until), run.chaos(until))
+            await asyncio.gather(run.demo_traffic(until), run.refunds(until), run.chaos(until), run.memory(until))
             traffic_s = time.monotonic() - began
             ending = await run.settle()
             await watcher
@@ -284,8 +308,24 @@ async def soak(args: argparse.Namespace, workdir: Path, db_url: str) -> dict[str
         "faults": dict(sorted(run.faults.items())),
         "approvals": dict(sorted(run.approvals.items())),
         "ending": ending,
+        "memory": memory_report(run.samples),
         **reconciliation.as_json(),
     }
+
+
+def memory_report(samples: list[tuple[float, int, float]]) -> dict[str, Any]:
+    """The samples, and whether memory levelled off: medians of the first and last quarter after ten minutes, and
+    the least-squares slope after ten minutes (MiB an hour)."""
+    settled = [(minute, mib) for minute, _, mib in samples if minute >= 10]
+    report: dict[str, Any] = {"samples": [[m, pid, round(mib, 1)] for m, pid, mib in samples]}
+    if len(settled) >= 8:
+        quarter = len(settled) // 4
+        report["first_quarter_median_mib"] = round(statistics.median(mib for _, mib in settled[:quarter]), 1)
+        report["last_quarter_median_mib"] = round(statistics.median(mib for _, mib in settled[-quarter:]), 1)
+        report["slope_mib_per_hour"] = round(statistics.linear_regression(*zip(*settled, strict=True)).slope * 60, 1)
+    if samples:
+        report["peak_mib"] = round(max(mib for _, _, mib in samples), 1)
+    return report
 
 
 @contextlib.contextmanager
@@ -323,6 +363,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reply-every-s", type=float, default=3.0, help="mean time between a conversation's events")
     parser.add_argument("--settle-s", type=float, default=300.0, help="how long vigil has to finish at the end")
     parser.add_argument("--answers", action="store_true", help="the answers capability on (loads the model)")
+    parser.add_argument(
+        "--faults", action=argparse.BooleanOptionalAction, default=True, help="kills, database and systems faults"
+    )
+    parser.add_argument("--sample-s", type=float, default=60.0, help="how often vigil's memory is sampled")
+    parser.add_argument("--miner-every-s", type=float, default=600.0, help="the miner's interval (its default)")
+    parser.add_argument("--procedures-every-s", type=float, default=3600.0, help="procedure mining's interval")
     parser.add_argument("--workdir", type=Path, help="keep vigil's logs and the systems' file here")
     parser.add_argument(
         "--keep-database", action="store_true", help="leave vigil's database for a look (SQLite: give --workdir)"

@@ -61,6 +61,21 @@ def test_bm25s_index_chatter_stays_out_of_an_info_log(caplog: pytest.LogCaptureF
 
 
 @pytest.mark.usefixtures("restored_logging")
+def test_each_http_request_to_a_chroma_server_stays_out_of_an_info_log(caplog: pytest.LogCaptureFixture):
+    import httpx
+
+    logging.getLogger().setLevel(logging.INFO)
+    configure_logging("INFO")
+    caplog.handler.setLevel(logging.NOTSET)
+    transport = httpx.MockTransport(lambda request: httpx.Response(200, json={"nanosecond heartbeat": 1}))
+    with httpx.Client(transport=transport) as client:
+        client.get("http://chroma.example:8000/api/v2/heartbeat")  # httpx logs "HTTP Request: GET ..." at INFO
+    assert [r for r in caplog.records if r.name == "httpx"] == []
+    logging.getLogger("httpx").warning("a real problem")
+    assert [r.getMessage() for r in caplog.records if r.name == "httpx"] == ["a real problem"]
+
+
+@pytest.mark.usefixtures("restored_logging")
 def test_bm25s_chatter_shows_when_the_operator_asks_for_debug(caplog: pytest.LogCaptureFixture):
     from vigil.knowledge.lexical import LexicalIndex
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from functools import partial
 
 import pytest
@@ -207,3 +208,83 @@ async def test_a_record_too_large_is_refused_for_good_and_not_retried(kafka: Emb
         await publisher.close()
     assert not metrics.registry.get_sample_value("vigil_retries_total", {"dependency": "broker"})
     assert len(read_topic(kafka.bootstrap, topics.dlq, expect=1, partitions=1)) == 1
+
+
+async def test_a_member_is_ready_once_it_holds_its_partitions_and_a_static_one_restarts_without_moving_the_others(
+    kafka: EmbeddedBroker, topics: Topics, tmp_path
+):
+    await create_topics(kafka.bootstrap, topics, partitions=3)
+    publisher = KafkaPublisher(make_settings(tmp_path=tmp_path, bootstrap=kafka.bootstrap, topics=topics).kafka)
+
+    def replica(name: str) -> KafkaSource:
+        kafka_settings = make_settings(tmp_path=tmp_path, bootstrap=kafka.bootstrap, topics=topics).kafka
+        # A static member keeps its place while it is away for less than the session: longer than Tansu's join.
+        static = kafka_settings.model_copy(update={"group_instance_id": name, "session_timeout_s": 20.0})
+        return KafkaSource(static, publisher, handover_timeout_s=5.0)
+
+    async def serve(source: KafkaSource) -> None:
+        async for delivery in source.deliveries():
+            delivery.ack()
+
+    async def until(ready: Callable[[], bool], timeout_s: float = 30.0) -> None:
+        async with asyncio.timeout(timeout_s):
+            while not ready():
+                await asyncio.sleep(0.05)
+
+    def held(source: KafkaSource) -> set[TopicPartition]:
+        return set(source._consumer.assignment()) if source._consumer else set()
+
+    first, second = replica("vigil-0"), replica("vigil-1")
+    await first.start()
+    with pytest.raises(TransportError, match="not a member of consumer group"):
+        await first.check_membership()  # connected, still joining: not ready
+    serving = [asyncio.create_task(serve(first))]
+    await until(lambda: first.joined)
+    await first.check_membership()
+    await second.start()
+    serving.append(asyncio.create_task(serve(second)))
+    everything = {TopicPartition(topics.input, p) for p in range(3)}
+
+    def split() -> bool:  # the group has settled: each holds some, none twice, all held
+        mine, theirs = held(first), held(second)
+        return bool(
+            first.joined and second.joined and mine and theirs and not mine & theirs and mine | theirs == everything
+        )
+
+    await until(split)
+    await asyncio.sleep(1.0)  # and stays settled
+    assert split()
+    mine, theirs = held(first), held(second)
+
+    # The second replica restarts under its name: the first keeps its partitions throughout, never rebalancing.
+    lost: list[float] = []
+    revocations = first.revocations
+    watching = asyncio.create_task(_watch(lambda: held(first) == mine, lost))
+    second.stop_intake()
+    await serving.pop()
+    await second.close()
+    back = replica("vigil-1")
+    await back.start()
+    serving.append(asyncio.create_task(serve(back)))
+    try:
+        await until(lambda: back.joined)
+        assert held(back) == theirs and held(first) == mine
+        assert lost == [] and first.revocations == revocations, "the first replica paused while the second restarted"
+        await first.check_membership()
+    finally:
+        watching.cancel()
+        for source in (first, back):
+            source.stop_intake()
+        await asyncio.gather(*serving)
+        await first.close()
+        await back.close()
+        await publisher.close()
+
+
+async def _watch(holds: Callable[[], bool], lost: list[float]) -> None:
+    """Note each moment ``holds`` is false, every 50 ms, until cancelled."""
+    loop = asyncio.get_running_loop()
+    while True:
+        if not holds():
+            lost.append(loop.time())
+        await asyncio.sleep(0.05)

@@ -42,8 +42,9 @@ log = logging.getLogger("vigil")
 PARAMETER_LOGGERS = ("aiosqlite",)
 # bm25s sets its logger to DEBUG when it is imported (after logging is set up here), so a level set here would not
 # hold: a filter on the logger does. Its DEBUG and INFO lines are about building an index, for every refresh.
-# APScheduler says at INFO each time it runs a job (the knowledge refresh: every few seconds).
-CHATTY_LOGGERS = ("bm25s", "apscheduler.scheduler", "apscheduler.executors.default")
+# APScheduler says at INFO each time it runs a job (the knowledge refresh: every few seconds). httpx says at INFO each
+# request it makes: every query to a Chroma server (nearly every line of a replica's log), every call to a system.
+CHATTY_LOGGERS = ("bm25s", "apscheduler.scheduler", "apscheduler.executors.default", "httpx")
 # Alembic says which database dialect it found each time a command opens the database: only DEBUG shows it.
 MIGRATION_LOGGER = "alembic.runtime.migration"
 MIGRATION_CHATTER = ("Context impl ", "Will assume ")

@@ -83,8 +83,9 @@ def _operations(app: FastAPI, health: Health, metrics: Metrics) -> None:
 
     @app.get("/readyz", tags=["operations"], responses={503: {"description": "a dependency is unreachable"}})
     async def readyz() -> JSONResponse:
-        """Ready: 200 only while every check passed its last run: the brokers, the database, the knowledge store
-        (with answers on) and the pipeline (running, not still starting); else 503 naming the problems."""
+        """Ready: 200 only while every check passed its last run: the brokers, the consumer group (joined, holding
+        its partitions), the database, the knowledge store (with answers on) and the pipeline (running, not still
+        starting); else 503 naming the problems."""
         if health.ready:
             return JSONResponse({"status": "ready"})
         return JSONResponse({"status": "unavailable", "problems": health.problems}, status_code=503)

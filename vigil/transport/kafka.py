@@ -237,11 +237,19 @@ class KafkaSource:
         self._ledgers: dict[TopicPartition, _Ledger] = {}
         self._stopping = asyncio.Event()
         self._committer: asyncio.Task[None] | None = None
+        self.joined = False
+        """Whether the consumer has joined its group and been given its partitions (none, when the group has more
+        members than the topic has partitions) since it started. A later rebalance does not clear it: the replica
+        still serves its panel and API while the group settles, and a readiness that dropped at each rebalance would
+        take every replica out of its Service at once."""
+        self.revocations = 0
+        """How many times partitions were taken from this consumer (each rebalance it took part in with some)."""
 
     async def start(self) -> None:
         consumer = AIOKafkaConsumer(
             bootstrap_servers=self._settings.bootstrap_servers,
             group_id=self._settings.group_id,
+            group_instance_id=self._settings.group_instance_id,
             client_id=self._settings.client_id,
             enable_auto_commit=False,
             auto_offset_reset="earliest",
@@ -304,6 +312,12 @@ class KafkaSource:
         except (KafkaError, TimeoutError, OSError) as exc:
             raise TransportUnavailable(f"Kafka unreachable: {exc!r}") from exc
 
+    async def check_membership(self) -> None:
+        """Ready to serve only once the consumer has joined its group and holds its partitions: a rolling update
+        that waits for readiness then moves on with the group settled, not in the middle of the join."""
+        if not self.joined:
+            raise TransportUnavailable(f"not a member of consumer group {self._settings.group_id!r} yet: joining it")
+
     async def commit(self, partitions: Iterable[TopicPartition] | None = None) -> None:
         """Commit, for each partition, everything before its oldest record still in flight."""
         if self._consumer is None:
@@ -338,7 +352,9 @@ class KafkaSource:
 
     async def hand_over(self, revoked: Iterable[TopicPartition]) -> None:
         """Before partitions move to another member: let their in-flight records finish, commit, forget them."""
-        revoked = [tp for tp in revoked if tp in self._ledgers]
+        given_up = list(revoked)
+        self.revocations += bool(given_up)
+        revoked = [tp for tp in given_up if tp in self._ledgers]
         waits = [self._ledgers[tp].idle.wait() for tp in revoked if self._ledgers[tp].pending]
         if waits:
             try:
@@ -354,6 +370,7 @@ class KafkaSource:
             self._ledgers.pop(tp, None)
 
     async def close(self) -> None:
+        self.joined = False
         if self._committer is not None:
             self._committer.cancel()
             await asyncio.gather(self._committer, return_exceptions=True)
@@ -375,6 +392,7 @@ class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
 
     async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
         log.info("assigned partitions: %s", sorted(f"{tp.topic}/{tp.partition}" for tp in assigned))
+        self._source.joined = True
 
 
 async def probe_bootstrap(servers: str, *, timeout_s: float) -> None:

@@ -64,6 +64,7 @@ class Transports:
         self.sinks.append(KafkaSink(publisher, kafka.suggestions_topic))
         self.outboxes.append(KafkaOutbox(publisher, kafka.input_topic))
         self.checks["broker"] = source.check
+        self.checks["consumer group"] = source.check_membership
         if kafka.create_topics:
             topics = (kafka.input_topic, kafka.suggestions_topic, kafka.dlq_topic)
             self._connect.append(

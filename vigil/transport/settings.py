@@ -17,6 +17,14 @@ class KafkaSettings(BaseModel):
         default=None, description="Comma-separated host:port list; required by `vigil run`."
     )
     group_id: str = Field(default="vigil", min_length=1)
+    group_instance_id: str | None = Field(
+        default=None,
+        min_length=1,
+        description="Static group membership (KIP-345): a name of this replica that survives its restarts (a "
+        "StatefulSet pod's name). A replica that comes back under its name within the session timeout gets its "
+        "partitions back without a rebalance, so the others never pause; one that does not come back gives its "
+        "partitions up only when the session times out. Unset: dynamic membership (every join or leave rebalances).",
+    )
     input_topic: str = Field(default="vigil.conversations", min_length=1)
     suggestions_topic: str = Field(default="vigil.suggestions", min_length=1)
     dlq_topic: str = Field(default="vigil.dlq", min_length=1)
