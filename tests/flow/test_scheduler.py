@@ -131,6 +131,17 @@ async def test_a_failing_job_is_logged_and_counted_and_its_next_window_still_run
     assert any(r.exc_info and "sweep failed" in r.getMessage() for r in caplog.records)
 
 
+async def test_the_last_success_of_a_job_is_when_a_window_last_ran_to_its_end_not_when_one_failed():
+    clock = ManualClock(T0)
+    body = Recorder(clock, failing={T0 + timedelta(seconds=1200)})
+    scheduler, registry = await started([Job(name="miner", run=body, every_s=600)], clock)
+    last = {"job": "miner"}
+    assert registry.get_sample_value("vigil_job_last_success_timestamp_seconds", last) == 0
+    await scheduler.run_due(T0 + timedelta(seconds=1200))  # 600 ran, 1200 failed
+    success = registry.get_sample_value("vigil_job_last_success_timestamp_seconds", last)
+    assert success == (T0 + timedelta(seconds=600)).timestamp()
+
+
 async def test_a_job_needs_an_interval_or_a_time_of_day_and_durable_jobs_need_a_database():
     async def nothing(due: datetime) -> None:
         return None

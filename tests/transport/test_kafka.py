@@ -71,6 +71,33 @@ async def test_offsets_are_committed_only_past_what_is_done(kafka: EmbeddedBroke
         await publisher.close()
 
 
+async def test_the_lag_is_what_the_partition_holds_beyond_what_is_done_and_is_dropped_when_it_moves_away(
+    kafka: EmbeddedBroker, topics: Topics, tmp_path
+):
+    await create_topics(kafka.bootstrap, topics, partitions=1)
+    produce(kafka.bootstrap, topics.input, [(b"k", f"r{n}".encode()) for n in range(10)])
+    settings = make_settings(tmp_path=tmp_path, bootstrap=kafka.bootstrap, topics=topics)
+    publisher, registry = KafkaPublisher(settings.kafka), CollectorRegistry()
+    source = KafkaSource(settings.kafka, publisher, handover_timeout_s=5.0, metrics=Metrics(registry))
+    await source.start()
+    lag = {"topic": topics.input, "partition": "0"}
+    try:
+        deliveries = await take(source, 10)
+        for n in (0, 1, 2, 5):
+            deliveries[n].ack()
+        source.measure_lag()
+        assert registry.get_sample_value("vigil_consumer_lag_records", lag) == 7  # 3 and 4 in flight: from 3 on
+        for delivery in deliveries:
+            delivery.ack()
+        source.measure_lag()
+        assert registry.get_sample_value("vigil_consumer_lag_records", lag) == 0
+        await source.hand_over({TopicPartition(topics.input, 0)})
+        assert registry.get_sample_value("vigil_consumer_lag_records", lag) is None
+    finally:
+        await source.close()
+        await publisher.close()
+
+
 async def test_a_restarted_source_resumes_from_the_commit(kafka: EmbeddedBroker, topics: Topics, tmp_path):
     await create_topics(kafka.bootstrap, topics, partitions=1)
     produce(kafka.bootstrap, topics.input, [(b"k", f"r{n}".encode()) for n in range(6)])

@@ -91,6 +91,13 @@ class Metrics:
             registry=registry,
         )
         self.in_flight = Gauge("vigil_events_in_flight", "Records being processed now.", registry=registry)
+        self.consumer_lag = Gauge(
+            "vigil_consumer_lag_records",
+            "Records of an input partition this replica holds that are not done yet: the partition's high-water mark "
+            "(as of the last fetch) minus the next offset to commit. Summed over replicas: the group's backlog.",
+            ["topic", "partition"],
+            registry=registry,
+        )
         self.ready = Gauge(
             "vigil_dependency_up",
             "Whether a dependency answered its last health check.",

@@ -34,7 +34,7 @@ from enum import Enum
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.triggers.date import DateTrigger
 from apscheduler.triggers.interval import IntervalTrigger
-from prometheus_client import CollectorRegistry, Counter
+from prometheus_client import CollectorRegistry, Counter, Gauge
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from vigil.core.clock import Clock, ManualClock, SystemClock
@@ -173,9 +173,17 @@ class Scheduler:
             ["job", "outcome"],
             registry=registry,
         )
+        self._last_ran = Gauge(
+            "vigil_job_last_success_timestamp_seconds",
+            "When this replica last ran a window of the job to its end (Unix time; 0: not yet). Across replicas the "
+            "latest is max by (job): a window runs on one replica only.",
+            ["job"],
+            registry=registry,
+        )
         for job in self.jobs:  # every series from the start, at zero, so a rate over it is defined
             for outcome in Outcome:
                 self._runs.labels(job=job.name, outcome=outcome.value)
+            self._last_ran.labels(job=job.name)
         self._queue: list[_Due] = []
         self._seq = 0
         self._aps: AsyncIOScheduler | None = None
@@ -307,6 +315,8 @@ class Scheduler:
                 self._running.discard(task)
         if outcome is not None:
             self._runs.labels(job=job.name, outcome=outcome.value).inc()
+        if outcome is Outcome.RAN:
+            self._last_ran.labels(job=job.name).set(self._clock.now().timestamp())
 
     async def _window(self, job: Job, due: datetime, fire: _Fire) -> Outcome | None:
         """Run one window; None when there is nothing to count (a retry finding the window done)."""

@@ -10,6 +10,7 @@ one partition, and a record keyed otherwise is refused (``address_mismatch``). A
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, field
@@ -30,6 +31,7 @@ from aiokafka.record.default_records import DefaultRecordBatchBuilder
 from aiokafka.structs import OffsetAndMetadata
 
 from vigil.core.errors import RecordRefused, Rejected, TransportError, TransportUnavailable
+from vigil.core.metrics import Metrics
 from vigil.transport.base import Record, dead_letter_headers, truncation_headers
 from vigil.transport.settings import KafkaSettings
 from vigil.wire.events import Suggestion
@@ -229,8 +231,16 @@ class KafkaSource:
 
     name = "kafka"
 
-    def __init__(self, settings: KafkaSettings, publisher: KafkaPublisher, *, handover_timeout_s: float) -> None:
+    def __init__(
+        self,
+        settings: KafkaSettings,
+        publisher: KafkaPublisher,
+        *,
+        handover_timeout_s: float,
+        metrics: Metrics | None = None,
+    ) -> None:
         self._settings = settings
+        self._metrics = metrics
         self._dlq = KafkaDeadLetters(publisher, settings.dlq_topic)
         self._handover_timeout_s = handover_timeout_s
         self._consumer: AIOKafkaConsumer | None = None
@@ -337,6 +347,24 @@ class KafkaSource:
         for ledger, offset in offsets.values():
             ledger.committed = offset
 
+    def measure_lag(self) -> None:
+        """``vigil_consumer_lag_records`` of each partition held: its high-water mark as of the last fetch, less the
+        next offset to commit (what is in flight counts as not done)."""
+        if self._consumer is None or self._metrics is None:
+            return
+        for tp in self._consumer.assignment():
+            high, ledger = self._consumer.highwater(tp), self._ledgers.get(tp)
+            done = ledger.committable() if ledger is not None else None
+            if high is not None and done is not None:
+                self._metrics.consumer_lag.labels(tp.topic, str(tp.partition)).set(max(0, high - done))
+
+    def _forget_lag(self, partitions: Iterable[TopicPartition]) -> None:
+        if self._metrics is None:
+            return
+        for tp in partitions:
+            with contextlib.suppress(KeyError):
+                self._metrics.consumer_lag.remove(tp.topic, str(tp.partition))
+
     async def _commit_forever(self) -> None:
         failing = False
         while True:
@@ -349,6 +377,7 @@ class KafkaSource:
                 failing = True
             else:
                 failing = False
+            self.measure_lag()
 
     async def hand_over(self, revoked: Iterable[TopicPartition]) -> None:
         """Before partitions move to another member: let their in-flight records finish, commit, forget them."""
@@ -368,6 +397,7 @@ class KafkaSource:
             log.warning("%s during a rebalance; the new owner will re-read from the last commit", exc)
         for tp in revoked:
             self._ledgers.pop(tp, None)
+        self._forget_lag(given_up)
 
     async def close(self) -> None:
         self.joined = False

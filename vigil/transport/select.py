@@ -52,14 +52,14 @@ class Transports:
         """
         built = cls()
         if kafka.bootstrap_servers:
-            built._add_kafka(kafka, handover_timeout_s)
+            built._add_kafka(kafka, handover_timeout_s, metrics)
         if mqtt.host:
             built._add_mqtt(mqtt, metrics, max_in_flight)
         return built
 
-    def _add_kafka(self, kafka: KafkaSettings, handover_timeout_s: float) -> None:
+    def _add_kafka(self, kafka: KafkaSettings, handover_timeout_s: float, metrics: Metrics) -> None:
         publisher = KafkaPublisher(kafka)
-        source = KafkaSource(kafka, publisher, handover_timeout_s=handover_timeout_s)
+        source = KafkaSource(kafka, publisher, handover_timeout_s=handover_timeout_s, metrics=metrics)
         self.sources.append(source)
         self.sinks.append(KafkaSink(publisher, kafka.suggestions_topic))
         self.outboxes.append(KafkaOutbox(publisher, kafka.input_topic))
