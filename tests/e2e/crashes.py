@@ -257,13 +257,22 @@ class Refund:
         }]  # fmt: skip
 
 
-def read_all(bootstrap: str, topic: str, *, at_least: int, quiet_s: float = 0.5, timeout_s: float = 10.0) -> list[Read]:
-    """Every record of ``topic`` from the beginning: at least ``at_least``, then until none came for ``quiet_s``."""
+def read_all(
+    bootstrap: str,
+    topic: str,
+    *,
+    at_least: int,
+    quiet_s: float = 0.5,
+    timeout_s: float = 10.0,
+    partitions: int = PARTITIONS,
+) -> list[Read]:
+    """Every record of ``topic``'s ``partitions`` from the beginning: at least ``at_least``, then until none came for
+    ``quiet_s``."""
     consumer = Consumer(
         {"bootstrap.servers": bootstrap, "group.id": "reconcile", "enable.auto.commit": False,
          "auto.offset.reset": "earliest"}
     )  # fmt: skip
-    consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     got: list[Read] = []
     deadline, last = time.monotonic() + timeout_s, time.monotonic()
     try:

@@ -22,6 +22,8 @@ def mining_job(miner: Miner, interval_s: float) -> Job:
     async def mine(due: datetime) -> None:
         report = await miner.run(due)
         if report.busy is not None or report.mined or report.repeats or report.withdrawn or report.skipped:
-            log.info("miner: %s", report.summary())
+            log.info("miner, window %s: %s", due.isoformat(), report.summary())
+        else:
+            log.info("miner, window %s: nothing new to mine", due.isoformat())
 
     return Job(name=MINE, run=mine, every_s=interval_s, durable=True, coalesce=True, lease_s=max(600.0, interval_s))
