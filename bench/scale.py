@@ -27,6 +27,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import psycopg
+import sqlalchemy as sa
 
 from bench import databases, report, traffic
 from bench.daemon import VigilProcess
@@ -66,6 +68,14 @@ async def _settled(group: list[VigilProcess], settle_s: float, timeout_s: float 
             elif time.monotonic() - since >= settle_s:
                 return
             await asyncio.sleep(0.2)
+
+
+def _connections(db_url: str) -> int:
+    """The connections the replicas hold open to their database now (their pools stay open once grown)."""
+    name = sa.make_url(db_url).database
+    with psycopg.connect(databases.PG_ADMIN, autocommit=True) as admin:
+        row = admin.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = %s", (name,)).fetchone()
+    return int(row[0]) if row else 0
 
 
 async def _handled(group: list[VigilProcess]) -> float:
@@ -119,6 +129,7 @@ async def drain(
                 "vigil_cpu_ms_per_event": used * 1000 / max(done - handled, 1),
                 "machine_cores": MachineTimes.now().busy_cores_since(machine),
                 "peak_rss_mib": [round(p.peak_rss_bytes() / 2**20) for p in group],
+                "postgresql_connections": _connections(db_url),
             }
         finally:
             await asyncio.gather(*(p.stop() for p in group), return_exceptions=True)
