@@ -42,6 +42,8 @@ QUESTIONS = (
     "I've been charged twice. What should I do?",
     "Why is my first bill higher than my monthly price?",
 )
+REFRESH_S = 5.0
+"""How often each replica picks up knowledge changed by another (VIGIL_KNOWLEDGE__REFRESH_INTERVAL_S)."""
 SESSION_S = 12.0
 """The group session: a restart under the same name shorter than this keeps the replica's partitions."""
 
@@ -60,6 +62,7 @@ class Replicas:
             "VIGIL_ANSWERS__ENABLED": "true",
             "VIGIL_KNOWLEDGE__PATHS": json.dumps([str(KNOWLEDGE / "articles"), str(KNOWLEDGE / "faqs")]),
             "VIGIL_KNOWLEDGE__CHROMA_URL": chroma,
+            "VIGIL_KNOWLEDGE__REFRESH_INTERVAL_S": str(REFRESH_S),
             "VIGIL_KAFKA__SESSION_TIMEOUT_S": str(SESSION_S),
             "VIGIL_MINER__INTERVAL_S": "5",
             "VIGIL_MINER__LEASE_S": "30",
@@ -140,6 +143,15 @@ class Replicas:
             return
         raise AssertionError(f"no replica took the approval of {refund.id}")
 
+    async def answered(self, conversations: list[str], timeout_s: float = 120.0) -> None:
+        """Wait until each conversation has an answer stored, whichever replica has it (or had, and died)."""
+
+        def waiting() -> list[str]:
+            rows = self.db.query("SELECT DISTINCT conversation_id FROM suggestion WHERE kind = 'answer'")
+            return sorted(set(conversations) - {c for (c,) in rows})
+
+        await eventually("every question answered", lambda: not waiting(), timeout_s, show=waiting)
+
     async def processed(self, timeout_s: float = 180.0) -> float:
         """Wait until the group committed the whole input topic; how long it took."""
         started = time.monotonic()
@@ -181,7 +193,8 @@ async def a_round(replicas: Replicas, label: str, questions: int = 6, refunds: i
     await replicas.send([e for _, first, _ in asked for e in first])
     paid = [Refund(replicas.systems) for _ in range(refunds)]
     await replicas.send([e for r in paid for e in r.asked() + r.yes()])
-    await asyncio.gather(*(replicas.approve(r) for r in paid))
+    await asyncio.gather(*(replicas.approve(r) for r in paid), replicas.answered([c for c, _, _ in asked]))
+    # Only then the analyst's reply: an answer that comes after the analyst has written is stale, and not shown.
     await replicas.send([e for _, _, rest in asked for e in rest])
     await replicas.send([e for r in paid for e in r.promise() + r.closed()])
     print(f"{label}: {questions} questions, {refunds} refunds sent")
@@ -243,6 +256,31 @@ async def test_replicas_killed_added_and_restarted_in_turn_lose_nothing_and_do_n
     assert all(p.popen.poll() is None for p in replicas.running.values())
     assert not [p.args for p in replicas.lives if "Traceback" in p.log() and p.popen.returncode != -signal.SIGKILL]
     assert_miner_windows_ran_once(replicas.lives)
+
+    # A lead retires, through one replica, the FAQ that answered the first question: within the knowledge refresh's
+    # interval (and a rebuild), no replica answers from it any more.
+    faq = first_source_of(replicas, questions[0])
+    async with httpx.AsyncClient(base_url=replicas.running["vigil-0"].base_url, timeout=10) as http:
+        assert (await http.post(f"/api/knowledge/{faq}/retire")).status_code == 200
+    await asyncio.sleep(REFRESH_S + 3)
+    asked = [question(0) for _ in range(12)]  # over every partition, so every replica answers some
+    await replicas.send([e for _, first, _ in asked for e in first])
+    await replicas.processed()
+    again = [c for c, _, _ in asked]
+    answered = {c: first_source_of(replicas, c) for c in again}
+    assert faq not in answered.values(), answered
+
+
+def first_source_of(replicas: Replicas, conversation_id: str) -> str | None:
+    """The entry the conversation's answer was drawn from, if it has an answer."""
+    rows = replicas.db.query(
+        "SELECT sources FROM suggestion WHERE conversation_id = ? AND kind = 'answer'", conversation_id
+    )
+    for (sources,) in rows:
+        cited = json.loads(sources) if isinstance(sources, str) else sources
+        if cited:
+            return str(cited[0]["id"])
+    return None
 
 
 def assert_miner_windows_ran_once(lives: list[VigilProcess]) -> None:
