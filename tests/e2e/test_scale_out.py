@@ -22,11 +22,11 @@ from typing import Any
 
 import httpx
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Producer
 
 from tests.chroma import ChromaServer
 from tests.conftest import Topics, create_topics
-from tests.e2e.action_chat import Chat, Daemon
+from tests.e2e.action_chat import Chat, Daemon, end_offsets
 from tests.e2e.crashes import RECONCILER, Refund, SystemsProcess, read_all
 from tests.e2e.harness import Database, VigilCli, VigilProcess, eventually, ready
 from tests.e2e.reconcile import Sent, reconcile, stuck_actions
@@ -157,20 +157,12 @@ class Replicas:
         started = time.monotonic()
 
         def done() -> bool:
-            ends = end_offsets(self.bootstrap, self.topics.input)
+            ends = end_offsets(self.bootstrap, self.topics.input, PARTITIONS)
             at = committed(self.bootstrap, self.topics.group, self.topics.input, partitions=PARTITIONS)
             return all(at.get(p, -1) >= end for p, end in ends.items() if end > 0)
 
         await eventually("the group committed the whole input topic", done, timeout_s)
         return time.monotonic() - started
-
-
-def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"ends-{uuid.uuid4().hex[:6]}"})
-    try:
-        return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(PARTITIONS)}
-    finally:
-        consumer.close()
 
 
 def question(n: int) -> tuple[str, list[dict[str, Any]], list[dict[str, Any]]]:
