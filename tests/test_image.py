@@ -5,6 +5,7 @@ vigil starts its commands from outside the checkout."""
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -33,6 +34,8 @@ def test_the_images_install_steps_give_a_vigil_with_the_models_export_inside(tmp
     assert "VIGIL_KNOWLEDGE__ONNX_CACHE=/opt/vigil/onnx" in DOCKERFILE.read_text()  # where vigil looks for it
 
     wheels, prefix, onnx = tmp_path / "wheels", tmp_path / "venv", tmp_path / "onnx"
+    # As in the image: nothing of the checkout on the path (a PYTHONPATH set for the suite would import it instead).
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     # The build stage's `pip wheel .`, for vigil's own wheel (its dependencies come from the index, as in the image).
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--wheel-dir", str(wheels), str(ROOT)], check=True
@@ -40,16 +43,21 @@ def test_the_images_install_steps_give_a_vigil_with_the_models_export_inside(tmp
     venv.create(prefix, with_pip=True)
     python = prefix / "bin" / "python"
     (wheel,) = wheels.glob("vigil-*.whl")
-    subprocess.run([str(python), "-m", "pip", "install", "-q", str(wheel)], check=True, cwd=tmp_path)
+    subprocess.run([str(python), "-m", "pip", "install", "-q", str(wheel)], check=True, cwd=tmp_path, env=env)
     # The image's export step, word for word but for where it writes; run outside the checkout, so that it is the
     # installed vigil that runs.
-    subprocess.run([str(python), "-c", code.group(1).replace("/opt/vigil/onnx", str(onnx))], check=True, cwd=tmp_path)
+    exported = code.group(1).replace("/opt/vigil/onnx", str(onnx))
+    subprocess.run([str(python), "-c", exported], check=True, cwd=tmp_path, env=env)
     assert [p.suffix for p in onnx.iterdir()] == [".onnx"]
     found = subprocess.run(
-        [str(python), "-c", "import vigil; print(vigil.__file__)"], check=True, cwd=tmp_path, capture_output=True
+        [str(python), "-c", "import vigil; print(vigil.__file__)"],
+        check=True,
+        cwd=tmp_path,
+        capture_output=True,
+        env=env,
     )
     assert str(prefix) in found.stdout.decode()
     help_text = subprocess.run(
-        [str(prefix / "bin" / "vigil"), "--help"], check=True, cwd=tmp_path, capture_output=True, text=True
+        [str(prefix / "bin" / "vigil"), "--help"], check=True, cwd=tmp_path, capture_output=True, text=True, env=env
     ).stdout
     assert "run" in help_text and "demo" in help_text
