@@ -112,8 +112,10 @@ _ESCALATE = re.compile(r"\bescalat", re.IGNORECASE)
 
 
 def warm_up() -> None:
-    """Load dateparser's English data now (about 0.2 s), not on the first promise with a calendar date."""
-    find_promises("I'll call you on 21 May.", sent_at=datetime(2026, 1, 1, tzinfo=UTC), zone=ZoneInfo("UTC"))
+    """Load dateparser's English data (about 0.2 s) and the zone database's cities now, not on the first promise with
+    a calendar date or a zone named by its city."""
+    sent_at = datetime(2026, 1, 1, tzinfo=UTC)
+    find_promises("I'll call you at 3 Madrid time on 21 May.", sent_at=sent_at, zone=ZoneInfo("UTC"))
 
 
 def find_promises(
@@ -132,9 +134,7 @@ def find_promises(
         return []  # most messages: no sentence to read
     promises: list[Promise] = []
     for sentence in _SENTENCE.finditer(clean):
-        spans = list(_promise_spans(sentence.group(), sentence.start()))
-        lead = clean[sentence.start() : spans[0][0]] if spans else ""
-        shared = lead if _time_lead(lead) else ""
+        spans, shared = _promise_spans(sentence.group(), sentence.start())
         for start, end in spans:
             clause = clean[start:end]
             if shared and not has_time(clause):
@@ -182,10 +182,11 @@ def _replies_to(means: Promise, reply: Promise, text: str) -> bool:
     )
 
 
-def _promise_spans(sentence: str, offset: int) -> Iterator[tuple[int, int]]:
-    """Character spans (in the whole text) of the promises in one sentence."""
+def _promise_spans(sentence: str, offset: int) -> tuple[list[tuple[int, int]], str]:
+    """Character spans (in the whole text) of the promises in one sentence, and the words before the first of them
+    when they are only a time that every promise of the sentence shares ("Tomorrow I'll ... and ..."; else "")."""
     if sentence.rstrip().endswith("?"):
-        return
+        return [], ""
     offers = list(_OFFER.finditer(sentence))
     if offers:
         offer = offers[-1]  # the last: "check if you're eligible" is not an offer
@@ -196,7 +197,7 @@ def _promise_spans(sentence: str, offset: int) -> Iterator[tuple[int, int]]:
             if j.start() < offer.start() and _TRIGGER.search(sentence, 0, j.start())
         ]
         if not joints:
-            return
+            return [], ""
         sentence = sentence[: joints[-1].start()]
     triggers: list[re.Match[str]] = []
     for trigger in _TRIGGER.finditer(sentence):
@@ -207,13 +208,14 @@ def _promise_spans(sentence: str, offset: int) -> Iterator[tuple[int, int]]:
     purpose = _PURPOSE.search(sentence)
     lead = sentence[: triggers[0].start()] if triggers else ""
     shared = _time_lead(lead)  # "Tomorrow I'll ... and ...": one time for both
+    spans = []
     for i, trigger in enumerate(triggers):
         stop = triggers[i + 1].start() if i + 1 < len(triggers) else len(sentence)
         if purpose is not None and trigger.end() < purpose.start() < stop:
             stop = purpose.start()  # "..., so you can sign next week": why, not when
         stop = len(_TAIL.sub("", sentence[:stop]))
-        for start, end in _cut(sentence, trigger.start(), stop, shared=shared):
-            yield offset + start, offset + end
+        spans += [(offset + start, offset + end) for start, end in _cut(sentence, trigger.start(), stop, shared=shared)]
+    return spans, lead if shared else ""
 
 
 _TAIL = re.compile(r"(?:[\s,;:.!-]|\b(?:and|then|but)\b)+$", re.IGNORECASE)
