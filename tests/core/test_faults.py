@@ -6,6 +6,7 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -41,7 +42,20 @@ def test_a_connector_timeout_is_raised_where_armed():
         faults.fault("skill.after:actions")
 
 
-@pytest.mark.parametrize("spec", ["action.after_call", "=kill", "x=explode", "x=kill@0", "x=kill@two"])
+@pytest.mark.parametrize(
+    "spec",
+    [
+        "action.after_call",
+        "=kill",
+        "x=explode",
+        "x=kill@0",
+        "x=kill@two",
+        "x=stall",
+        "x=stall:0",
+        "x=stall:a",
+        "x=kill:3",
+    ],
+)
 def test_a_spec_that_is_not_point_what_n_is_a_settings_error(spec: str):
     with pytest.raises(SettingsError, match="VIGIL_FAULTS"):
         faults.parse(spec)
@@ -54,3 +68,12 @@ def test_kill_ends_the_process_with_sigkill_there_and_then():
     )
     assert done.returncode == -signal.SIGKILL
     assert done.stdout == "before\n"
+
+
+def test_a_stall_freezes_the_whole_process_for_its_seconds_then_goes_on_where_it_stood():
+    faults.configure("skill.after:answers=stall:0.3@2")
+    started = time.monotonic()
+    faults.fault("skill.after:answers")
+    assert time.monotonic() - started < 0.1
+    faults.fault("skill.after:answers")  # the second visit: blocked, nothing else of the process runs meanwhile
+    assert time.monotonic() - started >= 0.3

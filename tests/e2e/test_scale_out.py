@@ -1,7 +1,9 @@
 """Several replicas that stay correct (issue 29): `vigil run` processes in one consumer group on Tansu, sharing
 PostgreSQL, a Chroma server process and the demo's systems, each a static member under its own name as the
 StatefulSet runs them. Conversations with questions, promises and refunds flow while one replica is killed with -9,
-another is added, and all are restarted one after the other. Then a reconciliation (tests/e2e/reconcile.py) of what
+another is added, and all are restarted one after the other, the last one to freeze for longer than its session
+once it is back (its partitions move on meanwhile: when it wakes, what it was writing is fenced off and left to
+the new owner). Then a reconciliation (tests/e2e/reconcile.py) of what
 the test sent and what the systems and the suggestions topic hold against what vigil says: every event stored once,
 no suggestion published twice, every promise once, every approved refund paid once, nothing left stuck; every
 question answered once; and no window of the miner run by two replicas."""
@@ -46,6 +48,8 @@ REFRESH_S = 5.0
 """How often each replica picks up knowledge changed by another (VIGIL_KNOWLEDGE__REFRESH_INTERVAL_S)."""
 SESSION_S = 12.0
 """The group session: a restart under the same name shorter than this keeps the replica's partitions."""
+STALL_S = 32.0
+"""How long a replica freezes: longer than the session and the others' join, so its partitions have moved."""
 
 
 class Replicas:
@@ -75,7 +79,7 @@ class Replicas:
         self.running: dict[str, VigilProcess] = {}
         self.lives: list[VigilProcess] = []
 
-    async def start(self, name: str) -> VigilProcess:
+    async def start(self, name: str, faults: str = "") -> VigilProcess:
         process = self.cli.daemon(
             self.bootstrap,
             self.topics,
@@ -83,6 +87,7 @@ class Replicas:
             VIGIL_DATA_DIR=str(self.cli.tmp_path / name),
             VIGIL_KAFKA__GROUP_INSTANCE_ID=name,
             VIGIL_KAFKA__CLIENT_ID=name,
+            VIGIL_FAULTS=faults,
             **self.settings,
         )
         self.running[name] = process
@@ -96,11 +101,11 @@ class Replicas:
         process.send(signal.SIGKILL)
         assert process.wait(10) == -signal.SIGKILL
 
-    async def restart(self, name: str) -> float:
+    async def restart(self, name: str, faults: str = "") -> float:
         """A rolling update's step: SIGTERM (a clean exit, 0), then the same name again, ready; how long it took."""
         started = time.monotonic()
         await asyncio.to_thread(self.running.pop(name).stop, signal.SIGTERM, 30.0, clean=False)
-        await self.start(name)
+        await self.start(name, faults)
         return time.monotonic() - started
 
     @property
@@ -113,6 +118,20 @@ class Replicas:
     async def send(self, events: list[dict[str, Any]]) -> None:
         self.sent.events(events)
         await self.daemon().send(events)
+
+    def send_to(self, partition: int, events: list[dict[str, Any]]) -> None:
+        """Produce ``events`` to one partition of the input topic (keyed by their conversation, as always)."""
+        self.sent.events(events)
+        for event in events:
+            value = json.dumps(event).encode()
+            key = event["conversation_id"].encode()
+            self.producer.produce(self.topics.input, key=key, value=value, partition=partition)
+        assert self.producer.flush(30) == 0, "records not delivered"
+
+    def partitions_of(self, name: str) -> list[int]:
+        """The partitions the replica ``name`` was last given, as it logged them."""
+        assigned = re.findall(r"assigned partitions: \[([^\]]*)\]", self.running[name].log())
+        return [int(p.rsplit("/", 1)[1]) for p in re.findall(r"'([^']+)'", assigned[-1])]
 
     async def approve(self, refund: Refund) -> None:
         """Approve the refund's card through whichever replica is up (the API of one, the action run by the owner
@@ -226,11 +245,22 @@ async def test_replicas_killed_added_and_restarted_in_turn_lose_nothing_and_do_n
     await replicas.processed()
     resumed_s = time.monotonic() - killed_at
 
-    # Another is added, then every replica is restarted in turn (SIGTERM, exit 0, back under its name).
+    # Another is added, then every replica is restarted in turn (SIGTERM, exit 0, back under its name). The last one
+    # back freezes on its first answer for longer than its session: the group gives its partitions to the others
+    # meanwhile, and when it wakes it goes on where it stood, with a record another replica now owns.
     await replicas.start("vigil-3")
     sending = asyncio.create_task(a_round(replicas, "during a rolling restart", questions=9, refunds=3))
-    restarts = [await replicas.restart(name) for name in ("vigil-0", "vigil-2", "vigil-3")]
+    restarts = [await replicas.restart(name) for name in ("vigil-0", "vigil-2")]
+    restarts.append(await replicas.restart("vigil-3", faults=f"skill.after:answers=stall:{STALL_S:g}"))
+    frozen = [question(n) for n in range(3)]  # on its partition, so that it has an answer to freeze on
+    replicas.send_to(replicas.partitions_of("vigil-3")[0], [e for _, first, _ in frozen for e in first])
     questions += await sending
+    questions += [c for c, _, _ in frozen]
+    await eventually(
+        "the frozen replica's answer left to the new owner of its partition",
+        lambda: "to the new owner of its partition (fenced)" in replicas.running["vigil-3"].log(),
+        STALL_S + 60,
+    )
     await replicas.processed()
     with contextlib.suppress(AssertionError):
         await eventually("no action stuck", lambda: not stuck_actions(replicas.db, doubtful=True), 30, replicas.any)

@@ -10,7 +10,7 @@ import random
 import time
 from collections import defaultdict
 from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import psycopg
@@ -35,6 +35,7 @@ from vigil.flow.ingest import Ingest
 from vigil.flow.pipeline import Pipeline
 from vigil.flow.settings import IngestSettings
 from vigil.flow.skills import Proposal, Skill
+from vigil.flow.tenure import SqlTenures
 from vigil.knowledge.store import KnowledgeStore
 from vigil.testing import Wired, wired
 from vigil.transport.base import Record
@@ -670,3 +671,109 @@ async def test_a_chroma_outage_silences_answers_as_knowledge_unavailable_never_a
     finally:
         source.stop_intake()
         await run
+
+
+@dataclass
+class Movable:
+    """A delivery from a partition that can move to another consumer while it is in flight (as Kafka's can)."""
+
+    record: Record
+    acked: bool = False
+    dead_letters: list[Rejected] = field(default_factory=list)
+    stop: Callable[[], None] | None = None
+
+    def ack(self) -> None:
+        self.acked = True
+
+    async def dead_letter(self, rejection: Rejected) -> None:
+        self.dead_letters.append(rejection)
+
+    def on_withdrawn(self, stop: Callable[[], None]) -> None:
+        self.stop = stop
+
+    def withdraw(self) -> None:
+        assert self.stop is not None
+        self.stop()
+
+
+class Partition:
+    """A source whose deliveries are ``Movable``: what is put in is delivered, until ``stop_intake``."""
+
+    name = "partition"
+
+    def __init__(self) -> None:
+        self._queue: asyncio.Queue[Movable | None] = asyncio.Queue()
+
+    def put(self, *deliveries: Movable) -> None:
+        for delivery in deliveries:
+            self._queue.put_nowait(delivery)
+
+    async def deliveries(self) -> AsyncIterator[Movable]:
+        while (delivery := await self._queue.get()) is not None:
+            yield delivery
+
+    def stop_intake(self) -> None:
+        self._queue.put_nowait(None)
+
+
+class HoldsUp:
+    """A skill that holds up conversation ``a`` until cancelled, and answers nothing."""
+
+    name = "holds-up"
+    kind: SuggestionKind = "answer"
+
+    def __init__(self) -> None:
+        self.holding = asyncio.Event()
+
+    async def propose(self, event: Event, case: CaseState | None) -> Sequence[Proposal]:
+        if event.conversation_id == "a":
+            self.holding.set()
+            await asyncio.sleep(3600)
+        return ()
+
+
+async def test_records_withdrawn_at_a_hand_over_are_stopped_where_they_stand_and_left_unacknowledged(
+    store: CaseStore,
+):
+    skill, partition = HoldsUp(), Partition()
+    _, _, ingest, metrics = build(store, [skill], max_in_flight=3)
+    ingest._sources = (partition,)  # type: ignore[assignment]
+    a1, a2, b1 = (Movable(record(message(n, c), n)) for n, c in ((1, "a"), (2, "a"), (3, "b")))
+    partition.put(a1, a2, b1)
+    running = asyncio.create_task(ingest.run())
+    await asyncio.wait_for(skill.holding.wait(), 5)
+    await wait_for(lambda: b1.acked)
+    a1.withdraw()  # held up in its skill: stopped there
+    a2.withdraw()  # waiting behind it: never started
+    c1 = Movable(record(message(4, "c"), 4))
+    partition.put(c1)  # the slots the withdrawn held are free again (three in all)
+    await wait_for(lambda: c1.acked)
+    partition.stop_intake()
+    await running
+    assert await ingest.drain(1.0), "a withdrawn record was still in flight"
+    assert not a1.acked and not a2.acked and not a1.dead_letters and not a2.dead_letters
+    assert value(metrics, "vigil_events_let_go_total", how="withdrawn") == 2
+    assert value(metrics, "vigil_events_in_flight") == 0
+    assert await views_of(store).count_events() == {"conversations": 3, "messages": 3, "case_events": 0}
+
+
+async def test_a_record_whose_partition_was_given_to_another_consumer_since_is_let_go_not_dead_lettered(
+    store: CaseStore,
+):
+    scope = "kafka:vigil.events/0"
+    tenures = SqlTenures(store.engine, holder="vigil-0", clock=SystemClock(), timeout_s=5.0)
+    old = (await tenures.take([scope]))[scope]
+    new = (await tenures.take([scope]))[scope]  # the partition given again (to another consumer, say)
+    partition = Partition()
+    _, sink, ingest, metrics = build(store, [Echo()])
+    ingest._sources = (partition,)  # type: ignore[assignment]
+    stale = Movable(replace(record(message(1, "a", "conf=0.9"), 1), tenure=old))
+    current = Movable(replace(record(message(2, "b", "conf=0.9"), 2), tenure=new))
+    partition.put(stale, current)
+    partition.stop_intake()
+    await ingest.run()
+    assert await ingest.drain(5)
+    assert not stale.acked and not stale.dead_letters and current.acked
+    assert value(metrics, "vigil_events_let_go_total", how="fenced") == 1
+    assert [s.conversation_id for s in sink.published] == ["b"]
+    assert await views_of(store).count_events() == {"conversations": 1, "messages": 1, "case_events": 0}

@@ -49,6 +49,7 @@ from vigil.knowledge.store import (
 )
 from vigil.knowledge.tables import ENTRY
 from vigil.knowledge.vectors import VectorCollection, connect
+from vigil.mining.candidates import proposed
 from vigil.panel.overview import overview
 from vigil.panel.settings import PanelSettings
 from vigil.testing import panel_app
@@ -692,6 +693,50 @@ async def test_the_knowledge_store_imports_and_searches_through_a_chroma_server(
     assert not [r for r in caplog.records if "re-embedding" in r.getMessage()]
     (hit,) = await second.search("How long does a refund take?", 1, tenant="globex", kinds=["article"])
     assert hit.entry_id == "globex-refunds" and hit.dense > 0
+
+
+@pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
+async def test_an_import_a_mined_entry_its_approval_and_a_retirement_on_one_replica_reach_another_at_its_refresh(
+    store: CaseStore, tmp_path: Path, embedder, chroma_server: str
+):  # type: ignore[no-untyped-def]
+    def replica(name: str) -> KnowledgeStore:  # each with its own data folder; the database and Chroma shared
+        return KnowledgeStore(
+            engine=store.engine,
+            embedder=embedder,
+            clock=SystemClock(),
+            chroma_path=tmp_path / name / "chroma",
+            chroma_url=chroma_server,
+        )
+
+    async def served_by_other(query: str) -> list[str]:
+        """What the other replica answers ``query`` with after its refresh (the scheduled job's step)."""
+        await other.refresh_if_changed()
+        return [h.entry_id for h in await other.search(query, 5)]
+
+    one, other = replica("vigil-0"), replica("vigil-1")
+    await one.open()
+    await other.open()
+    await one.upsert(some_of_it())  # an import
+    assert (await served_by_other("how do I install an eSIM on my iPhone?"))[0] == "esim-setup"
+
+    entry, governance = proposed(
+        entry_id="mined-pause-direct-debit",
+        origin="mined:case-1",
+        tenant="default",
+        conversation_id="case-1",
+        question="Can I pause my direct debit while I am abroad for three months?",
+        answer="Yes: a lead can pause the direct debit for up to three months from the billing page.",
+        disagrees_with=[],
+        source={"case": "case-1"},
+    )
+    entry = replace(entry, tenant=None)
+    await one.upsert([entry], governance={entry.id: governance})  # mined: waiting for review, served by none
+    question = "pause my direct debit while abroad for three months"
+    assert entry.id not in await served_by_other(question)
+    assert await one.govern(entry.id, status="active")  # a lead approves it through the first replica
+    assert (await served_by_other(question))[0] == entry.id
+    assert await one.govern(entry.id, status="retired")  # and later retires it
+    assert entry.id not in await served_by_other(question)
 
 
 async def test_knowledge_stored_before_tenants_is_global_and_repaired_at_start(

@@ -10,13 +10,14 @@ import pytest
 from aiokafka import TopicPartition
 from prometheus_client import CollectorRegistry
 
-from tests.conftest import Topics, create_topics, frozen, make_settings
+from tests.conftest import Topics, create_topics, frozen, make_settings, migrated_store
 from tests.kafka_client import produce, read_topic
 from vigil.core.clock import SystemClock
 from vigil.core.errors import RecordRefused, Rejected, TransportError
 from vigil.core.metrics import Metrics
 from vigil.core.retry import Backoff
 from vigil.dev.broker import EmbeddedBroker
+from vigil.flow.tenure import SqlTenures
 from vigil.transport.kafka import MAX_REQUEST_BYTES, KafkaDelivery, KafkaPublisher, KafkaSource, ensure_topics
 
 
@@ -315,3 +316,44 @@ async def _watch(holds: Callable[[], bool], lost: list[float]) -> None:
         if not holds():
             lost.append(loop.time())
         await asyncio.sleep(0.05)
+
+
+async def test_records_still_in_flight_when_their_partition_moves_are_withdrawn_and_reread_under_a_newer_tenure(
+    kafka: EmbeddedBroker, topics: Topics, tmp_path, sqlite_url: str
+):
+    await create_topics(kafka.bootstrap, topics, partitions=2)
+    produce(kafka.bootstrap, topics.input, [(f"c{n}".encode(), f"a{n}".encode()) for n in range(12)])
+    settings = make_settings(tmp_path=tmp_path, bootstrap=kafka.bootstrap, topics=topics).kafka
+    publisher = KafkaPublisher(settings)
+    async with migrated_store(sqlite_url, tmp_path) as store:
+
+        def member(name: str) -> KafkaSource:
+            tenures = SqlTenures(store.engine, holder=name, clock=SystemClock(), timeout_s=5.0)
+            return KafkaSource(settings, publisher, handover_timeout_s=0.5, tenures=tenures)
+
+        first = member("vigil-0")
+        await first.start()
+        in_flight = await take(first, 12)  # none is ever acknowledged: all are in flight at the hand-over
+        assert {d.record.tenure.epoch for d in in_flight if d.record.tenure} == {1}
+        assert all(d.record.tenure for d in in_flight)
+        withdrawn: list[bytes] = []
+        for delivery in in_flight:
+            delivery.on_withdrawn(partial(withdrawn.append, delivery.record.value or b""))
+        second = member("vigil-1")
+        await second.start()
+        try:
+            # The group gives the second member a partition: it reads that partition from the start again (nothing
+            # was committed), under a tenure later than the one the first member read it under.
+            again = await take(second, 1, timeout_s=40.0)
+            moved = again[0].record.tenure
+            assert moved is not None and moved.epoch >= 2
+            assert sorted(withdrawn) == sorted(d.record.value for d in in_flight), "not all were withdrawn"
+            assert first.withdrawn == 12
+            assert {d.record.tenure for d in in_flight if d.record.tenure and d.record.tenure.scope == moved.scope}
+            assert all(d.record.tenure.epoch < moved.epoch for d in in_flight if d.record.tenure)
+        finally:
+            for source in (first, second):
+                source.stop_intake()
+            await first.close()
+            await second.close()
+            await publisher.close()

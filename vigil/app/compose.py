@@ -28,8 +28,9 @@ from vigil.flow.feed import LiveFeed
 from vigil.flow.gates import ConfidenceGate, Gate, Gates
 from vigil.flow.outlet import Outlet
 from vigil.flow.pipeline import Pipeline, Watcher
-from vigil.flow.scheduler import Job, Scheduler
+from vigil.flow.scheduler import Job, Scheduler, replica_id
 from vigil.flow.skills import Skill
+from vigil.flow.tenure import SqlTenures
 from vigil.knowledge.embedding import Embedder
 from vigil.knowledge.store import KnowledgeStore, open_knowledge_store
 from vigil.transport.select import Transports
@@ -239,6 +240,9 @@ def compose(
             metrics=base.metrics,
             handover_timeout_s=settings.graceful_timeout_s,
             max_in_flight=settings.ingest.max_in_flight,
+            tenures=SqlTenures(
+                store.engine, holder=replica_id(), clock=base.clock, timeout_s=settings.database.timeout_s
+            ),
         ),
     )
     chosen = [setup(parts) for name, setup in CAPABILITIES if only is None or name in only]

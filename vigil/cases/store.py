@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
@@ -25,11 +26,13 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from vigil.cases import writes as cases
 from vigil.cases.tables import MESSAGE, SUGGESTION
 from vigil.core.clock import Clock
-from vigil.core.errors import EventConflict, StoreError, StoreUnavailable
+from vigil.core.errors import EventConflict, Fenced, StoreError, StoreUnavailable
 from vigil.db.engine import connected, describe, guarded, is_unavailable, migrate, open_engine, upsert
 from vigil.db.settings import DatabaseSettings
 from vigil.flow.case import Recorded
 from vigil.flow.keeping import BatchKeeper, Keeper, Kept, keep_all
+from vigil.flow.tenure import held, prove
+from vigil.transport.base import Tenure
 from vigil.wire.events import Event, SourceRef, Suggestion
 
 log = logging.getLogger(__name__)
@@ -73,6 +76,7 @@ class Earlier:
 class _Pending:
     event: Event
     received_at: datetime
+    tenure: Tenure | None
     done: asyncio.Future[Recorded] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
 
 
@@ -158,8 +162,9 @@ class CaseStore:
             StoreUnavailable: the database could not be reached (retry).
             EventConflict: the event contradicts the stored case (do not retry).
             StoreError: the database refused the event (do not retry).
+            Fenced: the event's partition has moved to another consumer since it was read (nothing was written).
         """
-        pending = _Pending(event, self._clock.now())
+        pending = _Pending(event, self._clock.now(), held())
         self._queue.append(pending)
         self._wake_flusher()
         return await pending.done
@@ -172,7 +177,10 @@ class CaseStore:
 
     def _wake_flusher(self) -> None:
         if self._flusher is None or self._flusher.done():
-            self._flusher = asyncio.create_task(self._flush_forever(), name="vigil-store-flusher")
+            # In a context of its own: not the one of the record whose event woke it (and its tenure).
+            self._flusher = asyncio.create_task(
+                self._flush_forever(), name="vigil-store-flusher", context=contextvars.Context()
+            )
         self._wake.set()
 
     async def _flush_forever(self) -> None:
@@ -211,6 +219,19 @@ class CaseStore:
                 )
                 new = [Kept(p.event, r.case) for p, r in zip(batch, results, strict=True) if r.new]
                 await keep_all(conn, self._keepers, new)
+                await prove(conn, (p.tenure for p in batch))
+        except Fenced as fenced:
+            # Those read from a partition that has moved fail; the others are written without them.
+            self._finished[:0] = marks
+            kept: list[_Pending] = []
+            refused: list[_Pending] = []
+            for p in batch:
+                fenced_off = p.tenure is not None and fenced.fences(p.tenure.scope, p.tenure.epoch)
+                (refused if fenced_off else kept).append(p)
+            _fail(refused, fenced, None)
+            if kept:
+                await self._write(kept)
+            return
         except Exception as exc:
             self._finished[:0] = marks  # noted with the next batch that goes through
             if is_unavailable(exc):
@@ -234,11 +255,17 @@ class CaseStore:
         """Store a suggestion before it is published (idempotent by ``suggestion_id``), and return what to publish
         under its id: ``suggestion`` itself when the id is new; the copy stored earlier when the id was made before
         (a keyed suggestion said again, a job fired again after a crash) and is not out yet, so that one id never
-        goes out with two contents; None when that copy is already published."""
+        goes out with two contents; None when that copy is already published.
+
+        Raises:
+            Fenced: the suggestion is made for a record whose partition has moved to another consumer since.
+        """
         row = suggestion.model_dump(exclude={"type", "schema_version"}, mode="json")
         row |= {"created_at": suggestion.created_at, "published_at": None}
+        tenure = held()
         async with self._transaction() as conn:
             inserted = await conn.execute(upsert(conn, SUGGESTION).values(row).on_conflict_do_nothing())
+            await prove(conn, (tenure,))
             if inserted.rowcount == 1:
                 return suggestion
             stored = (

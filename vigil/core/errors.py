@@ -22,6 +22,8 @@
     ├── StartupError         a part did not start in time
     ├── Overrun              vigil's own work in a transaction outran its time limit (not the database: never retried)
     ├── LeaseLost            work's lease passed to another replica before its results were written (none were)
+    ├── Fenced               the partition a record was read from has been given to another consumer since; what the
+    │                        record's handling would have written was not (the new owner handles the record)
     ├── InvalidCursor        a page cursor vigil did not give out (the API answers 422)
     ├── AuthError            a panel sign-in was refused or failed (the message may be shown to the person)
     │   └── AuthUnavailable      the sign-in provider cannot be reached or answered nonsense (try again later)
@@ -185,6 +187,21 @@ class LeaseLost(VigilError):
         super().__init__(f"{owner} no longer holds the lease {name!r}; another holder has taken it")
         self.name = name
         self.owner = owner
+
+
+class Fenced(VigilError):
+    """A record's partition was given to another consumer (a later tenure of it exists, vigil/flow/tenure.py) while
+    this one was still handling it: the transaction that would have written for it is rolled back, and the record is
+    left to the new owner, which reads it again."""
+
+    def __init__(self, latest: dict[str, int]) -> None:
+        super().__init__(f"{', '.join(sorted(latest))} moved to another consumer; leaving its records to the new owner")
+        self.latest = latest
+        """The latest epoch of each partition (scope) found moved."""
+
+    def fences(self, scope: str, epoch: int) -> bool:
+        """Whether a write under the tenure (``scope``, ``epoch``) is refused."""
+        return epoch < self.latest.get(scope, epoch)
 
 
 class RulebookError(VigilError):

@@ -7,6 +7,8 @@ there, in ``VIGIL_FAULTS`` (read once, at import), as comma-separated ``point=wh
 - ``kill``: ``SIGKILL`` this process, no clean-up, no flush (the way a node dies);
 - ``db_error``: raise ``StoreUnavailable`` (a transient database error, as a dropped connection gives);
 - ``timeout``: raise ``ConnectorTimeout`` (the system did not answer; the write may have been done);
+- ``stall:S``: freeze the whole process for ``S`` seconds (the event loop blocked, no heartbeat sent), as a long
+  pause or a frozen VM does, then go on where it stood: the consumer group moves on without it meanwhile;
 - ``@n``: act on the ``n``-th time the point is reached (1 by default), and only then.
 
 For example ``VIGIL_FAULTS=action.after_call=kill`` kills vigil right after billing answered a refund and before
@@ -34,21 +36,23 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from collections import Counter
 from dataclasses import dataclass
 
 from vigil.core.errors import ConnectorTimeout, SettingsError, StoreUnavailable
 
 ENV = "VIGIL_FAULTS"
-WHATS = ("kill", "db_error", "timeout")
+WHATS = ("kill", "db_error", "timeout", "stall")
 
 
 @dataclass(frozen=True, slots=True)
 class Fault:
-    """What to do at a point, and on which visit."""
+    """What to do at a point, and on which visit (and for ``stall``, for how long)."""
 
     what: str
     nth: int = 1
+    seconds: float = 0.0
 
 
 def parse(spec: str) -> dict[str, Fault]:
@@ -61,10 +65,27 @@ def parse(spec: str) -> dict[str, Fault]:
     for part in filter(None, (p.strip() for p in spec.split(","))):
         point, sep, action = part.rpartition("=")
         what, _, nth = action.partition("@")
-        if not sep or not point or what not in WHATS or (nth and not nth.isdigit()) or nth == "0":
-            raise SettingsError(ENV, f"{part!r} is not point=kill|db_error|timeout[@n]")
-        faults[point] = Fault(what, int(nth) if nth else 1)
+        what, colon, seconds = what.partition(":")
+        stall = what == "stall" and colon and _positive(seconds)
+        if (
+            not sep
+            or not point
+            or what not in WHATS
+            or (what == "stall") != bool(stall)
+            or (colon and what != "stall")
+            or (nth and not nth.isdigit())
+            or nth == "0"
+        ):
+            raise SettingsError(ENV, f"{part!r} is not point=kill|db_error|timeout|stall:SECONDS[@n]")
+        faults[point] = Fault(what, int(nth) if nth else 1, float(seconds) if stall else 0.0)
     return faults
+
+
+def _positive(number: str) -> bool:
+    try:
+        return float(number) > 0
+    except ValueError:
+        return False
 
 
 class InjectedTimeout(ConnectorTimeout):
@@ -104,6 +125,9 @@ def fault(point: str) -> None:
         return
     if armed.what == "kill":
         os.kill(os.getpid(), signal.SIGKILL)
+    if armed.what == "stall":
+        time.sleep(armed.seconds)  # blocking on purpose: nothing of this process runs meanwhile
+        return
     if armed.what == "db_error":
         raise InjectedDatabaseError(f"injected at {point}")
     raise InjectedTimeout("failpoint", f"injected at {point}")

@@ -39,6 +39,14 @@ class Metrics:
             ["reason"],
             registry=registry,
         )
+        self.events_let_go = Counter(
+            "vigil_events_let_go",
+            "Records left unfinished to the consumer their partition moved to, by how vigil learned it moved: "
+            "withdrawn (handed over at a rebalance while still in flight), fenced (a write refused: a later tenure "
+            "of the partition existed).",
+            ["how"],
+            registry=registry,
+        )
         self.mqtt_dropped = Counter(
             "vigil_mqtt_dropped",
             "QoS 0 MQTT messages dropped because vigil already held its maximum of them, by where "

@@ -20,7 +20,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
-from vigil.core.errors import LeaseLost, Overrun, SettingsError, StoreError, StoreUnavailable, VigilError
+from vigil.core.errors import Fenced, LeaseLost, Overrun, SettingsError, StoreError, StoreUnavailable, VigilError
 from vigil.db.migrate import upgrade
 from vigil.db.settings import DatabaseSettings
 
@@ -196,7 +196,7 @@ async def guarded(
                 return
             async with conn.begin():
                 yield conn
-    except (refused, LeaseLost):  # the caller's own verdict on its transaction, not the database's
+    except (refused, LeaseLost, Fenced):  # the caller's own verdict on its transaction, not the database's
         raise
     except TimeoutError as exc:
         busy = time.thread_time() - busy_from

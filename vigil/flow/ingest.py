@@ -8,6 +8,12 @@ at a time in arrival order. A record is acknowledged only once fully handled.
 
 A lane is a queue with one task working through it, started by the first event of a conversation that has nothing in
 flight and ended when its queue is empty: the events behind it cost no task of their own.
+
+A record whose partition moves to another consumer while it is in flight is let go, neither finished nor
+acknowledged, for the new owner to read again: when the source withdraws it at the hand-over (its handling is
+cancelled where it stands, as a crash there would stop it), or when a write made for it is ``Fenced`` (a later
+tenure of its partition exists: this consumer was moved on from without knowing it). Its handling runs under the
+record's tenure (``vigil.flow.tenure``), which those writes prove.
 """
 
 from __future__ import annotations
@@ -16,14 +22,16 @@ import asyncio
 import logging
 from collections import deque
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from functools import partial
 
 from vigil.core.clock import Clock
-from vigil.core.errors import EventConflict, Rejected, StoreError, TransportError
+from vigil.core.errors import EventConflict, Fenced, Rejected, StoreError, TransportError
 from vigil.core.metrics import Metrics
 from vigil.core.retry import Backoff
 from vigil.flow.pipeline import Pipeline
 from vigil.flow.settings import IngestSettings
+from vigil.flow.tenure import holding
 from vigil.transport.base import Delivery, Source
 from vigil.wire.events import Event, Message, addressed, parse
 
@@ -93,7 +101,8 @@ class Ingest:
         key = event.conversation_id
         if isinstance(event, Message):
             self._messages[key] = self._messages.get(key, 0) + 1
-        work = (delivery, event, received)
+        work = _Work(delivery, event, received)
+        delivery.on_withdrawn(partial(self._withdraw, work))
         lane = self._lanes.get(key)
         if lane is not None:
             lane.append(work)  # its task takes it when the events ahead of it are done
@@ -105,17 +114,49 @@ class Ingest:
         """Handle a conversation's events one at a time, in arrival order, until its lane is empty."""
         try:
             while lane:
-                delivery, event, received = lane[0]
-                try:
-                    await self._process(delivery, event, received)
-                except Exception:  # _process lets nothing through; should it, the events behind must still go on
-                    log.exception("failed on %s %s", event.type, event.id)
+                work = lane[0]
+                if work.withdrawn:
+                    self._let_go(work.event, "withdrawn")
+                else:
+                    work.runner = asyncio.current_task()
+                    try:
+                        await self._process(work.delivery, work.event, work.received)
+                    except asyncio.CancelledError:
+                        if not work.withdrawn:
+                            raise  # the drain at shutdown
+                        work.runner.uncancel()
+                        self._let_go(work.event, "withdrawn")
+                    except Exception:  # _process lets nothing through; should it, the events behind must still go on
+                        log.exception("failed on %s %s", work.event.type, work.event.id)
+                    work.runner = None
                 lane.popleft()
-                if isinstance(event, Message):
+                if isinstance(work.event, Message):
                     self._handled_message(key)
         finally:
             if self._lanes.get(key) is lane:
                 del self._lanes[key]
+
+    def _withdraw(self, work: _Work) -> None:
+        """The source takes ``work``'s record back: stop handling it where it stands, or skip it when its turn comes."""
+        if work.withdrawn:
+            return
+        work.withdrawn = True
+        if work.runner is not None:
+            work.runner.cancel()
+
+    def _let_go(self, event: Event, how: str) -> None:
+        """Leave ``event``'s record to the consumer its partition moved to: unacknowledged, no longer in flight here."""
+        log.info(
+            "leaving %s %s to the new owner of its partition (%s)",
+            event.type,
+            event.id,
+            how,
+            extra={"conversation_id": event.conversation_id},
+        )
+        self._metrics.events_let_go.labels(how).inc()
+        self._unfinished -= 1
+        self._metrics.in_flight.dec()
+        self._slots.release()
 
     def _handled_message(self, key: str) -> None:
         left = self._messages[key] - 1
@@ -136,9 +177,13 @@ class Ingest:
     async def _process(self, delivery: Delivery, event: Event, received: float) -> None:
         try:
             # handle() is idempotent, so a step that failed for a passing reason is retried whole.
-            await self._backoff.retry(
-                "handling an event", partial(self._pipeline.handle, event, received, self._superseded(event))
-            )
+            with holding(delivery.record.tenure):
+                await self._backoff.retry(
+                    "handling an event", partial(self._pipeline.handle, event, received, self._superseded(event))
+                )
+        except Fenced:
+            self._let_go(event, "fenced")
+            return
         except (EventConflict, StoreError) as exc:
             rejection = exc if isinstance(exc, Rejected) else Rejected("store_rejected", str(exc))
             log.warning(
@@ -203,5 +248,13 @@ class Ingest:
         return not pending
 
 
-_Work = tuple[Delivery, Event, float]
-"""A record waiting in its lane: its delivery, its event and when it was received."""
+@dataclass(slots=True)
+class _Work:
+    """A record in its lane: its delivery, its event and when it was received; whether the source has withdrawn it,
+    and the task handling it now, if any."""
+
+    delivery: Delivery
+    event: Event
+    received: float
+    withdrawn: bool = False
+    runner: asyncio.Task[None] | None = None

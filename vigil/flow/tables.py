@@ -1,5 +1,5 @@
-"""The platform's own tables: the windows of durable scheduled jobs (``vigil.flow.claims``) and named leases
-(``vigil.flow.leases``)."""
+"""The platform's own tables: the windows of durable scheduled jobs (``vigil.flow.claims``), named leases
+(``vigil.flow.leases``) and the tenures of partitions (``vigil.flow.tenure``)."""
 
 from __future__ import annotations
 
@@ -40,3 +40,18 @@ class LeaseRow(SQLModel, table=True):
 
 
 LEASE = LeaseRow.__table__  # type: ignore[attr-defined]
+
+
+class TenureRow(SQLModel, table=True):
+    """The latest tenure of a partition (vigil/flow/tenure.py): its epoch, counted up each time a consumer is given
+    the partition, and who that was."""
+
+    __tablename__ = "tenure"
+
+    scope: str = Field(primary_key=True, max_length=ID_LENGTH)
+    epoch: int = Field(default=0, sa_column=sa.Column(sa.BigInteger(), nullable=False, server_default="0"))
+    holder: str | None = Field(default=None, max_length=ID_LENGTH)
+    taken_at: datetime | None = when()
+
+
+TENURE = TenureRow.__table__  # type: ignore[attr-defined]

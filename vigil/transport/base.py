@@ -7,12 +7,35 @@ suggestions. Kafka and MQTT implement these; the pipeline never sees which one i
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Collection
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 from vigil.core.errors import Rejected
 from vigil.wire.events import Suggestion
+
+
+@dataclass(frozen=True, slots=True)
+class Tenure:
+    """A consumer's hold on a partition, for as long as the group leaves it there: ``epoch`` is counted up in the
+    database each time any consumer is given the partition, so that a write made under an older epoch (by a consumer
+    the group has since moved on from, stalled or cut off, that does not know it yet) is refused (fencing)."""
+
+    scope: str
+    """The partition held (``kafka:<topic>/<partition>``)."""
+    epoch: int
+
+
+class TenureBook(Protocol):
+    """Where tenures are counted (vigil/flow/tenure.py keeps them in the database)."""
+
+    async def take(self, scopes: Collection[str]) -> dict[str, Tenure]:
+        """A new tenure of each scope for this consumer, fencing off every earlier one.
+
+        Raises:
+            StoreUnavailable: the database cannot be reached (retry).
+        """
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +51,9 @@ class Record:
     """The tenant the transport's addressing names (an MQTT topic level), if any."""
     conversation_id: str | None = None
     """The conversation the transport's addressing names (an MQTT topic level, a Kafka key), if any."""
+    tenure: Tenure | None = None
+    """The consumer's hold on the record's partition when it was read, which its writes prove (Kafka); None where
+    a record cannot move to another consumer while in flight (MQTT, memory)."""
 
 
 DLQ_DETAIL_MAX_BYTES = 1024
@@ -59,6 +85,11 @@ class Delivery(Protocol):
 
     def ack(self) -> None:
         """The record is fully handled; the transport may forget it (commit its offset, ack the packet)."""
+        ...
+
+    def on_withdrawn(self, stop: Callable[[], None]) -> None:
+        """Call ``stop`` if the transport takes the record back while it is in flight: its partition was given to
+        another consumer, which reads it again, and this one must not go on with it (never, on MQTT and memory)."""
         ...
 
     async def dead_letter(self, rejection: Rejected) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
@@ -32,7 +32,7 @@ from aiokafka.structs import OffsetAndMetadata
 
 from vigil.core.errors import RecordRefused, Rejected, TransportError, TransportUnavailable
 from vigil.core.metrics import Metrics
-from vigil.transport.base import Record, dead_letter_headers, truncation_headers
+from vigil.transport.base import Record, Tenure, TenureBook, dead_letter_headers, truncation_headers
 from vigil.transport.settings import KafkaSettings
 from vigil.wire.events import Suggestion
 
@@ -130,7 +130,8 @@ class KafkaSink:
 class _Ledger:
     """What is in flight on one partition, and so how far its offset may be committed."""
 
-    pending: dict[int, None] = field(default_factory=dict)  # insertion order = offset order
+    # Insertion order = offset order; each with what stops its handling if the partition is taken back.
+    pending: dict[int, Callable[[], None] | None] = field(default_factory=dict)
     next_offset: int | None = None
     committed: int | None = None
     idle: asyncio.Event = field(default_factory=asyncio.Event)
@@ -144,6 +145,19 @@ class _Ledger:
         self.pending.pop(offset, None)
         if not self.pending:
             self.idle.set()
+
+    def watch(self, offset: int, stop: Callable[[], None]) -> None:
+        if offset in self.pending:
+            self.pending[offset] = stop
+
+    def withdraw(self) -> int:
+        """Stop the handling of every record still in flight (the partition has gone); how many there were."""
+        stops = [stop for stop in self.pending.values() if stop is not None]
+        self.pending.clear()
+        self.idle.set()
+        for stop in stops:
+            stop()
+        return len(stops)
 
     def committable(self) -> int | None:
         """The offset to commit: the oldest record still in flight, or one past the newest seen."""
@@ -163,6 +177,9 @@ class KafkaDelivery:
 
     def ack(self) -> None:
         self._ledger.done(self._offset)
+
+    def on_withdrawn(self, stop: Callable[[], None]) -> None:
+        self._ledger.watch(self._offset, stop)
 
     async def dead_letter(self, rejection: Rejected) -> None:
         await self._dlq.send(self.record, rejection)
@@ -227,7 +244,15 @@ def _size(key: bytes | None, value: bytes | None, headers: Headers) -> int:
 
 
 class KafkaSource:
-    """Reads the input topic in a consumer group; commits offsets in order as records are acknowledged."""
+    """Reads the input topic in a consumer group; commits offsets in order as records are acknowledged.
+
+    When the group moves a partition to another member, the records still in flight on it are given
+    ``handover_timeout_s`` to finish; those that have not are withdrawn (their handling is stopped: see
+    ``Delivery.on_withdrawn``) before the partition goes, so the old owner stops before the new one starts. And
+    with a ``TenureBook``, each partition the consumer is given is a new tenure of it, counted in the database
+    before any of its records is handed out, and carried by each record: a consumer the group has moved on from
+    without its knowing (stalled past its session, cut off from the broker) has its writes refused.
+    """
 
     name = "kafka"
 
@@ -238,11 +263,17 @@ class KafkaSource:
         *,
         handover_timeout_s: float,
         metrics: Metrics | None = None,
+        tenures: TenureBook | None = None,
     ) -> None:
         self._settings = settings
         self._metrics = metrics
         self._dlq = KafkaDeadLetters(publisher, settings.dlq_topic)
         self._handover_timeout_s = handover_timeout_s
+        self._tenures = tenures
+        self._held: dict[TopicPartition, Tenure | None] = {}  # the partitions held now, each with its tenure
+        # Set while the partitions are settled: cleared when a rebalance begins (or before the first), set once
+        # the partitions assigned are held (under their new tenures).
+        self._settled = asyncio.Event()
         self._consumer: AIOKafkaConsumer | None = None
         self._ledgers: dict[TopicPartition, _Ledger] = {}
         self._stopping = asyncio.Event()
@@ -254,6 +285,8 @@ class KafkaSource:
         take every replica out of its Service at once."""
         self.revocations = 0
         """How many times partitions were taken from this consumer (each rebalance it took part in with some)."""
+        self.withdrawn = 0
+        """How many records in flight were withdrawn because their partition was handed over before they finished."""
 
     async def start(self) -> None:
         consumer = AIOKafkaConsumer(
@@ -293,11 +326,15 @@ class KafkaSource:
                 await asyncio.sleep(0.5)
                 continue
             failing = False
+            if batch and not self._settled.is_set():
+                await self._settled.wait()  # a partition's records go out only once it is held (under its tenure)
             for tp, messages in batch.items():
-                ledger = self._ledgers.setdefault(tp, _Ledger())
                 for message in messages:
                     if self._stopping.is_set():
                         return
+                    if tp not in self._held:
+                        break  # handed over while this batch was going out: its new owner reads the rest
+                    ledger = self._ledgers.setdefault(tp, _Ledger())
                     ledger.add(message.offset)
                     origin = {"topic": tp.topic, "partition": str(tp.partition), "offset": str(message.offset)}
                     record = Record(
@@ -306,11 +343,13 @@ class KafkaSource:
                         tuple(message.headers or ()),
                         origin,
                         conversation_id=_addressee(message.key),
+                        tenure=self._held[tp],
                     )
                     yield KafkaDelivery(record, ledger, message.offset, self._dlq)
 
     def stop_intake(self) -> None:
         self._stopping.set()
+        self._settled.set()  # nothing waits on a rebalance any more
 
     async def check(self) -> None:
         if self._consumer is None:
@@ -380,24 +419,58 @@ class KafkaSource:
             self.measure_lag()
 
     async def hand_over(self, revoked: Iterable[TopicPartition]) -> None:
-        """Before partitions move to another member: let their in-flight records finish, commit, forget them."""
+        """Before partitions move to another member: let their in-flight records finish for up to the hand-over
+        timeout, commit, then withdraw what is still in flight and forget the partitions."""
+        if not self._stopping.is_set():
+            self._settled.clear()
         given_up = list(revoked)
         self.revocations += bool(given_up)
         revoked = [tp for tp in given_up if tp in self._ledgers]
         waits = [self._ledgers[tp].idle.wait() for tp in revoked if self._ledgers[tp].pending]
         if waits:
-            try:
+            with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(self._handover_timeout_s):
                     await asyncio.gather(*waits)
-            except TimeoutError:
-                log.warning("handing over %d partitions with records still in flight", len(waits))
         try:
             await self.commit(revoked)
         except TransportError as exc:
             log.warning("%s during a rebalance; the new owner will re-read from the last commit", exc)
-        for tp in revoked:
-            self._ledgers.pop(tp, None)
+        withdrawn = sum(self._ledgers.pop(tp).withdraw() for tp in revoked)
+        if withdrawn:
+            self.withdrawn += withdrawn
+            log.warning(
+                "handed over %d partitions with %d records still in flight after %.1fs: their handling is stopped, "
+                "the new owner reads them again",
+                len(given_up),
+                withdrawn,
+                self._handover_timeout_s,
+            )
+        for tp in given_up:
+            self._held.pop(tp, None)
         self._forget_lag(given_up)
+
+    async def take_over(self, assigned: Iterable[TopicPartition]) -> None:
+        """Hold newly assigned partitions: with a tenure book, each under a new tenure (taken before any of their
+        records is handed out, retried while the database is unreachable)."""
+        partitions = list(assigned)
+        if self._tenures is None or not partitions:
+            self._held.update(dict.fromkeys(partitions))
+            self._settled.set()
+            return
+        scopes = {tp: f"kafka:{tp.topic}/{tp.partition}" for tp in partitions}
+        failing = False
+        while not self._stopping.is_set():
+            try:
+                taken = await self._tenures.take(scopes.values())
+            except Exception as exc:  # the database down, or a bug: no record goes out untenured either way
+                if not failing:
+                    log.warning("cannot take the tenures of the assigned partitions; retrying: %s", exc)
+                failing = True
+                await asyncio.sleep(1.0)
+                continue
+            self._held.update({tp: taken[scope] for tp, scope in scopes.items()})
+            break
+        self._settled.set()
 
     async def close(self) -> None:
         self.joined = False
@@ -422,6 +495,7 @@ class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
 
     async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
         log.info("assigned partitions: %s", sorted(f"{tp.topic}/{tp.partition}" for tp in assigned))
+        await self._source.take_over(assigned)
         self._source.joined = True
 
 

@@ -6,7 +6,7 @@ Runs the real pipeline without a broker (replay evaluations, tests).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
 
 from vigil.core.errors import Rejected
@@ -29,6 +29,9 @@ class MemoryDelivery:
 
     async def dead_letter(self, rejection: Rejected) -> None:
         self.source.dead_letters.append((self.record, rejection))
+
+    def on_withdrawn(self, stop: Callable[[], None]) -> None:
+        """A record in memory is never taken back."""
 
 
 @dataclass

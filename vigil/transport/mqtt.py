@@ -287,6 +287,9 @@ class MqttDelivery:
     async def dead_letter(self, rejection: Rejected) -> None:
         await self._connection.dead_letter(self.record, rejection)
 
+    def on_withdrawn(self, stop: Callable[[], None]) -> None:
+        """MQTT does not give a session's messages to another client while it is connected: never taken back."""
+
 
 class MqttConnection:
     """One MQTT client kept connected, shared by the source, the sink and the outbox.

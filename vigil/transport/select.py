@@ -9,7 +9,7 @@ from functools import partial
 
 from vigil.core.metrics import Metrics
 from vigil.core.retry import Backoff
-from vigil.transport.base import Outbox, Sink, Source
+from vigil.transport.base import Outbox, Sink, Source, TenureBook
 from vigil.transport.kafka import KafkaOutbox, KafkaPublisher, KafkaSink, KafkaSource, ensure_topics
 from vigil.transport.mqtt import MqttConnection, MqttOutbox, MqttSink, MqttSource
 from vigil.transport.settings import KafkaSettings, MqttSettings
@@ -40,6 +40,7 @@ class Transports:
         metrics: Metrics,
         handover_timeout_s: float,
         max_in_flight: int,
+        tenures: TenureBook | None = None,
     ) -> Transports:
         """Kafka if ``VIGIL_KAFKA__BOOTSTRAP_SERVERS`` is set, MQTT if ``VIGIL_MQTT__HOST`` is; nothing contacted.
 
@@ -49,17 +50,20 @@ class Transports:
             metrics: where the transports count.
             handover_timeout_s: how long Kafka waits for in-flight work when its partitions are taken away.
             max_in_flight: events being processed at once; MQTT's broker sends at most this many unacknowledged.
+            tenures: where Kafka counts the tenures of the partitions it is given (fencing; none without).
         """
         built = cls()
         if kafka.bootstrap_servers:
-            built._add_kafka(kafka, handover_timeout_s, metrics)
+            built._add_kafka(kafka, handover_timeout_s, metrics, tenures)
         if mqtt.host:
             built._add_mqtt(mqtt, metrics, max_in_flight)
         return built
 
-    def _add_kafka(self, kafka: KafkaSettings, handover_timeout_s: float, metrics: Metrics) -> None:
+    def _add_kafka(
+        self, kafka: KafkaSettings, handover_timeout_s: float, metrics: Metrics, tenures: TenureBook | None
+    ) -> None:
         publisher = KafkaPublisher(kafka)
-        source = KafkaSource(kafka, publisher, handover_timeout_s=handover_timeout_s, metrics=metrics)
+        source = KafkaSource(kafka, publisher, handover_timeout_s=handover_timeout_s, metrics=metrics, tenures=tenures)
         self.sources.append(source)
         self.sinks.append(KafkaSink(publisher, kafka.suggestions_topic))
         self.outboxes.append(KafkaOutbox(publisher, kafka.input_topic))
