@@ -329,12 +329,14 @@ class KafkaSource:
             if batch and not self._settled.is_set():
                 await self._settled.wait()  # a partition's records go out only once it is held (under its tenure)
             for tp, messages in batch.items():
+                if tp not in self._held:
+                    continue  # handed over since this batch was fetched: its new owner reads it
+                ledger, tenure = self._ledgers.setdefault(tp, _Ledger()), self._held[tp]
                 for message in messages:
                     if self._stopping.is_set():
                         return
-                    if tp not in self._held:
+                    if self._ledgers.get(tp) is not ledger:
                         break  # handed over while this batch was going out: its new owner reads the rest
-                    ledger = self._ledgers.setdefault(tp, _Ledger())
                     ledger.add(message.offset)
                     origin = {"topic": tp.topic, "partition": str(tp.partition), "offset": str(message.offset)}
                     record = Record(
@@ -343,7 +345,7 @@ class KafkaSource:
                         tuple(message.headers or ()),
                         origin,
                         conversation_id=_addressee(message.key),
-                        tenure=self._held[tp],
+                        tenure=tenure,
                     )
                     yield KafkaDelivery(record, ledger, message.offset, self._dlq)
 
