@@ -14,6 +14,7 @@ import pytest
 from tests.conftest import Topics, create_topics, make_settings, wait_for
 from tests.kafka_client import produce, read_topic
 from tests.sse import sse_events
+from vigil.app.compose import compose
 from vigil.app.daemon import Daemon, running
 from vigil.core.clock import SystemClock
 from vigil.core.errors import SettingsError, StartupError
@@ -22,6 +23,7 @@ from vigil.dev.broker import EmbeddedBroker, free_port
 from vigil.flow.case import CaseState
 from vigil.flow.skills import Proposal
 from vigil.knowledge.store import KnowledgeStore
+from vigil.transport.kafka import KafkaSource
 from vigil.wire.events import Event, Message, SuggestionKind
 
 
@@ -218,3 +220,18 @@ async def test_the_event_loops_lag_is_measured_from_start_to_shutdown(tmp_path):
     await asyncio.sleep(0.2)
     assert daemon.metrics.registry.get_sample_value(lag_count) == stopped  # the monitor ended with the daemon
     assert not [t for t in asyncio.all_tasks() if t.get_name() == "vigil-loop-lag"]
+
+
+@pytest.mark.parametrize(("db_url", "fenced"), [("sqlite", False), ("postgresql", True)], indirect=["db_url"])
+async def test_kafka_fences_a_replica_the_group_moved_on_from_where_replicas_share_the_database(
+    db_url: str, fenced: bool, tmp_path
+):
+    """Tenures are taken on PostgreSQL, which replicas share; on SQLite there is one process and no proof to pay."""
+    settings = make_settings(tmp_path=tmp_path, db_url=db_url, bootstrap="127.0.0.1:1", answers={"enabled": False})
+    composition = compose(settings)
+    try:
+        (source,) = composition.transports.sources
+        assert isinstance(source, KafkaSource)
+        assert (source._tenures is not None) is fenced
+    finally:
+        await composition.store.close()
