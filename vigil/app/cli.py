@@ -20,6 +20,7 @@ from vigil import __version__
 from vigil.core.clock import SystemClock
 from vigil.core.errors import SettingsError, VigilError
 from vigil.core.lifecycle import Phase
+from vigil.core.memory import GrowthReport
 from vigil.panel.identity import ROLES
 
 if TYPE_CHECKING:
@@ -492,6 +493,7 @@ async def _until_signalled(work: Callable[[asyncio.Event], Awaitable[None]]) -> 
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, on_signal)
+    loop.add_signal_handler(signal.SIGUSR2, GrowthReport().log)  # what grows (vigil/core/memory.py)
     await work(stop)
 
 
