@@ -493,7 +493,7 @@ async def _until_signalled(work: Callable[[asyncio.Event], Awaitable[None]]) -> 
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, on_signal)
-    loop.add_signal_handler(signal.SIGUSR2, GrowthReport().log)  # what grows (vigil/core/memory.py)
+    loop.add_signal_handler(signal.SIGUSR2, GrowthReport().on_signal)  # what grows (vigil/core/memory.py)
     await work(stop)
 
 
