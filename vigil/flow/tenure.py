@@ -15,6 +15,8 @@ new tenure taken meanwhile waits for the transaction to commit, or is seen and r
 already holds the database's write lock there. Either way a write either commits before the new tenure is taken or
 not at all. Effects outside the database (publishing, a connector's call) are not fenced this way: publishing follows
 a stored suggestion and the stored copy is what goes out, and an action's call is claimed in the database first.
+
+The daemon keeps tenures on PostgreSQL, which replicas share (vigil/app/compose.py): on SQLite there is one process.
 """
 
 from __future__ import annotations
