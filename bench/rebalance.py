@@ -213,7 +213,7 @@ async def run(args: argparse.Namespace) -> list[dict[str, Any]]:
                     rows.append(row)
                     print(
                         f"{kind}, {row['membership']}: untouched partitions paused {row['pause_untouched_s']}, "
-                        f"the member's {row['pause_touched_s']:.2f} s; settled after {row['settled_after_s']:.1f} s",
+                        f"the touched {row['pause_touched_s']:.2f} s; settled after {row['settled_after_s']:.1f} s",
                         file=sys.stderr,
                         flush=True,
                     )
@@ -245,9 +245,10 @@ def main(argv: list[str] | None = None) -> int:
     result = {"runs": rows, "medians": medians(rows)}
     for name, figures in result["medians"].items():
         untouched, touched = figures["pause_untouched_s"], figures["pause_touched_s"]
+        whose = "every partition" if name.startswith("join/") else "the restarted member's"  # a join may move any
         print(
             f"{name:18} untouched partitions paused {'-' if untouched is None else f'{untouched:.2f} s':>8}, "
-            f"the changing member's {touched:.2f} s, settled after {figures['settled_after_s']:.1f} s"
+            f"{whose} {touched:.2f} s, settled after {figures['settled_after_s']:.1f} s"
         )
     print(f"saved: {report.save('rebalance', argv, vars(args), result)}", file=sys.stderr)
     return 0

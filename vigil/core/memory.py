@@ -66,6 +66,8 @@ class GrowthReport:
             return
         try:
             log.warning("%s", self.report())
+        except Exception:  # in a worker thread: nobody else would hear of it
+            log.exception("the memory report failed")
         finally:
             self._making.release()
 
