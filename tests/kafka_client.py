@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
@@ -84,6 +85,31 @@ def read_topic(bootstrap: str, topic: str, *, expect: int, timeout_s: float = 30
     finally:
         consumer.close()
     return got
+
+
+class AckedProducer(Producer):
+    """A producer (``acks=all``) that keeps, for each partition it wrote to, one past the last offset the broker
+    acknowledged: where a consumer that has read all it was sent stands. Tansu's ListOffsets says one past the *first*
+    record of a partition's last batch (../shared/STACK.md), so a check that compares committed offsets with the
+    watermarks alone passes while the records of that batch after its first are still unread."""
+
+    def __init__(self, bootstrap: str, **config: Any) -> None:
+        super().__init__({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5, **config})
+        self._ends: dict[tuple[str, int], int] = {}
+
+    def produce(self, topic: str, *args: Any, on_delivery: Any = None, **kwargs: Any) -> None:
+        def delivered(err: Any, msg: Any) -> None:
+            if err is None:
+                at = (msg.topic(), msg.partition())
+                self._ends[at] = max(self._ends.get(at, 0), msg.offset() + 1)
+            if on_delivery is not None:
+                on_delivery(err, msg)
+
+        super().produce(topic, *args, on_delivery=delivered, **kwargs)
+
+    def ends(self, topic: str) -> dict[int, int]:
+        """One past the last offset acknowledged on each partition of ``topic`` this producer wrote to."""
+        return {partition: end for (name, partition), end in self._ends.items() if name == topic}
 
 
 def committed(bootstrap: str, group: str, topic: str, *, partitions: int = 3) -> dict[int, int]:

@@ -21,14 +21,14 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 
 from tests.conftest import Topics
 from tests.e2e.action_chat import PARTITIONS, Chat, Daemon
 from tests.e2e.harness import Database, VigilCli, VigilProcess, eventually, ready
 from tests.e2e.reconcile import Sent, stuck_actions
 from tests.e2e.shop import Order, ShopFile, stamp
-from tests.kafka_client import Read
+from tests.kafka_client import AckedProducer, Read
 from vigil.core.clock import SystemClock
 from vigil.dev.broker import free_port
 from vigil.dev.systems.seed import seed
@@ -126,7 +126,7 @@ class Lives:
         }
         self.db = Database(db_url)
         self.sent = Sent()
-        self.producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5})
+        self.producer = AckedProducer(bootstrap)
         self.lives: list[VigilProcess] = []
         self._daemon: Daemon | None = None
 

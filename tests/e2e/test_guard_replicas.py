@@ -11,13 +11,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Producer
 
 from tests.actions.test_history import busy_when_looked_up
 from tests.conftest import create_topics, new_topics
 from tests.e2e.action_chat import APPROVAL_SECRET, PARTITIONS, Chat, Daemon
 from tests.e2e.harness import Database, VigilCli, VigilProcess, eventually, ready
 from tests.e2e.shop import Order, Shop
+from tests.kafka_client import AckedProducer
 from vigil.dev.broker import EmbeddedBroker
 
 pytestmark = pytest.mark.e2e
@@ -48,7 +48,7 @@ async def test_two_processes_on_one_postgresql_let_one_of_six_split_refunds_thro
     shop = Shop(tmp_path / "systems.sqlite").start()
     shop.add_customer(CUSTOMER, methods={METHOD: {"kind": "card"}})
     shop.add_order(Order(ORDER, CUSTOMER, "delivered", 30000, METHOD))
-    producer = Producer({"bootstrap.servers": kafka.bootstrap, "acks": "all", "linger.ms": 5})
+    producer = AckedProducer(kafka.bootstrap)
     clis = [VigilCli(tmp_path / name) for name in ("a", "b")]
     try:
         processes = []

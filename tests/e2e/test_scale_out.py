@@ -24,7 +24,6 @@ from typing import Any
 
 import httpx
 import pytest
-from confluent_kafka import Producer
 
 from tests.chroma import ChromaServer
 from tests.conftest import Topics, create_topics
@@ -32,7 +31,7 @@ from tests.e2e.action_chat import Chat, Daemon, end_offsets
 from tests.e2e.crashes import RECONCILER, Refund, SystemsProcess, read_all
 from tests.e2e.harness import Database, VigilCli, VigilProcess, eventually, ready
 from tests.e2e.reconcile import Sent, reconcile, stuck_actions
-from tests.kafka_client import committed
+from tests.kafka_client import AckedProducer, committed
 from vigil.dev.broker import EmbeddedBroker
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
@@ -75,7 +74,7 @@ class Replicas:
         }
         self.db = Database(db_url)
         self.sent = Sent()
-        self.producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5})
+        self.producer = AckedProducer(bootstrap)
         self.running: dict[str, VigilProcess] = {}
         self.lives: list[VigilProcess] = []
 
@@ -113,7 +112,7 @@ class Replicas:
         return next(iter(self.running.values()))
 
     def daemon(self) -> Daemon:
-        return Daemon(self.any, self.db, self.systems, self.bootstrap, self.topics, self.producer)  # type: ignore[arg-type]
+        return Daemon(self.any, self.db, self.systems, self.bootstrap, self.topics, self.producer)
 
     async def send(self, events: list[dict[str, Any]]) -> None:
         self.sent.events(events)
@@ -176,7 +175,7 @@ class Replicas:
         started = time.monotonic()
 
         def done() -> bool:
-            ends = end_offsets(self.bootstrap, self.topics.input, PARTITIONS)
+            ends = end_offsets(self.bootstrap, self.topics.input, PARTITIONS, acked=self.producer)
             at = committed(self.bootstrap, self.topics.group, self.topics.input, partitions=PARTITIONS)
             return all(at.get(p, -1) >= end for p, end in ends.items() if end > 0)
 
