@@ -111,17 +111,20 @@ class Daemon:
     async def processed(self, timeout_s: float = 120.0) -> None:
         """Wait until the daemon committed every record of its input topic: all it was sent is done."""
 
-        def done() -> bool:
-            ends = end_offsets(self.bootstrap, self.topics.input, acked=self.producer)
-            at = committed(self.bootstrap, self.topics.group, self.topics.input, partitions=PARTITIONS)
-            return all(at.get(p, -1) >= end for p, end in ends.items() if end > 0)
-
+        done = lambda: all_committed(self.bootstrap, self.topics, self.producer)  # noqa: E731
         await eventually("the daemon committed the whole input topic", done, timeout_s, self.process)
 
 
 def _json(value: Any) -> Any:
     """A JSON column as read: text from SQLite, already decoded by psycopg from PostgreSQL."""
     return json.loads(value) if isinstance(value, str | bytes) else value
+
+
+def all_committed(bootstrap: str, topics: Topics, acked: AckedProducer, partitions: int = PARTITIONS) -> bool:
+    """Whether ``topics``' group has committed every record of its input topic (those ``acked`` wrote included)."""
+    ends = end_offsets(bootstrap, topics.input, partitions, acked=acked)
+    at = committed(bootstrap, topics.group, topics.input, partitions=partitions)
+    return all(at.get(p, -1) >= end for p, end in ends.items() if end > 0)
 
 
 def end_offsets(

@@ -27,11 +27,11 @@ import pytest
 
 from tests.chroma import ChromaServer
 from tests.conftest import Topics, create_topics
-from tests.e2e.action_chat import Chat, Daemon, end_offsets
+from tests.e2e.action_chat import Chat, Daemon, all_committed
 from tests.e2e.crashes import RECONCILER, Refund, SystemsProcess, read_all
 from tests.e2e.harness import Database, VigilCli, VigilProcess, eventually, ready
 from tests.e2e.reconcile import Sent, reconcile, stuck_actions
-from tests.kafka_client import AckedProducer, committed
+from tests.kafka_client import AckedProducer
 from vigil.dev.broker import EmbeddedBroker
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
@@ -174,11 +174,7 @@ class Replicas:
         """Wait until the group committed the whole input topic; how long it took."""
         started = time.monotonic()
 
-        def done() -> bool:
-            ends = end_offsets(self.bootstrap, self.topics.input, PARTITIONS, acked=self.producer)
-            at = committed(self.bootstrap, self.topics.group, self.topics.input, partitions=PARTITIONS)
-            return all(at.get(p, -1) >= end for p, end in ends.items() if end > 0)
-
+        done = lambda: all_committed(self.bootstrap, self.topics, self.producer, PARTITIONS)  # noqa: E731
         await eventually("the group committed the whole input topic", done, timeout_s)
         return time.monotonic() - started
 
