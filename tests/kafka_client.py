@@ -109,7 +109,8 @@ class AckedProducer(Producer):
 
     def ends(self, topic: str) -> dict[int, int]:
         """One past the last offset acknowledged on each partition of ``topic`` this producer wrote to."""
-        return {partition: end for (name, partition), end in self._ends.items() if name == topic}
+        # A copy first: delivery reports update the ends in whichever thread polls the producer.
+        return {partition: end for (name, partition), end in self._ends.copy().items() if name == topic}
 
 
 def committed(bootstrap: str, group: str, topic: str, *, partitions: int = 3) -> dict[int, int]:

@@ -38,12 +38,7 @@ class GrowthReport:
         """The sites that grew most since the last report, one a line (most first), after a line of totals."""
         if not tracemalloc.is_tracing():
             return "allocations are not traced: start vigil with PYTHONTRACEMALLOC=8 to have SIGUSR2 say what grows"
-        snapshot = tracemalloc.take_snapshot().filter_traces(
-            [
-                tracemalloc.Filter(False, tracemalloc.__file__),
-                tracemalloc.Filter(False, "<frozen importlib._bootstrap>"),
-            ]
-        )
+        snapshot = tracemalloc.take_snapshot().filter_traces(_OWN)
         traced, peak = tracemalloc.get_traced_memory()
         if self._last is None:
             stats = snapshot.statistics("traceback")[: self._top]
